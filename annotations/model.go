@@ -1,0 +1,171 @@
+package annotations
+
+import (
+	"go/token"
+	"go/types"
+	"time"
+)
+
+// This file is the contract between Resolve (which builds these values from a
+// parsed Spec and go/types) and the templates (which emit code from them).
+// Templates never look at syntax or at go/packages: a hand-built Package is
+// enough to test them.
+
+// Package is everything the generator emits for one Go package.
+type Package struct {
+	Name  string // package name, e.g. "orders"
+	Path  string // import path
+	Dir   string // directory the idem_gen.go file goes to
+	Types []*Type
+}
+
+// Type is an annotated named type: a struct (or other non-interface named
+// type with methods) or an interface.
+type Type struct {
+	Name      string
+	Interface bool // wrapping an interface: next is the interface value
+	Pos       token.Position
+	Obj       *types.TypeName
+	Methods   []*Method // annotated methods, in source order
+}
+
+// InflightMode is what a duplicate gets while the first call still runs.
+type InflightMode uint8
+
+const (
+	// InflightReject returns idem.ErrInProgress at once (the default).
+	InflightReject InflightMode = iota
+	// InflightWait waits up to Method.Wait for the outcome and replays it.
+	InflightWait
+)
+
+// Method is one annotated method, resolved.
+type Method struct {
+	Name string
+	Op   string // the operation name stored in records; "Type.Method" by default
+	Pos  token.Position
+	Func *types.Func
+	Sig  *types.Signature
+
+	// Params are the method's parameters in order; Params[0] is the context.
+	Params []Param
+	// Result is the non-error result type, or nil for methods returning
+	// only error.
+	Result types.Type
+
+	Key []KeyPart
+	// Hash lists indexes into Params of the parameters that form the request
+	// fingerprint, in parameter order. Empty with HashNone set means no
+	// parameter is hashed (hash=none).
+	Hash     []int
+	HashNone bool
+
+	TTL      time.Duration
+	Lease    time.Duration // 0: the executor's default
+	Inflight InflightMode
+	Wait     time.Duration // for InflightWait
+	Final    []FinalRef
+	// Budget, when the annotation states a retry budget, for documentation
+	// in the generated code.
+	Budget *Budget
+}
+
+// Budget is the retry budget an annotation states.
+type Budget struct {
+	Retries    int
+	Timeout    time.Duration
+	Backoff    time.Duration
+	Downstream time.Duration
+	Margin     time.Duration
+}
+
+// Total returns retries×(timeout+backoff)+downstream+margin.
+func (b Budget) Total() time.Duration {
+	return time.Duration(b.Retries)*(b.Timeout+b.Backoff) + b.Downstream + b.Margin
+}
+
+// Param is a method parameter. Name is never empty or "_": Resolve gives
+// unnamed parameters a name ("p1", ...) that templates use in the wrapper's
+// signature.
+type Param struct {
+	Name string
+	Type types.Type
+}
+
+// PartKind says where a key part's value comes from.
+type PartKind uint8
+
+const (
+	// PartPath is a parameter, possibly followed by fields and no-argument
+	// methods: order.ID, req.Customer.ID, msg.Key().
+	PartPath PartKind = iota + 1
+	// PartLiteral is a string literal: "refund".
+	PartLiteral
+	// PartOp is the operation name (Method.Op).
+	PartOp
+	// PartTenant is the executor's tenant (read from the context at run time).
+	PartTenant
+)
+
+// Encoding says how a key part's final value is added to idem.KeyParts.
+type Encoding uint8
+
+const (
+	EncString      Encoding = iota + 1 // string kinds: KeyParts.String
+	EncInt                             // signed integer kinds: KeyParts.Int(int64(v))
+	EncUint                            // unsigned integer kinds: KeyParts.Uint(uint64(v))
+	EncBool                            // bool: KeyParts.Bool
+	EncBytes                           // byte arrays: KeyParts.Bytes(path, v[:])
+	EncStringer                        // fmt.Stringer: KeyParts.Stringer
+	EncTextMarshal                     // encoding.TextMarshaler: KeyParts.Text
+)
+
+// KeyPart is one operand of the key expression.
+type KeyPart struct {
+	Kind PartKind
+	// Expr is the operand as written, e.g. `order.ID` or `"refund"`; it
+	// names the part in idem.ErrMissingKey.
+	Expr string
+	Pos  token.Position
+
+	Literal string // PartLiteral: the unquoted value
+
+	// PartPath: Param indexes Method.Params; Steps are the selectors after
+	// the parameter name, in order.
+	Param int
+	Steps []Step
+	// Type is the type of the part's final value; Encoding how it is added.
+	Type     types.Type
+	Encoding Encoding
+}
+
+// Step is one selector in a key path.
+type Step struct {
+	Name   string
+	Method bool // a no-argument method call: .Key()
+	// NilCheck is true when the value this step is applied to may be nil (a
+	// pointer or an interface): the wrapper checks it and reports
+	// idem.ErrMissingKey instead of panicking. A pointer is followed
+	// implicitly, as Go's selector does.
+	NilCheck bool
+}
+
+// FinalRef is a sentinel error named in final=.
+type FinalRef struct {
+	// Name is the sentinel as written (e.g. "ErrInsufficientFunds" or
+	// "payments.ErrClosed"); it is stored in records.
+	Name string
+	// Var is the package-level error variable.
+	Var *types.Var
+}
+
+// ParamNilable is a helper for templates: whether the parameter value itself
+// may be nil (so a path starting at it needs a nil check before its first
+// step).
+func ParamNilable(t types.Type) bool {
+	switch t.Underlying().(type) {
+	case *types.Pointer, *types.Interface, *types.Map, *types.Slice:
+		return true
+	}
+	return false
+}

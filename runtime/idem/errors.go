@@ -1,0 +1,90 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrInProgress: the key is held by a call that is still running. Retry
+	// after the lease (errors.As to *InProgressError for RetryAfter).
+	ErrInProgress = errors.New("idem: request with this key is in progress")
+	// ErrPayloadMismatch: the key was used before with a different payload.
+	// It is a conflict, never a replay.
+	ErrPayloadMismatch = errors.New("idem: key reused with a different payload")
+	// ErrMissingKey: a key part is nil or empty; the method was not called.
+	ErrMissingKey = errors.New("idem: missing key part")
+	// ErrLeaseLost: the claim's lease lapsed and another worker took the key
+	// over (or the record is gone); this worker's outcome was not stored.
+	ErrLeaseLost = errors.New("idem: lease lost to another worker")
+	// ErrFinal matches, through errors.Is, every final error: one marked with
+	// Final, or a replayed one.
+	ErrFinal = errors.New("idem: final error")
+)
+
+// InProgressError is returned (wrapping ErrInProgress) while another call
+// holds the key.
+type InProgressError struct {
+	Key Key
+	// RetryAfter is how long until the holder's lease lapses, by the store's
+	// clock; 0 when unknown.
+	RetryAfter time.Duration
+}
+
+func (e *InProgressError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v (key %s, retry after %v)", ErrInProgress, e.Key.Text, e.RetryAfter)
+	}
+	return fmt.Sprintf("%v (key %s)", ErrInProgress, e.Key.Text)
+}
+
+// Unwrap returns ErrInProgress.
+func (e *InProgressError) Unwrap() error { return ErrInProgress }
+
+// MissingKeyError is returned (wrapping ErrMissingKey) when a key part is nil
+// or empty.
+type MissingKeyError struct {
+	Op   string
+	Path string // the key part as written in the annotation, e.g. "order.ID"
+}
+
+func (e *MissingKeyError) Error() string {
+	return fmt.Sprintf("idem: %s: key part %s is nil or empty", e.Op, e.Path)
+}
+
+// Unwrap returns ErrMissingKey.
+func (e *MissingKeyError) Unwrap() error { return ErrMissingKey }
+
+// Final marks err as a final (business) outcome: the executor stores it and
+// replays it to retries instead of releasing the key. Final(nil) is nil.
+func Final(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &finalError{err: err}
+}
+
+type finalError struct{ err error }
+
+func (e *finalError) Error() string   { return e.err.Error() }
+func (e *finalError) Unwrap() []error { return []error{e.err, ErrFinal} }
+
+// ReplayedError is the error a retry receives when the first call ended with
+// a final error. It has the original message, and errors.Is matches the
+// sentinel named in the annotation's final= list (and ErrFinal).
+type ReplayedError struct {
+	Code     string
+	Message  string
+	sentinel error
+}
+
+func (e *ReplayedError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel, when it is known, and ErrFinal.
+func (e *ReplayedError) Unwrap() []error {
+	if e.sentinel != nil {
+		return []error{e.sentinel, ErrFinal}
+	}
+	return []error{ErrFinal}
+}

@@ -1,0 +1,152 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// Status is the state of an idempotency record.
+type Status uint8
+
+const (
+	// StatusProcessing: a worker holds the claim under a lease and is running
+	// the method. Nothing can be replayed yet.
+	StatusProcessing Status = iota + 1
+	// StatusSucceeded: the method returned a result; it is replayed to retries.
+	StatusSucceeded
+	// StatusFailedFinal: the method returned a final (business) error; it is
+	// replayed to retries as an error that is errors.Is-equal to the original
+	// sentinel.
+	StatusFailedFinal
+)
+
+// String returns the upper-case name used in the articles and in stored rows.
+func (s Status) String() string {
+	switch s {
+	case StatusProcessing:
+		return "PROCESSING"
+	case StatusSucceeded:
+		return "SUCCEEDED"
+	case StatusFailedFinal:
+		return "FAILED_FINAL"
+	default:
+		return "Status(" + itoa(int64(s)) + ")"
+	}
+}
+
+// Token is a fencing token. Every claim, including the takeover of a lapsed
+// lease, carries a fresh token; Complete and Release succeed only while the
+// record still holds the caller's token, so a worker whose lease was taken
+// over cannot overwrite the new owner's outcome.
+type Token uint64
+
+// Fingerprint identifies the payload of a request: the SHA-256 of its
+// canonical encoding. Same key with a different fingerprint is a conflict.
+type Fingerprint [32]byte
+
+// ClaimRequest asks a store to claim a key.
+//
+// Durations, not instants, are passed on purpose: a store computes lease and
+// expiry instants from its own clock (Postgres now(), Redis PX), never from
+// the client's.
+type ClaimRequest struct {
+	Key         Key
+	Fingerprint Fingerprint
+	// Token is the fencing token to record when the claim succeeds. The
+	// executor draws it at random; stores compare it for equality only.
+	Token Token
+	// Lease is how long the claim holds before another caller may take it
+	// over. Lease <= TTL.
+	Lease time.Duration
+	// TTL is how long the record lives from now.
+	TTL time.Duration
+}
+
+// Claim is the answer to a ClaimRequest.
+type Claim struct {
+	// Claimed is true when the caller now owns the key: there was no live
+	// record, or a PROCESSING record with the same fingerprint whose lease had
+	// lapsed was taken over (TakenOver is then true).
+	Claimed   bool
+	TakenOver bool
+	// Record is the live record that prevented the claim (when !Claimed).
+	Record Record
+}
+
+// Record is a live idempotency record as a store returns it.
+type Record struct {
+	Status      Status
+	Fingerprint Fingerprint
+	Token       Token
+	// LeaseLeft is how long, by the store's clock, until a PROCESSING
+	// record's lease lapses; 0 when it has lapsed or the record is final.
+	LeaseLeft time.Duration
+	// Outcome is set for SUCCEEDED and FAILED_FINAL records.
+	Outcome Outcome
+}
+
+// Outcome is what is stored when a call ends, and replayed to retries.
+type Outcome struct {
+	// Status is StatusSucceeded or StatusFailedFinal.
+	Status Status
+	// Body is the codec's encoding of the result (StatusSucceeded).
+	Body []byte
+	// ErrCode names the final error's sentinel (StatusFailedFinal), as
+	// written in the annotation's final= list; empty for an idem.Final error.
+	ErrCode string
+	// ErrMessage is the final error's Error() text.
+	ErrMessage string
+	// Meta is opaque metadata stored beside the outcome (idemhttp keeps the
+	// HTTP status there). Stores keep it byte for byte.
+	Meta []byte
+}
+
+// Store is the contract every idempotency store implements, and that
+// idemtest.Run checks. All three methods are atomic with respect to each other
+// for the same key; records of different keys are independent.
+type Store interface {
+	// Claim atomically creates a PROCESSING record holding req.Token, with a
+	// lease of req.Lease and an expiry of req.TTL from the store's now, when
+	// the key has no live record (absent, or past its expiry), or takes over a
+	// PROCESSING record whose lease has lapsed and whose fingerprint equals
+	// req.Fingerprint. Otherwise it changes nothing and returns the live
+	// record. Exactly one of many concurrent claims on a free key succeeds.
+	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
+
+	// Complete atomically replaces the PROCESSING record holding token with
+	// out, to expire ttl from the store's now. If the record is gone, final,
+	// or holds another token, it changes nothing and returns ErrLeaseLost.
+	Complete(ctx context.Context, key Key, token Token, out Outcome, ttl time.Duration) error
+
+	// Release atomically deletes the PROCESSING record holding token, so the
+	// next claim executes again. If the record holds another token or is
+	// final, it changes nothing and returns ErrLeaseLost.
+	Release(ctx context.Context, key Key, token Token) error
+}
+
+// TxStore is implemented by stores that can run the claim, the wrapped
+// method's own writes and the outcome as one transaction (pgstore in
+// transactional mode). The executor uses ClaimTx instead of Claim when its
+// store implements TxStore.
+type TxStore interface {
+	Store
+	// ClaimTx is Claim inside a new transaction. When the key is claimed, the
+	// returned Txn owns the transaction and must be ended with exactly one
+	// call to Complete or Release; otherwise Txn is nil and nothing is left
+	// open. A concurrent duplicate waits on the claimed row for at most wait
+	// (0 means do not wait) and then sees the committed outcome.
+	ClaimTx(ctx context.Context, req ClaimRequest, wait time.Duration) (Claim, Txn, error)
+}
+
+// Txn is a claim held inside a store transaction.
+type Txn interface {
+	// Context returns ctx carrying the transaction, so that the method writes
+	// its business rows through it (see pgstore.TxFrom).
+	Context(ctx context.Context) context.Context
+	// Complete stores out and commits. With discardWrites (a final error)
+	// the method's own writes are rolled back first and only the record is
+	// committed.
+	Complete(ctx context.Context, out Outcome, ttl time.Duration, discardWrites bool) error
+	// Release rolls the whole transaction back: no record, no business write.
+	Release(ctx context.Context) error
+}
