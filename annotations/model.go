@@ -1,8 +1,11 @@
 package annotations
 
 import (
+	"cmp"
 	"go/token"
 	"go/types"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -159,13 +162,39 @@ type FinalRef struct {
 	Var *types.Var
 }
 
-// ParamNilable is a helper for templates: whether the parameter value itself
-// may be nil (so a path starting at it needs a nil check before its first
-// step).
-func ParamNilable(t types.Type) bool {
-	switch t.Underlying().(type) {
-	case *types.Pointer, *types.Interface, *types.Map, *types.Slice:
-		return true
+// Error is one annotation or type error, at the position of the offending
+// token inside the comment (or of the declaration).
+type Error struct {
+	Pos token.Position
+	Msg string
+}
+
+// Error returns "file:line:col: message".
+func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
+
+// ErrorList is every error found, sorted by position.
+type ErrorList []*Error
+
+// Error returns the errors one per line.
+func (l ErrorList) Error() string {
+	var b strings.Builder
+	for i, e := range l {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
 	}
-	return false
+	return b.String()
+}
+
+// Sort orders the list by file, line and column, then message.
+func (l ErrorList) Sort() {
+	slices.SortStableFunc(l, func(a, b *Error) int {
+		return cmp.Or(
+			cmp.Compare(a.Pos.Filename, b.Pos.Filename),
+			cmp.Compare(a.Pos.Line, b.Pos.Line),
+			cmp.Compare(a.Pos.Column, b.Pos.Column),
+			cmp.Compare(a.Msg, b.Msg),
+		)
+	})
 }
