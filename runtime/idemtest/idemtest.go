@@ -1,0 +1,548 @@
+// Package idemtest is the conformance suite for idem.Store implementations.
+//
+// Every store in this module runs it, and a store of your own can too:
+//
+//	func TestConformance(t *testing.T) {
+//		idemtest.Run(t, idemtest.Options{
+//			NewStore: func(t *testing.T) idem.Store { return mystore.New(...) },
+//		})
+//	}
+//
+// The suite checks the Store contract (claim, complete, release, replay,
+// conflict, expiry, lease takeover and fencing, and a race of many goroutines
+// on one key), then the same guarantees end to end through idem.Do.
+package idemtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Options configures Run.
+type Options struct {
+	// NewStore returns the store under test. It is called once per subtest;
+	// the stores it returns may share one backend (a database, a Redis
+	// server): every subtest uses keys of its own tenant.
+	NewStore func(t *testing.T) idem.Store
+	// Sleep advances the store's clock by d. Leave it nil for a store on a
+	// real clock: the suite then sleeps, with leases of Unit.
+	Sleep func(d time.Duration)
+	// Unit is the lease the suite uses; TTLs are multiples of it. Default:
+	// 1s with Sleep set, 150ms without (short enough to keep the suite
+	// quick, long enough for a store round trip under -race).
+	Unit time.Duration
+	// Goroutines is how many goroutines race on one key (default 64).
+	Goroutines int
+}
+
+type suite struct {
+	Options
+}
+
+// Run runs the conformance suite against the stores o.NewStore returns.
+func Run(t *testing.T, o Options) {
+	if o.NewStore == nil {
+		t.Fatal("idemtest: Options.NewStore is nil")
+	}
+	if o.Unit == 0 {
+		o.Unit = 150 * time.Millisecond
+		if o.Sleep != nil {
+			o.Unit = time.Second
+		}
+	}
+	if o.Goroutines == 0 {
+		o.Goroutines = 64
+	}
+	s := &suite{o}
+	cases := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"ClaimFreeKey", s.claimFreeKey},
+		{"ClaimHeldKey", s.claimHeldKey},
+		{"CompleteAndReplay", s.completeAndReplay},
+		{"FinalOutcome", s.finalOutcome},
+		{"OutcomeBytes", s.outcomeBytes},
+		{"Release", s.release},
+		{"Fencing", s.fencing},
+		{"CompleteTwice", s.completeTwice},
+		{"LeaseTakeover", s.leaseTakeover},
+		{"LapsedLeaseOtherPayload", s.lapsedLeaseOtherPayload},
+		{"Expiry", s.expiry},
+		{"ExpiredProcessing", s.expiredProcessing},
+		{"Scoping", s.scoping},
+		{"RaceOneKey", s.raceOneKey},
+		{"RaceManyKeys", s.raceManyKeys},
+		{"DoExactlyOnce", s.doExactlyOnce},
+		{"DoReplayAndConflict", s.doReplayAndConflict},
+		{"DoFinalAndTransient", s.doFinalAndTransient},
+		{"DoZombieFenced", s.doZombieFenced},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if o.Sleep == nil {
+				t.Parallel()
+			}
+			c.fn(t)
+		})
+	}
+}
+
+// sleep lets d pass on the store's clock.
+func (s *suite) sleep(d time.Duration) {
+	if s.Sleep != nil {
+		s.Sleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// env is one subtest's store and key space.
+type env struct {
+	t      *testing.T
+	store  idem.Store
+	tenant string
+	ctx    context.Context
+}
+
+func (s *suite) env(t *testing.T) *env {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &env{t: t, store: s.NewStore(t), tenant: "idemtest-" + hex.EncodeToString(b[:]), ctx: t.Context()}
+}
+
+func (e *env) key(parts ...string) idem.Key {
+	k, err := idem.NewKey(e.tenant, "idemtest.Op", parts...)
+	require.NoError(e.t, err)
+	return k
+}
+
+func fp(s string) idem.Fingerprint {
+	var f idem.Fingerprint
+	copy(f[:], s)
+	return f
+}
+
+var tokens atomic.Uint64
+
+func newToken() idem.Token { return idem.Token(tokens.Add(1)<<8 | 0x5a) }
+
+func (s *suite) req(k idem.Key, f string) idem.ClaimRequest {
+	return idem.ClaimRequest{Key: k, Fingerprint: fp(f), Token: newToken(), Lease: s.Unit, TTL: 20 * s.Unit}
+}
+
+func (e *env) claim(r idem.ClaimRequest) idem.Claim {
+	e.t.Helper()
+	c, err := e.store.Claim(e.ctx, r)
+	require.NoError(e.t, err)
+	return c
+}
+
+func succeeded(body string) idem.Outcome {
+	return idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(body), Meta: []byte(`{"status":201}`)}
+}
+
+func (s *suite) claimFreeKey(t *testing.T) {
+	e := s.env(t)
+	c := e.claim(s.req(e.key("a"), "p"))
+	assert.True(t, c.Claimed, "a claim on a free key must succeed")
+	assert.False(t, c.TakenOver)
+}
+
+func (s *suite) claimHeldKey(t *testing.T) {
+	e := s.env(t)
+	first := s.req(e.key("a"), "p")
+	require.True(t, e.claim(first).Claimed)
+	c := e.claim(s.req(e.key("a"), "p"))
+	require.False(t, c.Claimed, "a held key must not be claimed twice")
+	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
+	assert.Equal(t, first.Token, c.Record.Token, "the record keeps the holder's token")
+	assert.Equal(t, fp("p"), c.Record.Fingerprint)
+	assert.Greater(t, c.Record.LeaseLeft, time.Duration(0), "a live lease has time left")
+	assert.LessOrEqual(t, c.Record.LeaseLeft, s.Unit)
+}
+
+func (s *suite) completeAndReplay(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded(`{"id":7}`), 20*s.Unit))
+
+	c := e.claim(s.req(e.key("a"), "p"))
+	require.False(t, c.Claimed)
+	assert.Equal(t, idem.StatusSucceeded, c.Record.Status)
+	assert.Equal(t, []byte(`{"id":7}`), c.Record.Outcome.Body)
+	assert.Equal(t, []byte(`{"status":201}`), c.Record.Outcome.Meta)
+	assert.Equal(t, idem.StatusSucceeded, c.Record.Outcome.Status)
+	assert.Equal(t, time.Duration(0), c.Record.LeaseLeft, "a final record has no lease")
+
+	other := e.claim(s.req(e.key("a"), "q"))
+	require.False(t, other.Claimed, "another payload must not claim a completed key")
+	assert.Equal(t, fp("p"), other.Record.Fingerprint, "the stored fingerprint lets the caller see the conflict")
+}
+
+func (s *suite) finalOutcome(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	out := idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "ErrInsufficientFunds", ErrMessage: "pay: insufficient funds"}
+	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit))
+	c := e.claim(s.req(e.key("a"), "p"))
+	require.False(t, c.Claimed)
+	assert.Equal(t, idem.StatusFailedFinal, c.Record.Status)
+	assert.Equal(t, "ErrInsufficientFunds", c.Record.Outcome.ErrCode)
+	assert.Equal(t, "pay: insufficient funds", c.Record.Outcome.ErrMessage)
+}
+
+func (s *suite) outcomeBytes(t *testing.T) {
+	e := s.env(t)
+	big := make([]byte, 256<<10)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for name, body := range map[string][]byte{"empty": nil, "binary": {0, 1, 0xff, 0, '"', '\\'}, "256KiB": big} {
+		r := s.req(e.key(name), "p")
+		require.True(t, e.claim(r).Claimed)
+		require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, 20*s.Unit))
+		c := e.claim(s.req(e.key(name), "p"))
+		require.False(t, c.Claimed)
+		assert.Equal(t, len(body), len(c.Record.Outcome.Body), name)
+		assert.True(t, string(body) == string(c.Record.Outcome.Body), "%s: body must round-trip byte for byte", name)
+	}
+}
+
+func (s *suite) release(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	require.NoError(t, e.store.Release(e.ctx, r.Key, r.Token))
+	c := e.claim(s.req(e.key("a"), "p"))
+	assert.True(t, c.Claimed, "a released key must be claimable at once")
+	assert.False(t, c.TakenOver)
+}
+
+func (s *suite) fencing(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	wrong := r.Token + 1
+	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
+	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
+	c := e.claim(s.req(e.key("a"), "p"))
+	require.False(t, c.Claimed, "a fenced-off call must not change the record")
+	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
+	assert.Equal(t, r.Token, c.Record.Token)
+
+	missing := e.key("never-claimed")
+	assert.ErrorIs(t, e.store.Complete(e.ctx, missing, r.Token, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
+	assert.ErrorIs(t, e.store.Release(e.ctx, missing, r.Token), idem.ErrLeaseLost)
+}
+
+func (s *suite) completeTwice(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("first"), 20*s.Unit))
+	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("second"), 20*s.Unit), idem.ErrLeaseLost,
+		"a completed record is never overwritten")
+	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, r.Token), idem.ErrLeaseLost, "a completed record is never released")
+	c := e.claim(s.req(e.key("a"), "p"))
+	assert.Equal(t, []byte("first"), c.Record.Outcome.Body)
+}
+
+func (s *suite) leaseTakeover(t *testing.T) {
+	e := s.env(t)
+	zombie := s.req(e.key("a"), "p")
+	require.True(t, e.claim(zombie).Claimed)
+	s.sleep(s.Unit + s.Unit/2)
+
+	heir := s.req(e.key("a"), "p")
+	c := e.claim(heir)
+	require.True(t, c.Claimed, "a lapsed lease must be taken over")
+	assert.True(t, c.TakenOver)
+
+	assert.ErrorIs(t, e.store.Complete(e.ctx, zombie.Key, zombie.Token, succeeded("zombie"), 20*s.Unit), idem.ErrLeaseLost,
+		"the zombie must not complete after a takeover")
+	assert.ErrorIs(t, e.store.Release(e.ctx, zombie.Key, zombie.Token), idem.ErrLeaseLost,
+		"the zombie must not release the heir's claim")
+	require.NoError(t, e.store.Complete(e.ctx, heir.Key, heir.Token, succeeded("heir"), 20*s.Unit))
+	r := e.claim(s.req(e.key("a"), "p"))
+	require.False(t, r.Claimed)
+	assert.Equal(t, []byte("heir"), r.Record.Outcome.Body, "the stored outcome is the heir's")
+}
+
+func (s *suite) lapsedLeaseOtherPayload(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	s.sleep(s.Unit + s.Unit/2)
+	c := e.claim(s.req(e.key("a"), "q"))
+	assert.False(t, c.Claimed, "a lapsed lease is taken over only by the same payload")
+	assert.Equal(t, fp("p"), c.Record.Fingerprint)
+}
+
+func (s *suite) expiry(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("old"), 2*s.Unit))
+	c := e.claim(s.req(e.key("a"), "q"))
+	require.False(t, c.Claimed, "a record inside its TTL is live")
+	s.sleep(3 * s.Unit)
+	c = e.claim(s.req(e.key("a"), "q"))
+	assert.True(t, c.Claimed, "a record past its TTL behaves as absent, whatever its payload")
+	assert.False(t, c.TakenOver)
+}
+
+func (s *suite) expiredProcessing(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	r.Lease, r.TTL = s.Unit, 2*s.Unit
+	require.True(t, e.claim(r).Claimed)
+	s.sleep(3 * s.Unit)
+	c := e.claim(s.req(e.key("a"), "q"))
+	assert.True(t, c.Claimed, "an expired PROCESSING record behaves as absent")
+	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("late"), 20*s.Unit), idem.ErrLeaseLost)
+}
+
+func (s *suite) scoping(t *testing.T) {
+	e := s.env(t)
+	k1, err := idem.NewKey(e.tenant+"-1", "idemtest.Op", "a")
+	require.NoError(t, err)
+	k2, err := idem.NewKey(e.tenant+"-2", "idemtest.Op", "a")
+	require.NoError(t, err)
+	k3, err := idem.NewKey(e.tenant+"-1", "idemtest.Other", "a")
+	require.NoError(t, err)
+	for _, k := range []idem.Key{k1, k2, k3} {
+		assert.True(t, e.claim(s.req(k, "p")).Claimed, "tenant and op scope a key: %s", k)
+	}
+}
+
+func (s *suite) raceOneKey(t *testing.T) {
+	e := s.env(t)
+	k := e.key("race")
+	var wins atomic.Int32
+	var winner atomic.Uint64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	reqs := make([]idem.ClaimRequest, s.Goroutines)
+	for i := range reqs {
+		reqs[i] = s.req(k, "p")
+		reqs[i].Lease = 20 * s.Unit
+	}
+	errs := make(chan error, s.Goroutines)
+	seen := make([]idem.Token, s.Goroutines)
+	for i := range s.Goroutines {
+		wg.Go(func() {
+			<-start
+			c, err := e.store.Claim(e.ctx, reqs[i])
+			if err != nil {
+				errs <- err
+				return
+			}
+			if c.Claimed {
+				wins.Add(1)
+				winner.Store(uint64(reqs[i].Token))
+				return
+			}
+			seen[i] = c.Record.Token
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int32(1), wins.Load(), "exactly one of %d racing claims must win", s.Goroutines)
+	for i, tok := range seen {
+		if tok != 0 {
+			assert.Equal(t, idem.Token(winner.Load()), tok, "loser %d must see the winner's record", i)
+		}
+	}
+}
+
+func (s *suite) raceManyKeys(t *testing.T) {
+	e := s.env(t)
+	const keys = 8
+	per := max(s.Goroutines/keys, 4)
+	var wins [keys]atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	var failed atomic.Value
+	for k := range keys {
+		key := e.key("k", fmt.Sprint(k))
+		for range per {
+			r := s.req(key, "p")
+			r.Lease = 20 * s.Unit
+			wg.Go(func() {
+				<-start
+				c, err := e.store.Claim(e.ctx, r)
+				if err != nil {
+					failed.Store(err)
+					return
+				}
+				if c.Claimed {
+					wins[k].Add(1)
+					if err := e.store.Complete(e.ctx, r.Key, r.Token, succeeded(fmt.Sprint(k)), 20*s.Unit); err != nil {
+						failed.Store(err)
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	if err, ok := failed.Load().(error); ok {
+		require.NoError(t, err)
+	}
+	for k := range keys {
+		assert.Equal(t, int32(1), wins[k].Load(), "key %d: exactly one claim", k)
+	}
+}
+
+// Through idem.Do: the executor's guarantees on this store.
+
+var testMethod = idem.Method{Op: "idemtest.Charge", TTL: time.Minute}
+
+var errDeclined = errors.New("card declined")
+
+func (s *suite) executor(e *env) *idem.Executor {
+	return idem.NewExecutor(e.store, idem.WithTenant(func(context.Context) string { return e.tenant }), idem.WithLease(s.Unit))
+}
+
+func charge[T any](ctx context.Context, ex *idem.Executor, m *idem.Method, id, payload string, fn func(context.Context) (T, error)) (T, error) {
+	var k idem.KeyParts
+	k.String("id", id)
+	var h idem.Hasher
+	h.String(payload)
+	return idem.Do(ctx, ex, m, &k, &h, fn)
+}
+
+func (s *suite) doExactlyOnce(t *testing.T) {
+	e := s.env(t)
+	ex := s.executor(e)
+	m := testMethod
+	m.Wait = 100 * s.Unit
+	m.Lease = 50 * s.Unit
+	var runs atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	results := make([]string, s.Goroutines)
+	errs := make([]error, s.Goroutines)
+	for i := range s.Goroutines {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = charge(e.ctx, ex, &m, "order-1", "100", func(context.Context) (string, error) {
+				runs.Add(1)
+				time.Sleep(s.Unit / 10)
+				return "receipt-1", nil
+			})
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int32(1), runs.Load(), "%d concurrent duplicates must execute the method exactly once", s.Goroutines)
+	for i := range results {
+		if assert.NoError(t, errs[i], "caller %d", i) {
+			assert.Equal(t, "receipt-1", results[i], "caller %d gets the first call's result", i)
+		}
+	}
+}
+
+func (s *suite) doReplayAndConflict(t *testing.T) {
+	e := s.env(t)
+	ex := s.executor(e)
+	runs := 0
+	fn := func(context.Context) (map[string]int, error) { runs++; return map[string]int{"amount": 100}, nil }
+	first, err := charge(e.ctx, ex, &testMethod, "order-2", "100", fn)
+	require.NoError(t, err)
+	again, err := charge(e.ctx, ex, &testMethod, "order-2", "100", fn)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "a retry gets the first result")
+	assert.Equal(t, 1, runs)
+	_, err = charge(e.ctx, ex, &testMethod, "order-2", "999", fn)
+	assert.ErrorIs(t, err, idem.ErrPayloadMismatch, "same key, other payload is a conflict")
+	assert.Equal(t, 1, runs)
+}
+
+func (s *suite) doFinalAndTransient(t *testing.T) {
+	e := s.env(t)
+	ex := s.executor(e)
+	m := testMethod
+	m.Final = []idem.FinalError{{Name: "errDeclined", Err: errDeclined}}
+	runs := 0
+	declined := func(context.Context) (int, error) { runs++; return 0, fmt.Errorf("charge: %w", errDeclined) }
+	_, err := charge(e.ctx, ex, &m, "order-3", "100", declined)
+	require.ErrorIs(t, err, errDeclined)
+	_, err = charge(e.ctx, ex, &m, "order-3", "100", declined)
+	assert.ErrorIs(t, err, errDeclined, "a replayed final error is errors.Is-equal to its sentinel")
+	assert.ErrorIs(t, err, idem.ErrFinal)
+	assert.Equal(t, "charge: card declined", err.Error())
+	assert.Equal(t, 1, runs, "a final error is replayed, not retried")
+
+	runs = 0
+	flaky := func(context.Context) (int, error) {
+		runs++
+		if runs == 1 {
+			return 0, errors.New("connection reset")
+		}
+		return 42, nil
+	}
+	_, err = charge(e.ctx, ex, &m, "order-4", "100", flaky)
+	require.Error(t, err)
+	v, err := charge(e.ctx, ex, &m, "order-4", "100", flaky)
+	require.NoError(t, err, "a transient failure releases the key")
+	assert.Equal(t, 42, v)
+	assert.Equal(t, 2, runs)
+
+	func() {
+		defer func() { assert.NotNil(t, recover(), "a panic is re-raised") }()
+		_, _ = charge(e.ctx, ex, &m, "order-5", "100", func(context.Context) (int, error) { panic("boom") })
+	}()
+	v, err = charge(e.ctx, ex, &m, "order-5", "100", func(context.Context) (int, error) { return 5, nil })
+	require.NoError(t, err, "a panic releases the key")
+	assert.Equal(t, 5, v)
+}
+
+func (s *suite) doZombieFenced(t *testing.T) {
+	e := s.env(t)
+	ex := s.executor(e)
+	m := testMethod
+	m.Lease = s.Unit
+	stalled := make(chan struct{})
+	resume := make(chan struct{})
+	var zombieErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, zombieErr = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) {
+			close(stalled)
+			<-resume
+			return "zombie", nil
+		})
+	}()
+	<-stalled
+	s.sleep(s.Unit + s.Unit/2)
+	v, err := charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "heir", nil })
+	require.NoError(t, err, "a lapsed lease is taken over")
+	assert.Equal(t, "heir", v)
+	close(resume)
+	<-done
+	assert.ErrorIs(t, zombieErr, idem.ErrLeaseLost, "the stalled worker must not complete")
+	v, err = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "third", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "heir", v, "the stored outcome is the heir's")
+}
