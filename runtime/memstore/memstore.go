@@ -219,3 +219,25 @@ func clone(b []byte) []byte {
 }
 
 var _ idem.Store = (*Store)(nil)
+
+// Seed implements idem.Seeder: it stores a completed outcome decided by
+// another store (tiered uses it to fill and repair its fast tier). A final
+// record already present is kept.
+func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	out.Body = clone(out.Body)
+	out.Meta = clone(out.Meta)
+	sh := s.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	now := s.now()
+	if r := sh.live(key.ID, now); r != nil && r.status != idem.StatusProcessing {
+		return nil
+	}
+	sh.recs[key.ID] = &record{fp: fp, token: token, status: out.Status, out: out, expiresAt: now.Add(ttl)}
+	return nil
+}
+
+var _ idem.Seeder = (*Store)(nil)
