@@ -112,6 +112,11 @@ func (e *Executor) Store() Store { return e.store }
 // Codec returns the executor's codec.
 func (e *Executor) Codec() Codec { return e.codec }
 
+// Tenant returns the tenant the executor reads from ctx (see WithTenant).
+// Generated wrappers call it for a `tenant` key part; every key is already
+// scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
+func (e *Executor) Tenant(ctx context.Context) string { return e.tenant(ctx) }
+
 func (e *Executor) token() Token {
 	for {
 		if t := Token(rand.Uint64()); t != 0 {

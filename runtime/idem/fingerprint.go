@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"math"
 )
 
@@ -15,62 +14,56 @@ import (
 // (length-prefixed; JSON for composite values, which sorts map keys), so the
 // same arguments give the same fingerprint in every process.
 type Hasher struct {
-	h   hash.Hash
-	err error
-	buf [binary.MaxVarintLen64 + 1]byte
+	buf     []byte
+	err     error
+	scratch [256]byte
 }
 
-func (f *Hasher) init() {
-	if f.h == nil {
-		f.h = sha256.New()
+func (f *Hasher) header(kind byte, n int) {
+	if f.buf == nil {
+		f.buf = f.scratch[:0]
 	}
+	f.buf = append(f.buf, kind)
+	f.buf = binary.AppendUvarint(f.buf, uint64(n))
 }
 
 func (f *Hasher) write(kind byte, b []byte) {
-	f.init()
-	f.buf[0] = kind
-	n := binary.PutUvarint(f.buf[1:], uint64(len(b)))
-	f.h.Write(f.buf[:1+n])
-	f.h.Write(b)
+	f.header(kind, len(b))
+	f.buf = append(f.buf, b...)
 }
 
 // String adds a string.
 func (f *Hasher) String(s string) {
-	f.init()
-	f.buf[0] = 's'
-	n := binary.PutUvarint(f.buf[1:], uint64(len(s)))
-	f.h.Write(f.buf[:1+n])
-	if hw, ok := f.h.(interface{ WriteString(string) (int, error) }); ok {
-		hw.WriteString(s)
-		return
-	}
-	f.h.Write([]byte(s))
+	f.header('s', len(s))
+	f.buf = append(f.buf, s...)
 }
 
 // Int adds a signed integer.
 func (f *Hasher) Int(v int64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(v))
-	f.write('i', b[:])
+	f.header('i', 8)
+	f.buf = binary.BigEndian.AppendUint64(f.buf, uint64(v))
 }
 
 // Uint adds an unsigned integer.
 func (f *Hasher) Uint(v uint64) {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], v)
-	f.write('u', b[:])
+	f.header('u', 8)
+	f.buf = binary.BigEndian.AppendUint64(f.buf, v)
 }
 
 // Float adds a floating-point number.
-func (f *Hasher) Float(v float64) { f.Uint(math.Float64bits(v)) }
+func (f *Hasher) Float(v float64) {
+	f.header('f', 8)
+	f.buf = binary.BigEndian.AppendUint64(f.buf, math.Float64bits(v))
+}
 
 // Bool adds a boolean.
 func (f *Hasher) Bool(v bool) {
+	b := byte(0)
 	if v {
-		f.write('b', []byte{1})
-	} else {
-		f.write('b', []byte{0})
+		b = 1
 	}
+	f.header('b', 1)
+	f.buf = append(f.buf, b)
 }
 
 // Bytes adds a byte slice.
@@ -91,11 +84,8 @@ func (f *Hasher) Value(v any) {
 
 // Sum returns the fingerprint of everything added so far.
 func (f *Hasher) Sum() (Fingerprint, error) {
-	var fp Fingerprint
 	if f.err != nil {
-		return fp, f.err
+		return Fingerprint{}, f.err
 	}
-	f.init()
-	f.h.Sum(fp[:0])
-	return fp, nil
+	return sha256.Sum256(f.buf), nil
 }

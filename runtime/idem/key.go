@@ -159,15 +159,13 @@ func (p *KeyParts) Key(tenant, op string) (Key, error) {
 	if p.n == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
-	h := sha256.New()
-	var lb [binary.MaxVarintLen64]byte
-	h.Write(binary.AppendUvarint(lb[:0], uint64(len(tenant))))
-	h.Write([]byte(tenant))
-	h.Write(binary.AppendUvarint(lb[:0], uint64(len(op))))
-	h.Write([]byte(op))
-	h.Write(p.enc)
-	k := Key{Tenant: tenant, Op: op, Text: readable(p.text)}
-	h.Sum(k.ID[:0])
+	buf := make([]byte, 0, 2*binary.MaxVarintLen64+len(tenant)+len(op)+len(p.enc))
+	buf = binary.AppendUvarint(buf, uint64(len(tenant)))
+	buf = append(buf, tenant...)
+	buf = binary.AppendUvarint(buf, uint64(len(op)))
+	buf = append(buf, op...)
+	buf = append(buf, p.enc...)
+	k := Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf), Text: readable(p.text)}
 	return k, nil
 }
 
