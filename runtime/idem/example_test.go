@@ -64,8 +64,11 @@ func ExampleDo_finalError() {
 // every retry of the parent.
 func ExampleDerive() {
 	parent := "8e03978e-40d5-43e8-bc93-6894a57f9324"
-	fmt.Println(idem.Derive(parent, "charge") == idem.Derive(parent, "charge"))
-	fmt.Println(idem.Derive(parent, "charge") == idem.Derive(parent, "ship"))
+	first := idem.Derive(parent, "charge")
+	onRetry := idem.Derive(parent, "charge")
+	ship := idem.Derive(parent, "ship")
+	fmt.Println(first == onRetry)
+	fmt.Println(first == ship)
 	// Output:
 	// true
 	// false
