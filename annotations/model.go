@@ -140,6 +140,11 @@ type KeyPart struct {
 	// Type is the type of the part's final value; Encoding how it is added.
 	Type     types.Type
 	Encoding Encoding
+	// NilCheck is true when the final value itself may be nil (a pointer or
+	// an interface: a *T or fmt.Stringer part, or a bare pointer parameter
+	// with no steps): the wrapper checks it and reports idem.ErrMissingKey
+	// instead of calling a method on nil. (Added by the annotations author.)
+	NilCheck bool
 }
 
 // Step is one selector in a key path.

@@ -1,0 +1,56 @@
+// Package annotations reads the //idem: annotations of a Go package and
+// resolves them, with go/types, into the model the templates emit code from.
+//
+// The path of one annotation:
+//
+//	//idem:key=order.ID+op ttl=155s            (a method's doc comment)
+//	  ── Parse ──▶ Spec      syntax only, a position for every token
+//	  ── ResolvePackage ──▶ Package/Type/Method   typed key parts, hash
+//	                                               params, TTL, finals
+//
+// Parse knows nothing of go/types and never panics (it is fuzzed); ScanFile
+// finds every //idem: line of a file and binds it to the declaration whose
+// doc comment holds it; ResolvePackage does both for a type-checked package
+// and checks every rule of ANNOTATIONS.md. Every mistake is an *Error at the
+// column of the offending token inside the comment, and all of them are
+// returned at once, sorted, as an ErrorList.
+//
+// # Grammar
+//
+// An annotation is one or more lines, each starting with "//idem:" (no space
+// after the slashes), in the doc comment of a method of a named type, or of a
+// method in an interface type. The lines of one doc comment form one Spec; an
+// option may appear only once across them. A type's doc comment may hold
+// "//idem:defaults <options>" lines, which apply to every annotated method of
+// the type (a method's own option wins; op cannot be a default).
+//
+// Options are name=value, separated by spaces or tabs; a value has no spaces
+// except inside a Go string literal ("..." or `...`). Text from an unquoted
+// "//" preceded by a space to the end of the line is a trailing comment and is
+// ignored:
+//
+//	//idem:retries=2 timeout=2s backoff=500ms   // ttl derived
+//
+// Values:
+//
+//	key=part{+part}       a Go expression: parameter paths (order.ID,
+//	                      msg.Key()), string literals, op, tenant; no spaces
+//	ttl timeout backoff downstream margin lease
+//	                      Go durations plus a leading whole number of days:
+//	                      7d, 1d12h, 500ms; no sign
+//	retries=N             a non-negative integer
+//	inflight=reject | inflight=wait:<duration>
+//	hash=a,b | hash=none  parameter names
+//	final=ErrA|pkg.ErrB   sentinel error variables
+//	op=name               letters, digits and _ . - / :
+//
+// # Strictness
+//
+// An //idem: line that does not belong to a method's or type's doc comment
+// is an error (detached by a blank line, on a plain function, on a field, in
+// a function body, in a trailing comment). So is "// idem:" with a space when
+// what follows looks like an annotation (an option name followed by "=", or
+// "defaults"): it is almost certainly a typo that would otherwise be silently
+// ignored. Prose such as "// idem: see the runtime" is left alone, as are
+// block comments that do not start with "/*idem:".
+package annotations
