@@ -8,26 +8,53 @@ import (
 	"context"
 	"time"
 
-	idem "github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
+// Compile-time check that this file was generated for a compatible runtime.
 const _ = idem.GeneratedCodeVersion1
 
-// IdempotentService wraps *Service.
+// IdempotentService wraps *Service so that its annotated methods (Pay, Refund
+// and HandleShipment) run at most once per key, replaying the stored outcome to
+// retries. Methods without an annotation are promoted from the embedded
+// *Service unchanged.
 type IdempotentService struct {
 	*Service
-	idemEx *idem.Executor
+	ex *idem.Executor
 }
 
-// NewIdempotentService returns a wrapper.
+// NewIdempotentService returns a wrapper of next whose annotated methods run
+// through ex: each key is claimed in ex's store, the method runs once, and its
+// outcome is replayed to retries.
 func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
-	return &IdempotentService{Service: next, idemEx: ex}
+	return &IdempotentService{
+		Service: next,
+		ex:      ex,
+	}
 }
 
-var idemServicePay = idem.Method{Op: "Service.Pay", TTL: 155 * time.Second, Lease: 1 * time.Second, Wait: 3 * time.Second,
-	Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}, {Name: "ErrOrderClosed", Err: ErrOrderClosed}}}
+// idemServicePay is the annotation of (*Service).Pay, for the runtime.
+var idemServicePay = idem.Method{
+	Op:    "Service.Pay",
+	TTL:   155 * time.Second,
+	Lease: time.Second,
+	Wait:  3 * time.Second,
+	Final: []idem.FinalError{
+		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
+		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
+	},
+}
 
-// Pay is idempotent.
+// Pay is the idempotent form of (*Service).Pay: calls with the same key
+// (order.ID+op) run it once, and for 2m35s every retry gets its outcome
+// replayed.
+//
+// A retry with the same key and a different order or op gets
+// idem.ErrPayloadMismatch. A duplicate of a call still running waits up to 3s
+// for its outcome. A nil or empty key part returns idem.ErrMissingKey without
+// calling the method. ErrInsufficientFunds and ErrOrderClosed are final: stored
+// and replayed, like errors marked with idem.Final; other errors release the
+// key, so that a retry runs the method again.
 func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error) {
 	var k idem.KeyParts
 	if order == nil {
@@ -39,36 +66,67 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 	var h idem.Hasher
 	h.Value(order)
 	h.String(op)
-	return idem.Do(ctx, w.idemEx, &idemServicePay, &k, &h, func(ctx context.Context) (*Receipt, error) {
+	return idem.Do(ctx, w.ex, &idemServicePay, &k, &h, func(ctx context.Context) (*Receipt, error) {
 		return w.Service.Pay(ctx, order, op)
 	})
 }
 
-var idemServiceRefund = idem.Method{Op: "Service.Refund", TTL: 155 * time.Second, Lease: 1 * time.Second,
-	Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}, {Name: "ErrOrderClosed", Err: ErrOrderClosed}}}
+// idemServiceRefund is the annotation of (*Service).Refund, for the runtime.
+var idemServiceRefund = idem.Method{
+	Op:    "Service.Refund",
+	TTL:   155 * time.Second,
+	Lease: time.Second,
+	Final: []idem.FinalError{
+		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
+		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
+	},
+}
 
-// Refund is idempotent.
+// Refund is the idempotent form of (*Service).Refund: calls with the same key
+// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 2m35s (the retry
+// budget 2×(2s+500ms)+2m+30s) every retry gets its outcome replayed.
+//
+// A retry with the same key and a different req gets idem.ErrPayloadMismatch. A
+// duplicate of a call still running gets idem.ErrInProgress. A nil or empty key
+// part returns idem.ErrMissingKey without calling the method.
+// ErrInsufficientFunds and ErrOrderClosed are final: stored and replayed, like
+// errors marked with idem.Final; other errors release the key, so that a retry
+// runs the method again.
 func (w *IdempotentService) Refund(ctx context.Context, req RefundRequest) (*Refund, error) {
 	var k idem.KeyParts
 	k.String("req.CustomerID", req.CustomerID)
-	k.String(`"refund"`, "refund")
+	k.String("\"refund\"", "refund")
 	k.Int(int64(req.RefundNo))
 	var h idem.Hasher
 	h.Value(req)
-	return idem.Do(ctx, w.idemEx, &idemServiceRefund, &k, &h, func(ctx context.Context) (*Refund, error) {
+	return idem.Do(ctx, w.ex, &idemServiceRefund, &k, &h, func(ctx context.Context) (*Refund, error) {
 		return w.Service.Refund(ctx, req)
 	})
 }
 
-var idemServiceHandleShipment = idem.Method{Op: "Service.HandleShipment", TTL: 7 * 24 * time.Hour, Lease: 1 * time.Second}
+// idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
+// the runtime.
+var idemServiceHandleShipment = idem.Method{
+	Op:    "Service.HandleShipment",
+	TTL:   168 * time.Hour,
+	Lease: time.Second,
+}
 
-// HandleShipment is idempotent.
+// HandleShipment is the idempotent form of (*Service).HandleShipment: calls
+// with the same key (msg.ID) run it once, and for 168h every retry gets its
+// outcome replayed.
+//
+// A retry with the same key and a different msg gets idem.ErrPayloadMismatch. A
+// duplicate of a call still running gets idem.ErrInProgress. A nil or empty key
+// part returns idem.ErrMissingKey without calling the method. Errors release
+// the key, so that a retry runs the method again, except those marked with
+// idem.Final.
 func (w *IdempotentService) HandleShipment(ctx context.Context, msg ShipmentMessage) error {
 	var k idem.KeyParts
 	k.String("msg.ID", string(msg.ID))
 	var h idem.Hasher
 	h.Value(msg)
-	_, err := idem.Do(ctx, w.idemEx, &idemServiceHandleShipment, &k, &h, func(ctx context.Context) (struct{}, error) {
+	_, err := idem.Do(ctx, w.ex, &idemServiceHandleShipment, &k, &h, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.Service.HandleShipment(ctx, msg)
 	})
 	return err

@@ -1,0 +1,79 @@
+package templates
+
+import (
+	"go/types"
+	"strconv"
+)
+
+// namer hands out identifiers that differ from every name it was seeded with
+// and from every name it handed out before (goverter's namer/namer.go). The
+// same seeds and the same requests give the same names.
+type namer struct {
+	taken map[string]bool
+}
+
+func newNamer(seeds ...map[string]bool) *namer {
+	n := &namer{taken: map[string]bool{}}
+	for _, s := range seeds {
+		for name := range s {
+			n.taken[name] = true
+		}
+	}
+	return n
+}
+
+// reserve marks names as used without handing them out.
+func (n *namer) reserve(names ...string) {
+	for _, name := range names {
+		n.taken[name] = true
+	}
+}
+
+// name returns the first free name among candidates, or else the last
+// candidate followed by the smallest number ≥ 2 that makes it free.
+func (n *namer) name(candidates ...string) string {
+	for _, c := range candidates {
+		if !n.taken[c] {
+			n.taken[c] = true
+			return c
+		}
+	}
+	base := candidates[len(candidates)-1]
+	for i := 2; ; i++ {
+		c := base + strconv.Itoa(i)
+		if !n.taken[c] {
+			n.taken[c] = true
+			return c
+		}
+	}
+}
+
+// predeclared are the universe names generated code uses; a generated name
+// never shadows them.
+var predeclared = map[string]bool{
+	"bool": true, "byte": true, "error": true, "false": true, "float64": true,
+	"int64": true, "nil": true, "string": true, "true": true, "uint64": true,
+	"any": true, "struct": true, "func": true, "var": true, "if": true,
+	"else": true, "return": true, "type": true, "const": true, "package": true,
+	"import": true, "map": true, "chan": true, "interface": true, "go": true,
+	"range": true, "for": true, "switch": true, "case": true, "default": true,
+	"select": true, "defer": true, "goto": true, "break": true, "continue": true,
+	"fallthrough": true,
+}
+
+// scopeNames returns the names declared at package level in pkg and the
+// names of the packages pkg imports (a package-level name and an import
+// name must differ in every file of the package).
+func scopeNames(pkg *types.Package) map[string]bool {
+	names := map[string]bool{}
+	if pkg == nil {
+		return names
+	}
+	for _, n := range pkg.Scope().Names() {
+		names[n] = true
+	}
+	for _, imp := range pkg.Imports() {
+		names[imp.Name()] = true
+	}
+	return names
+}
