@@ -1,0 +1,129 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+)
+
+// pay is a wrapped method, written exactly as idemgen generates one for
+//
+//	//idem:key=orderID
+//	func (s *T) Pay(ctx context.Context, orderID string, amount int64) (string, error)
+func pay(ctx context.Context, ex *idem.Executor, m *idem.Method, orderID string, amount int64, fn func(context.Context) (string, error)) (string, error) {
+	var k idem.KeyParts
+	k.String("orderID", orderID)
+	var h idem.Hasher
+	h.String(orderID)
+	h.Int(amount)
+	return idem.Do(ctx, ex, m, &k, &h, fn)
+}
+
+// The documented limit: when Redis loses an acknowledged record (here
+// deleted, as a failover to a lagging replica would), the retry executes
+// the method again. runtime/tiered closes this gap.
+func TestKeyLostExecutesTwice(t *testing.T) {
+	c := client(t)
+	s := redisstore.New(c, redisstore.WithPrefix("idemtest-lost:"))
+	tenant := "lost-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ex := idem.NewExecutor(s, idem.WithTenant(func(context.Context) string { return tenant }))
+	m := idem.Method{Op: "Orders.Pay", TTL: time.Minute}
+	ctx := t.Context()
+	var runs atomic.Int32
+	fn := func(context.Context) (string, error) { return "receipt-" + strconv.Itoa(int(runs.Add(1))), nil }
+
+	first, err := pay(ctx, ex, &m, "order-1", 100, fn)
+	require.NoError(t, err)
+	again, err := pay(ctx, ex, &m, "order-1", 100, fn)
+	require.NoError(t, err)
+	assert.Equal(t, first, again, "while Redis keeps the record, a retry replays")
+	assert.Equal(t, int32(1), runs.Load())
+
+	key, err := idem.NewKey(tenant, m.Op, "order-1")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Del(ctx, s.RedisKey(key)).Val(), "the record is one Redis key")
+
+	third, err := pay(ctx, ex, &m, "order-1", 100, fn)
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), runs.Load(), "a lost record executes again: redisstore's documented limit")
+	assert.NotEqual(t, first, third)
+}
+
+// A record is one hash under a hash-tagged key, with binary fields, and
+// expires Redis-side.
+func TestRecordLayout(t *testing.T) {
+	c := client(t)
+	s := redisstore.New(c, redisstore.WithPrefix("idemtest-layout:"))
+	ctx := t.Context()
+	key, err := idem.NewKey("layout-"+strconv.FormatInt(time.Now().UnixNano(), 36), "Op", "a")
+	require.NoError(t, err)
+	rk := s.RedisKey(key)
+	assert.Equal(t, "idemtest-layout:{"+key.Hex()+"}", rk)
+
+	req := idem.ClaimRequest{Key: key, Token: 0x0102030405060708, Lease: time.Second, TTL: time.Minute}
+	req.Fingerprint[0] = 0xff
+	cl, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, cl.Claimed)
+	h := c.HGetAll(ctx, rk).Val()
+	assert.Equal(t, "1", h["s"])
+	assert.Equal(t, string(req.Fingerprint[:]), h["f"])
+	assert.Equal(t, "\x01\x02\x03\x04\x05\x06\x07\x08", h["t"])
+	assert.NotEmpty(t, h["l"])
+	pttl := c.PTTL(ctx, rk).Val()
+	assert.Greater(t, pttl, 59*time.Second)
+
+	require.NoError(t, s.Complete(ctx, key, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("ok")}, 2*time.Minute))
+	h = c.HGetAll(ctx, rk).Val()
+	assert.Equal(t, map[string]string{"s": "2", "f": string(req.Fingerprint[:]), "t": h["t"], "b": "ok"}, h,
+		"a final record keeps only non-empty fields, and no lease")
+	assert.Greater(t, c.PTTL(ctx, rk).Val(), 119*time.Second)
+
+	assert.Panics(t, func() { redisstore.New(c, redisstore.WithPrefix("a{b}:")) })
+}
+
+// Seed writes an outcome over an absent or PROCESSING record, never over a
+// final one.
+func TestSeed(t *testing.T) {
+	c := client(t)
+	s := redisstore.New(c, redisstore.WithPrefix("idemtest-seed:"))
+	ctx := t.Context()
+	key, err := idem.NewKey("seed-"+strconv.FormatInt(time.Now().UnixNano(), 36), "Op", "a")
+	require.NoError(t, err)
+	var fp idem.Fingerprint
+	fp[3] = 9
+	require.NoError(t, s.Seed(ctx, key, fp, 7, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("first"), Meta: []byte("m")}, time.Minute))
+	require.NoError(t, s.Seed(ctx, key, fp, 8, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("second")}, time.Minute))
+	cl, err := s.Claim(ctx, idem.ClaimRequest{Key: key, Fingerprint: fp, Token: 9, Lease: time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	require.False(t, cl.Claimed)
+	assert.Equal(t, idem.StatusSucceeded, cl.Record.Status)
+	assert.Equal(t, fp, cl.Record.Fingerprint)
+	assert.Equal(t, idem.Token(7), cl.Record.Token)
+	assert.Equal(t, []byte("first"), cl.Record.Outcome.Body, "the first outcome wins")
+	assert.Equal(t, []byte("m"), cl.Record.Outcome.Meta)
+
+	other, err := idem.NewKey(key.Tenant, "Op", "b")
+	require.NoError(t, err)
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 1, Lease: time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	require.True(t, cl.Claimed)
+	require.NoError(t, s.Seed(ctx, other, fp, 2, idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "E", ErrMessage: "no"}, time.Minute))
+	assert.ErrorIs(t, s.Complete(ctx, other, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), idem.ErrLeaseLost,
+		"a seeded outcome replaces the claim")
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 3, Lease: time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, idem.StatusFailedFinal, cl.Record.Status)
+	assert.Equal(t, "E", cl.Record.Outcome.ErrCode)
+	assert.Equal(t, "no", cl.Record.Outcome.ErrMessage)
+
+	assert.Error(t, s.Seed(ctx, key, fp, 1, idem.Outcome{Status: idem.StatusProcessing}, time.Minute))
+}
