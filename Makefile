@@ -6,7 +6,7 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test generate check fmt-check vet lint fuzz bench
+.PHONY: demo test generate check fmt-check vet lint fuzz bench stress
 
 demo:
 	$(GO) run ./examples/orders
@@ -37,3 +37,7 @@ fuzz:
 
 bench:
 	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# The duplicate storm with faults, full size, on every store.
+stress:
+	scripts/with-services.sh $(GO) run ./internal/cmd/stress

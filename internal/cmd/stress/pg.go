@@ -1,0 +1,10 @@
+package main
+
+import (
+	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/pgstress"
+)
+
+func postgres(dsn string) stress.Backend { return pgstress.Postgres(dsn) }
+
+func tiered(dsn, addr string) stress.Backend { return pgstress.Tiered(dsn, addr) }

@@ -1,0 +1,30 @@
+// Package stress is the duplicate storm with faults: it drives the generated
+// wrapper of the example billing service (billing.NewIdempotentService, Pay
+// and HandleShipment) with many workers over many keys, every key retried
+// several times concurrently, and checks that idempotency holds when things
+// break.
+//
+// A run (Run) is one Scenario on one Backend (a func that opens an
+// idem.Store). The store is wrapped in a Tweak (shorter leases and TTLs for
+// chosen keys) over a Recorder, which records every Claim, Complete and
+// Release with its inputs, outputs, call and return instants. After the
+// storm the run asserts:
+//
+//   - executions per key, counted by an independent Ledger (Debit calls per
+//     order), are at most 1, except where the scenario documents a limit
+//     (a stall after the side effect executes twice in lease mode);
+//   - every call got its result (all results of a key are the same receipt,
+//     for the call's own amount) or a documented error for its key's class
+//     (ErrPayloadMismatch, ErrInProgress, the transient and final errors,
+//     ErrLeaseLost for a fenced zombie, store errors in fault scenarios);
+//   - no record is left PROCESSING: a probe claims every key with its
+//     payload and a fresh token, waits out a live lease once, and must find
+//     a final record or a free key;
+//   - the recorded history is linearizable (porcupine) against Model, a
+//     sequential model of the Store contract, partitioned by key, in which
+//     only time is nondeterministic (when a lease lapses, when a record
+//     expires), bounded by the recorded instants.
+//
+// Result.Line is the one-line summary; internal/cmd/stress prints one per
+// scenario and store.
+package stress

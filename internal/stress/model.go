@@ -1,0 +1,352 @@
+package stress
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Slack absorbs the difference between the recorder's clock and the store's
+// (Redis keeps lease deadlines in whole milliseconds; Postgres in
+// microseconds). The model only uses instants to bound when a lease may
+// have lapsed or a record may have expired.
+const Slack = 5 * time.Millisecond
+
+// recState is the sequential model of one key's record.
+//
+// Instants are nanoseconds since the history's epoch, on the recorder's
+// clock. A PROCESSING record's lease lapsed at some instant in
+// [LapseMin, LapseMax] (the store's now at the claim, which lies between the
+// claim's call and return, plus the lease); the record expires somewhere in
+// [ExpireMin, ExpireMax] likewise.
+type recState struct {
+	Present   bool
+	Status    idem.Status
+	FP        idem.Fingerprint
+	Token     idem.Token
+	Out       uint64
+	LapseMin  int64
+	LapseMax  int64
+	ExpireMin int64
+	ExpireMax int64
+	TTL       time.Duration // of a final record
+	// Ghost is a final record that expired but may still be replayed until
+	// Ghost.Until (stores with Options.StaleReplay: tiered replays a
+	// repaired outcome from its fast tier for up to one TTL after the
+	// durable record expired, as its documentation says).
+	Ghost ghost
+}
+
+type ghost struct {
+	Status idem.Status
+	FP     idem.Fingerprint
+	Token  idem.Token
+	Out    uint64
+	Until  int64
+}
+
+var absent = recState{}
+
+func addSat(t int64, d time.Duration) int64 {
+	if t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
+}
+
+func subSat(t int64, d time.Duration) int64 {
+	if t == math.MaxInt64 {
+		return t
+	}
+	return t - int64(d)
+}
+
+// mayBeGone reports whether s may have expired by the time op in took effect
+// (at the latest, its return).
+func mayBeGone(s recState, in opInput) bool {
+	return s.Present && addSat(in.Return, Slack) >= s.ExpireMin
+}
+
+// mustBeGone reports whether s had certainly expired before op in was called.
+func mustBeGone(s recState, in opInput) bool {
+	return s.Present && subSat(in.Call, Slack) > s.ExpireMax
+}
+
+// mayHaveLapsed reports whether a PROCESSING record's lease may have lapsed
+// by the time op in took effect.
+func mayHaveLapsed(s recState, in opInput) bool {
+	return addSat(in.Return, Slack) >= s.LapseMin
+}
+
+// mustHaveLapsed reports whether the lease had certainly lapsed before op
+// in was called.
+func mustHaveLapsed(s recState, in opInput) bool {
+	return subSat(in.Call, Slack) > s.LapseMax
+}
+
+func claimed(in opInput) recState {
+	return recState{Present: true, Status: idem.StatusProcessing, FP: in.FP, Token: in.Token,
+		LapseMin: addSat(in.Call, in.Lease), LapseMax: addSat(in.Return, in.Lease),
+		ExpireMin: addSat(in.Call, in.TTL), ExpireMax: addSat(in.Return, in.TTL)}
+}
+
+func completed(s recState, in opInput) recState {
+	return recState{Present: true, Status: in.Status, FP: s.FP, Token: s.Token, Out: in.Out, TTL: in.TTL,
+		ExpireMin: addSat(in.Call, in.TTL), ExpireMax: addSat(in.Return, in.TTL)}
+}
+
+func holds(s recState, t idem.Token) bool {
+	return s.Present && s.Status == idem.StatusProcessing && s.Token == t
+}
+
+// step is the model's transition: every state the store may be in after op
+// (in, out) from s; none when the answer is impossible.
+//
+// The contract is deterministic except for time: a lease lapses and a record
+// expires at an instant the history only bounds. So, while a record may have
+// expired, the model also considers the key absent; while a PROCESSING
+// record's lease may have lapsed, a same-payload claim may either be refused
+// or take it over. Everything else is strict:
+//
+//   - a claim on an absent key succeeds, and is not a takeover;
+//   - a takeover needs a PROCESSING record with the same fingerprint whose
+//     lease may have lapsed; it installs the new token;
+//   - a refused claim returns the current record: status, fingerprint, token
+//     and (for a final record) the outcome, byte for byte; a record that had
+//     certainly expired, or a same-payload lease that had certainly lapsed,
+//     cannot refuse; a refused same-payload PROCESSING record has lease left;
+//   - Complete and Release succeed exactly when the record is PROCESSING with
+//     the caller's token; otherwise they answer ErrLeaseLost and change
+//     nothing; a final record is never overwritten or deleted by them;
+//   - an operation that failed with a store error may have taken effect or
+//     not, at any time after its call.
+func step(s recState, in opInput, out opOutput, staleReplay bool) []recState {
+	gone := absent
+	gone.Ghost = s.Ghost
+	if staleReplay && s.Present && s.Status != idem.StatusProcessing {
+		gone.Ghost = ghost{Status: s.Status, FP: s.FP, Token: s.Token, Out: s.Out, Until: addSat(s.ExpireMax, s.TTL)}
+	}
+	pre := []recState{}
+	if !mustBeGone(s, in) {
+		pre = append(pre, s)
+	}
+	if mayBeGone(s, in) {
+		pre = append(pre, gone)
+	}
+	if !s.Present {
+		pre = []recState{s}
+	}
+	var next []recState
+	for _, p := range pre {
+		for _, n := range stepFrom(p, in, out) {
+			if n.Ghost == (ghost{}) {
+				n.Ghost = p.Ghost
+			}
+			next = append(next, n)
+		}
+	}
+	return next
+}
+
+// ghostAnswers reports whether a refused claim's answer is p's ghost, still
+// replayable when the claim was called.
+func ghostAnswers(p recState, in opInput, r recView) bool {
+	g := p.Ghost
+	return g.Until != 0 && subSat(in.Call, Slack) <= g.Until &&
+		r.Status == g.Status && r.FP == g.FP && r.Token == g.Token && r.Out == g.Out
+}
+
+func stepFrom(p recState, in opInput, out opOutput) []recState {
+	switch in.Kind {
+	case opClaim:
+		takeable := p.Present && p.Status == idem.StatusProcessing && p.FP == in.FP && mayHaveLapsed(p, in)
+		if out.Unknown {
+			r := []recState{p}
+			if !p.Present || takeable {
+				r = append(r, claimed(in))
+			}
+			return r
+		}
+		if out.Claimed {
+			switch {
+			case !p.Present && !out.TakenOver:
+				return []recState{claimed(in)}
+			case takeable && out.TakenOver:
+				return []recState{claimed(in)}
+			}
+			return nil
+		}
+		r := out.Rec
+		if ghostAnswers(p, in, r) {
+			return []recState{p}
+		}
+		if !p.Present {
+			return nil // a claim on an absent key must succeed
+		}
+		if r.Status != p.Status || r.FP != p.FP || r.Token != p.Token {
+			return nil
+		}
+		if p.Status == idem.StatusProcessing {
+			if p.FP == in.FP && (r.LeaseLeft <= 0 || mustHaveLapsed(p, in)) {
+				return nil // a lapsed same-payload lease must be taken over
+			}
+		} else if r.Out != p.Out {
+			return nil
+		}
+		return []recState{p}
+	case opComplete:
+		ok := holds(p, in.Token)
+		switch {
+		case out.Unknown:
+			if ok {
+				return []recState{p, completed(p, in)}
+			}
+			return []recState{p}
+		case out.LeaseLost:
+			if ok {
+				return nil
+			}
+			return []recState{p}
+		case ok:
+			return []recState{completed(p, in)}
+		}
+		return nil
+	case opRelease:
+		ok := holds(p, in.Token)
+		switch {
+		case out.Unknown:
+			if ok {
+				return []recState{p, absent}
+			}
+			return []recState{p}
+		case out.LeaseLost:
+			if ok {
+				return nil
+			}
+			return []recState{p}
+		case ok:
+			return []recState{absent}
+		}
+		return nil
+	}
+	return nil
+}
+
+// Model is the porcupine model of an idem.Store, partitioned by key. With
+// staleReplay, an expired final record may still be replayed for one more
+// TTL (tiered's documented limit); a key may then be claimed anew while the
+// old outcome is still replayed.
+func Model(staleReplay bool) porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+			idx := map[[32]byte]int{}
+			var parts [][]porcupine.Operation
+			for _, op := range h {
+				k := op.Input.(opInput).Key
+				i, ok := idx[k]
+				if !ok {
+					i = len(parts)
+					idx[k] = i
+					parts = append(parts, nil)
+				}
+				parts[i] = append(parts[i], op)
+			}
+			return parts
+		},
+		Init: func() []any { return []any{absent} },
+		Step: func(state, input, output any) []any {
+			next := step(state.(recState), input.(opInput), output.(opOutput), staleReplay)
+			r := make([]any, len(next))
+			for i, s := range next {
+				r[i] = s
+			}
+			return r
+		},
+		Hash: func(state any) uint64 {
+			s := state.(recState)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%v%d%x%d%d%d%d", s.Present, s.Status, s.FP[:8], s.Token, s.Out, s.ExpireMin, s.Ghost.Token)
+			return h.Sum64()
+		},
+		DescribeOperation: describeOp,
+		DescribeState: func(state any) string {
+			s := state.(recState)
+			if !s.Present {
+				return "absent"
+			}
+			return fmt.Sprintf("%v fp=%x tok=%x", s.Status, s.FP[:3], uint64(s.Token)&0xffffff)
+		},
+	}
+	return nm.ToModel()
+}
+
+func describeOp(input, output any) string {
+	in, out := input.(opInput), output.(opOutput)
+	var res string
+	switch {
+	case out.Unknown:
+		res = "store error (unknown effect)"
+	case out.LeaseLost:
+		res = "ErrLeaseLost"
+	case in.Kind == opClaim && out.Claimed && out.TakenOver:
+		res = "taken over"
+	case in.Kind == opClaim && out.Claimed:
+		res = "claimed"
+	case in.Kind == opClaim:
+		res = fmt.Sprintf("refused %v fp=%x tok=%x left=%v", out.Rec.Status, out.Rec.FP[:3],
+			uint64(out.Rec.Token)&0xffffff, out.Rec.LeaseLeft)
+	default:
+		res = "ok"
+	}
+	switch in.Kind {
+	case opClaim:
+		return fmt.Sprintf("claim(%s fp=%x tok=%x) -> %s", in.Text, in.FP[:3], uint64(in.Token)&0xffffff, res)
+	case opComplete:
+		return fmt.Sprintf("complete(%s tok=%x %v) -> %s", in.Text, uint64(in.Token)&0xffffff, in.Status, res)
+	default:
+		return fmt.Sprintf("release(%s tok=%x) -> %s", in.Text, uint64(in.Token)&0xffffff, res)
+	}
+}
+
+// CheckResult is the verdict of the linearizability check of one history.
+type CheckResult struct {
+	Result porcupine.CheckResult
+	Ops    int
+	Keys   int
+	// Viz is the path of the visualization written for an illegal history,
+	// if one was asked for.
+	Viz string
+}
+
+// Check checks history against Model(staleReplay) within timeout. With vizDir set, an
+// illegal history's visualization (HTML) is written there.
+func Check(history []porcupine.Operation, staleReplay bool, timeout time.Duration, vizDir, name string) (CheckResult, error) {
+	m := Model(staleReplay)
+	keys := map[[32]byte]bool{}
+	for _, op := range history {
+		keys[op.Input.(opInput).Key] = true
+	}
+	res := CheckResult{Ops: len(history), Keys: len(keys)}
+	res.Result = porcupine.CheckOperationsTimeout(m, history, timeout)
+	if res.Result == porcupine.Illegal && vizDir != "" {
+		// Only the illegal partitions are worth drawing.
+		var bad []porcupine.Operation
+		for _, part := range m.Partition(history) {
+			if porcupine.CheckOperationsTimeout(m, part, timeout) == porcupine.Illegal {
+				bad = append(bad, part...)
+				break
+			}
+		}
+		_, info := porcupine.CheckOperationsVerbose(m, bad, timeout)
+		res.Viz = vizDir + "/" + name + ".html"
+		if err := porcupine.VisualizePath(m, info, res.Viz); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
