@@ -45,6 +45,11 @@ type Options struct {
 	Unit time.Duration
 	// Goroutines is how many goroutines race on one key (default 64).
 	Goroutines int
+	// Transactional says that NewStore returns an idem.TxStore whose claim
+	// lives in a database transaction (pgstore.NewTx). Such a claim is
+	// never taken over while its transaction is open, so the stalled-worker
+	// case asserts that a duplicate is refused instead of taking over.
+	Transactional bool
 }
 
 type suite struct {
@@ -524,11 +529,15 @@ func (s *suite) doZombieFenced(t *testing.T) {
 	m.Lease = s.Unit
 	stalled := make(chan struct{})
 	resume := make(chan struct{})
+	var resumeOnce sync.Once
+	unblock := func() { resumeOnce.Do(func() { close(resume) }) }
+	defer unblock() // never leave the stalled call (and its transaction) open
+	var zombieV string
 	var zombieErr error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, zombieErr = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) {
+		zombieV, zombieErr = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) {
 			close(stalled)
 			<-resume
 			return "zombie", nil
@@ -537,9 +546,22 @@ func (s *suite) doZombieFenced(t *testing.T) {
 	<-stalled
 	s.sleep(s.Unit + s.Unit/2)
 	v, err := charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "heir", nil })
+	if s.Transactional {
+		// The stalled worker's claim is an open transaction: it cannot lapse,
+		// so the duplicate is refused and the stalled worker's outcome stands.
+		require.ErrorIs(t, err, idem.ErrInProgress, "an open transaction is never taken over")
+		unblock()
+		<-done
+		require.NoError(t, zombieErr)
+		assert.Equal(t, "zombie", zombieV)
+		v, err = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "third", nil })
+		require.NoError(t, err)
+		assert.Equal(t, "zombie", v, "the committed outcome is replayed")
+		return
+	}
 	require.NoError(t, err, "a lapsed lease is taken over")
 	assert.Equal(t, "heir", v)
-	close(resume)
+	unblock()
 	<-done
 	assert.ErrorIs(t, zombieErr, idem.ErrLeaseLost, "the stalled worker must not complete")
 	v, err = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "third", nil })

@@ -1,0 +1,52 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// TestRoundTrips counts network round trips per call through idem.Do, with
+// warm statement caches: what a first call and a replay cost in each mode.
+func TestRoundTrips(t *testing.T) {
+	for _, mode := range []string{"lease", "tx"} {
+		t.Run(mode, func(t *testing.T) {
+			var rt rtCounter
+			pool := newPool(t, 1, &rt)
+			table := newTable(t, pool)
+			var store idem.Store = pgstore.New(pool, pgstore.WithTable(table))
+			if mode == "tx" {
+				store = pgstore.NewTx(pool, pgstore.WithTable(table))
+			}
+			ex := idem.NewExecutor(store)
+			m := &idem.Method{Op: "rt.Op", TTL: idemLedgerCredit.TTL}
+			call := func(id string) {
+				var k idem.KeyParts
+				k.String("id", id)
+				var h idem.Hasher
+				h.String("payload")
+				_, err := idem.Do(context.Background(), ex, m, &k, &h, func(context.Context) (int, error) { return 1, nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			measure := func(id string) int64 {
+				before := rt.n.Load()
+				call(id)
+				return rt.n.Load() - before
+			}
+			call("warm-" + randHex(4)) // prepares the statements on the one connection
+			call("warm-" + randHex(4))
+			id := "rt-" + randHex(4)
+			first, replay := measure(id), measure(id)
+			t.Logf("%s mode: %d round trips for a first call, %d for a replay", mode, first, replay)
+			want := map[string][2]int64{"lease": {2, 1}, "tx": {2, 2}}[mode]
+			assert.Equal(t, want[0], first, "first call")
+			assert.Equal(t, want[1], replay, "replay")
+		})
+	}
+}

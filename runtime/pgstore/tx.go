@@ -1,0 +1,332 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// TxStore is a PostgreSQL idempotency store in transactional mode; it
+// implements idem.TxStore, so an idem.Executor on it runs the claim, the
+// method and the outcome in one transaction. Its Store methods (Claim,
+// Complete, Release, Migrate, Sweep) are those of lease mode, for callers
+// that use the idem.Store contract directly. It is safe for concurrent use.
+type TxStore struct {
+	*Store
+	noWait time.Duration // lock_timeout of a claim whose caller does not wait
+}
+
+// NewTx returns a store in transactional mode on pool; the options are those
+// of New. The table must exist (see Store.Migrate). NewTx panics if an
+// option names an invalid table.
+//
+// It is a separate constructor, not an option of New, because the executor
+// chooses transactional mode by the store's type (idem.TxStore).
+func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
+	s := New(pool, opts...)
+	wait := s.lockTimeout
+	if wait <= 0 {
+		wait = time.Millisecond
+	}
+	return &TxStore{Store: s, noWait: wait}
+}
+
+// savepoint is set after the claim: a final error rolls the method's writes
+// back to it and keeps the claim.
+const (
+	savepointSQL  = "SAVEPOINT idem_method"
+	rollbackToSQL = "ROLLBACK TO SAVEPOINT idem_method"
+	commitSQL     = "COMMIT"
+	rollbackSQL   = "ROLLBACK"
+	lockNotAvail  = "55P03" // lock_not_available: lock_timeout fired
+
+	saveLockTimeout    = "SELECT set_config('idemgen.saved_lock_timeout', current_setting('lock_timeout'), true)"
+	restoreLockTimeout = "SELECT set_config('lock_timeout', current_setting('idemgen.saved_lock_timeout'), true)"
+)
+
+// keyLock is the transaction-scoped advisory lock that a claim holds on its
+// key until it commits or rolls back: the first 8 bytes of the key's SHA-256
+// (which covers tenant and operation). Keys of different stores of one
+// database may share a lock (a duplicate then waits a little longer); an
+// application's own advisory locks could collide only with probability
+// 2^-64 per pair.
+func keyLock(k idem.Key) int64 { return int64(binary.BigEndian.Uint64(k.ID[:8])) }
+
+// ClaimTx implements idem.TxStore. In one round trip it begins a
+// transaction, takes the key's transaction-scoped advisory lock unless a
+// final record is already visible (a replay takes no lock) (waiting at
+// most wait, through lock_timeout; WithLockTimeout's value, default 1ms, when
+// wait is 0), runs the claim statement and sets a savepoint. When the key is
+// claimed the returned Txn owns the transaction and its connection, and the
+// lock is held until it ends. A duplicate of a call whose transaction is still
+// open waits on that lock: when the transaction commits, the duplicate gets
+// the committed record; when it rolls back, the duplicate claims the key;
+// when the wait runs out first, the duplicate gets a PROCESSING record with
+// its own fingerprint (the holder's is not visible yet), which the executor
+// reports as idem.ErrInProgress. Only the lock wait runs under the short
+// lock_timeout: the claim and the method's statements run under the
+// connection's own setting.
+//
+// Use one mode per table: a lease-mode claim on a key that a transactional
+// claim holds waits for that transaction (bounded only by the lease-mode
+// store's WithLockTimeout).
+func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
+	if err := checkClaim(req); err != nil {
+		return idem.Claim{}, nil, err
+	}
+	if wait <= 0 {
+		wait = s.noWait
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return idem.Claim{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	args := claimArgs(req)
+
+	b := &pgx.Batch{}
+	b.BeginTx(pgx.TxOptions{})
+	// Wait for a transaction holding the key on the key's advisory lock,
+	// under lock_timeout = wait; the caller's lock_timeout is saved first and
+	// restored after, so that nothing else in the transaction (the claim's
+	// own index and heap locks, the method's writes) runs under the short
+	// timeout, and a lock timeout means exactly "the key is held".
+	b.Queue(saveLockTimeout)
+	b.Queue(setLockTimeout, lockTimeoutValue(wait))
+	b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.Tenant, req.Key.Op, req.Key.ID[:], false)
+	b.Queue(restoreLockTimeout)
+	var (
+		claim idem.Claim
+		ok    bool
+	)
+	b.Queue(s.sql.claimTx, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		claim, ok, err = scanClaim(rows)
+		return err
+	})
+	b.Queue(savepointSQL)
+	br := conn.SendBatch(ctx, b)
+	tx := br.Tx()
+	err = br.Close()
+	for attempt := 1; err == nil && !ok; attempt++ {
+		// Either the final record that made keyLock skip the lock expired
+		// before the claim, or a conflicting row was committed after the
+		// claim's snapshot was taken (by a lease-mode writer): take the lock
+		// now and claim again; a new statement in this (read committed)
+		// transaction sees the committed row. The savepoint must follow
+		// the claim, so it is set again.
+		s.claimRetries.Add(1)
+		if attempt >= maxClaimAttempts {
+			err = errors.New("the record kept changing under concurrent claims")
+			break
+		}
+		b := &pgx.Batch{}
+		b.Queue(setLockTimeout, lockTimeoutValue(wait))
+		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.Tenant, req.Key.Op, req.Key.ID[:], true)
+		b.Queue(restoreLockTimeout)
+		b.Queue(s.sql.claimTx, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, ok, err = scanClaim(rows)
+			return err
+		})
+		b.Queue(savepointSQL)
+		err = conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
+		end(ctx, conn)
+		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
+			// Another transaction holds the key and did not finish in time.
+			return idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}, nil, nil
+		}
+		return idem.Claim{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+	}
+	if !claim.Claimed {
+		end(ctx, conn)
+		return claim, nil, nil
+	}
+	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
+	t.mtx = &methodTx{Tx: tx, owner: t}
+	return claim, t, nil
+}
+
+// end rolls back whatever transaction conn is in and returns it to the pool
+// (which closes it if the rollback failed).
+func end(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() != 'I' && !conn.Conn().IsClosed() {
+		_, _ = conn.Exec(ctx, rollbackSQL)
+	}
+	conn.Release()
+}
+
+// txn is a claim held in an open transaction.
+type txn struct {
+	store *TxStore
+	conn  *pgxpool.Conn
+	mtx   *methodTx
+	key   idem.Key
+	token idem.Token
+	done  atomic.Bool
+}
+
+var errTxnDone = errors.New("pgstore: transaction already completed or released")
+
+// Context implements idem.Txn: ctx carrying the transaction for TxFrom.
+func (t *txn) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, t.mtx)
+}
+
+// Complete implements idem.Txn: in one round trip it rolls back to the
+// savepoint (with discardWrites), stores out in the claimed row and commits.
+func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
+	if !t.done.CompareAndSwap(false, true) {
+		return errTxnDone
+	}
+	t.mtx.closed.Store(true)
+	args, err := completeArgs(t.key, t.token, out, ttl)
+	if err != nil {
+		end(ctx, t.conn)
+		return err
+	}
+	b := &pgx.Batch{}
+	if discardWrites {
+		b.Queue(rollbackToSQL)
+	}
+	var updated, committed bool
+	b.Queue(t.store.sql.complete, args...).Exec(func(ct pgconn.CommandTag) error {
+		updated = ct.RowsAffected() == 1
+		if !updated {
+			return errors.New("the claimed row is gone")
+		}
+		return nil
+	})
+	b.Queue(commitSQL).Exec(func(ct pgconn.CommandTag) error {
+		committed = ct.String() == commitSQL
+		if !committed {
+			return errors.New("the transaction was aborted (a statement of the method failed and was ignored?) and rolled back")
+		}
+		return nil
+	})
+	err = t.conn.SendBatch(ctx, b).Close()
+	end(ctx, t.conn)
+	if err != nil {
+		return fmt.Errorf("pgstore: complete: %w", err)
+	}
+	return nil
+}
+
+// Release implements idem.Txn: it rolls the transaction back, claim and
+// method writes alike. A connection that is already broken needs no
+// rollback: the server rolls its transaction back and commits nothing.
+func (t *txn) Release(ctx context.Context) error {
+	if !t.done.CompareAndSwap(false, true) {
+		return errTxnDone
+	}
+	t.mtx.closed.Store(true)
+	defer t.conn.Release()
+	if t.conn.Conn().IsClosed() {
+		return nil
+	}
+	if _, err := t.conn.Exec(ctx, rollbackSQL); err != nil {
+		if t.conn.Conn().IsClosed() {
+			return nil
+		}
+		return fmt.Errorf("pgstore: rollback: %w", err)
+	}
+	return nil
+}
+
+type txKey struct{}
+
+// TxFrom returns the transaction of the idempotent call that ctx belongs to,
+// inside a method run by an idem.Executor on a TxStore. Write the method's
+// business rows through it, so that they commit with the outcome or not at
+// all. The executor ends the transaction: Commit and Rollback of the returned
+// Tx return ErrTxOwned (use Begin for a nested savepoint), and the Tx is
+// closed (pgx.ErrTxClosed) once the call is over.
+func TxFrom(ctx context.Context) (pgx.Tx, bool) {
+	tx, ok := ctx.Value(txKey{}).(*methodTx)
+	return tx, ok
+}
+
+// ErrTxOwned is returned by Commit and Rollback of the transaction TxFrom
+// returns: the executor commits it with the outcome, or rolls it back when the
+// method returns a transient error.
+var ErrTxOwned = errors.New("pgstore: the idempotency transaction is ended by the executor: return from the method instead")
+
+// methodTx is the transaction as the method sees it: every pgx.Tx method but
+// Commit and Rollback, until the call is over.
+type methodTx struct {
+	pgx.Tx
+	owner  *txn
+	closed atomic.Bool
+}
+
+func (m *methodTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	if m.closed.Load() {
+		return nil, pgx.ErrTxClosed
+	}
+	return m.Tx.Begin(ctx)
+}
+
+func (m *methodTx) Commit(context.Context) error   { return ErrTxOwned }
+func (m *methodTx) Rollback(context.Context) error { return ErrTxOwned }
+
+func (m *methodTx) CopyFrom(ctx context.Context, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	if m.closed.Load() {
+		return 0, pgx.ErrTxClosed
+	}
+	return m.Tx.CopyFrom(ctx, table, cols, src)
+}
+
+func (m *methodTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if m.closed.Load() {
+		return pgx.FailedBatchResults(b, pgx.ErrTxClosed)
+	}
+	return m.Tx.SendBatch(ctx, b)
+}
+
+func (m *methodTx) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	if m.closed.Load() {
+		return nil, pgx.ErrTxClosed
+	}
+	return m.Tx.Prepare(ctx, name, sql)
+}
+
+func (m *methodTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if m.closed.Load() {
+		return pgconn.CommandTag{}, pgx.ErrTxClosed
+	}
+	return m.Tx.Exec(ctx, sql, args...)
+}
+
+func (m *methodTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if m.closed.Load() {
+		return nil, pgx.ErrTxClosed
+	}
+	return m.Tx.Query(ctx, sql, args...)
+}
+
+func (m *methodTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if m.closed.Load() {
+		return errRow{pgx.ErrTxClosed}
+	}
+	return m.Tx.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+var (
+	_ idem.TxStore = (*TxStore)(nil)
+	_ idem.Txn     = (*txn)(nil)
+	_ pgx.Tx       = (*methodTx)(nil)
+)

@@ -1,0 +1,323 @@
+// Package tiered is an idempotency store in two tiers: a fast store (Redis,
+// runtime/redisstore) in front of a durable one (PostgreSQL, runtime/pgstore).
+//
+// Redis answers the common duplicate, a retry of a call that already
+// finished, in one round trip. Redis can lose a record it acknowledged (a
+// failover before replication, a restart without persistence, eviction under
+// maxmemory); the durable store's unique index cannot. So the durable store
+// decides every claim, and the fast store is only ever trusted for what the
+// durable store already holds:
+//
+//   - Claim first asks the fast store. A final outcome (SUCCEEDED or
+//     FAILED_FINAL) found there is returned at once: it got there only after
+//     the durable store accepted it (or was copied from the durable store).
+//     Anything else (no record, a claim, a PROCESSING record) is settled by
+//     a Claim on the durable store, with the same request and token.
+//   - Complete and Release go to the durable store first; its answer is the
+//     answer (ErrLeaseLost included: fencing is the durable store's). The
+//     fast store is then updated with the same token.
+//   - A final record found in the durable store but missing (or stale) in
+//     the fast store is written back into the fast store (EventRepaired),
+//     when the fast store implements idem.Seeder.
+//
+// # Guarantee
+//
+// A method runs only under a claim that the durable store granted, so the
+// tiered store executes a method at most once per live key exactly as far as
+// the durable store does, whatever the fast store loses or says. Losing the
+// fast store costs latency, never idempotency.
+//
+// When the fast store fails or does not answer within the fast timeout
+// (WithFastTimeout), the call goes on with the durable store alone, the
+// observer is told (WithObserver), and the fast store is skipped for a
+// cool-down (WithCooldown) before it is tried again. When the durable store
+// fails, Claim fails with an error wrapping ErrDurable: the method is not run
+// unprotected.
+//
+// # Limits
+//
+// The tiered store is not an idem.TxStore: the durable store is used through
+// Claim, Complete and Release (pgstore's lease mode), and the method's own
+// writes are not in the claim's transaction.
+//
+// The durable store's guarantee is the limit (with pgstore: while the row
+// lives, which is the record's TTL). A record repaired into the fast store
+// gets min(the claim's TTL, WithRepairTTL), since a Record does not say how
+// long the durable record has left: a repaired outcome may be replayed from
+// the fast store for up to that long after the durable record expired.
+package tiered
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+const (
+	// DefaultFastTimeout bounds each fast-store call (WithFastTimeout).
+	DefaultFastTimeout = 100 * time.Millisecond
+	// DefaultCooldown is how long a failing fast store is skipped
+	// (WithCooldown).
+	DefaultCooldown = time.Second
+	// DefaultRepairTTL caps the TTL of a repaired record (WithRepairTTL).
+	DefaultRepairTTL = 5 * time.Minute
+)
+
+// ErrDurable is wrapped, next to the cause, by every error of the durable
+// store other than idem.ErrLeaseLost: the call could not be protected and was
+// not executed (Claim), or its outcome could not be stored (Complete).
+var ErrDurable = errors.New("tiered: durable store failed")
+
+// EventKind says what happened to the fast tier.
+type EventKind uint8
+
+const (
+	// EventFastError: a call to the fast store failed or timed out (Err);
+	// the call went on with the durable store alone.
+	EventFastError EventKind = iota + 1
+	// EventDegraded: after an error the fast store is skipped for the
+	// cool-down; calls are served by the durable store alone.
+	EventDegraded
+	// EventRecovered: the fast store answered again after being skipped.
+	EventRecovered
+	// EventRepaired: a final record present in the durable store but not in
+	// the fast store was written into the fast store.
+	EventRepaired
+)
+
+var eventNames = [...]string{"", "fast_error", "degraded", "recovered", "repaired"}
+
+// String returns the event's name in snake case.
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && k != 0 {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", k)
+}
+
+// Event is what the observer is told.
+type Event struct {
+	Kind EventKind
+	// Op is the store call: "claim", "complete", "release" or "seed".
+	Op  string
+	Key idem.Key
+	// Err is the fast store's error (EventFastError, EventDegraded).
+	Err error
+}
+
+// Store is an idem.Store in two tiers. It is safe for concurrent use.
+type Store struct {
+	fast      idem.Store
+	seeder    idem.Seeder // fast as a Seeder, or nil
+	durable   idem.Store
+	timeout   time.Duration
+	cooldown  time.Duration
+	repairTTL time.Duration
+	inline    bool
+	observe   func(Event)
+	now       func() time.Time
+	// downUntil is the UnixNano instant until which the fast store is
+	// skipped; 0 while it is up.
+	downUntil atomic.Int64
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithFastTimeout bounds each call to the fast store (default
+// DefaultFastTimeout). A call that takes longer counts as a fast-store error:
+// the store stops waiting for it and goes on with the durable store, even if
+// the Redis client's own timeouts are longer.
+func WithFastTimeout(d time.Duration) Option { return func(s *Store) { s.timeout = d } }
+
+// WithInlineFastCalls calls the fast store on the caller's goroutine, with
+// the fast timeout as its context deadline, instead of on a goroutine of its
+// own that the store stops waiting for at the timeout. It saves a goroutine
+// hand-off per fast call (visible on replays), and is safe only when the fast
+// store returns promptly once its context's deadline passes: for redisstore,
+// a go-redis client with ContextTimeoutEnabled: true (or read and write
+// timeouts no longer than the fast timeout).
+func WithInlineFastCalls() Option { return func(s *Store) { s.inline = true } }
+
+// WithCooldown sets how long the fast store is skipped after an error
+// (default DefaultCooldown); 0 tries it on every call.
+func WithCooldown(d time.Duration) Option { return func(s *Store) { s.cooldown = d } }
+
+// WithRepairTTL caps the TTL of a record repaired into the fast store
+// (default DefaultRepairTTL); see the package documentation.
+func WithRepairTTL(d time.Duration) Option { return func(s *Store) { s.repairTTL = d } }
+
+// WithObserver sets a function told about fast-store errors, degradation,
+// recovery and repairs, synchronously; it must be fast and safe for
+// concurrent use.
+func WithObserver(f func(Event)) Option { return func(s *Store) { s.observe = f } }
+
+// New returns a Store with fast in front of durable. Only the durable store
+// decides claims and fences outcomes; records are repaired into fast only if
+// it implements idem.Seeder (redisstore does).
+func New(fast, durable idem.Store, opts ...Option) *Store {
+	s := &Store{
+		fast:      fast,
+		durable:   durable,
+		timeout:   DefaultFastTimeout,
+		cooldown:  DefaultCooldown,
+		repairTTL: DefaultRepairTTL,
+		observe:   func(Event) {},
+		now:       time.Now,
+	}
+	s.seeder, _ = fast.(idem.Seeder)
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+func final(st idem.Status) bool {
+	return st == idem.StatusSucceeded || st == idem.StatusFailedFinal
+}
+
+// Claim implements idem.Store: a final outcome in the fast store is returned
+// from there; everything else is decided by the durable store.
+func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	fc, fastErr := idem.Claim{}, errSkipped
+	if s.fastUp() {
+		fc, fastErr = fastDo(s, ctx, "claim", req.Key, func(ctx context.Context) (idem.Claim, error) {
+			return s.fast.Claim(ctx, req)
+		})
+		if fastErr == nil && !fc.Claimed && final(fc.Record.Status) {
+			return fc, nil
+		}
+	}
+	fastClaimed := fastErr == nil && fc.Claimed // the fast record holds req.Token
+
+	dc, err := s.durable.Claim(ctx, req)
+	if err != nil {
+		if fastClaimed {
+			s.fastRelease(ctx, req.Key, req.Token)
+		}
+		return idem.Claim{}, fmt.Errorf("tiered: claim %s: %w: %w", req.Key.Text, ErrDurable, err)
+	}
+	if dc.Claimed || fastErr != nil {
+		return dc, nil
+	}
+	// The durable store holds a record the fast store did not return.
+	if final(dc.Record.Status) && s.seeder != nil {
+		ttl := min(req.TTL, s.repairTTL)
+		rec := dc.Record
+		_, err := fastDo(s, ctx, "seed", req.Key, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, s.seeder.Seed(ctx, req.Key, rec.Fingerprint, rec.Token, rec.Outcome, ttl)
+		})
+		if err == nil {
+			s.observe(Event{Kind: EventRepaired, Op: "claim", Key: req.Key})
+		}
+	} else if fastClaimed {
+		s.fastRelease(ctx, req.Key, req.Token)
+	}
+	return dc, nil
+}
+
+// Complete implements idem.Store: the durable store first (its ErrLeaseLost
+// is the answer), then the fast store with the same token.
+func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	if err := s.durable.Complete(ctx, key, token, out, ttl); err != nil {
+		return s.durableErr("complete", key, err)
+	}
+	if s.fastUp() {
+		// ErrLeaseLost here means the fast store lost the claim or holds a
+		// stale record: the next Claim repairs it from the durable store.
+		_, _ = fastDo(s, ctx, "complete", key, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, s.fast.Complete(ctx, key, token, out, ttl)
+		})
+	}
+	return nil
+}
+
+// Release implements idem.Store: the durable store first (its ErrLeaseLost
+// is the answer), then the fast store's record of the same token, if any.
+func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
+	err := s.durable.Release(ctx, key, token)
+	s.fastRelease(ctx, key, token)
+	if err != nil {
+		return s.durableErr("release", key, err)
+	}
+	return nil
+}
+
+func (s *Store) durableErr(op string, key idem.Key, err error) error {
+	if errors.Is(err, idem.ErrLeaseLost) {
+		return fmt.Errorf("tiered: %s %s: %w", op, key.Text, err)
+	}
+	return fmt.Errorf("tiered: %s %s: %w: %w", op, key.Text, ErrDurable, err)
+}
+
+// fastRelease deletes the fast record holding token, best effort: a fast
+// PROCESSING record is never trusted, so one left behind costs nothing but
+// a durable round trip.
+func (s *Store) fastRelease(ctx context.Context, key idem.Key, token idem.Token) {
+	if !s.fastUp() {
+		return
+	}
+	_, _ = fastDo(s, ctx, "release", key, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.fast.Release(ctx, key, token)
+	})
+}
+
+var errSkipped = errors.New("tiered: fast store skipped")
+
+// fastUp reports whether the fast store should be tried: it is up, or its
+// cool-down has passed (then this call probes it).
+func (s *Store) fastUp() bool {
+	until := s.downUntil.Load()
+	return until == 0 || s.now().UnixNano() >= until
+}
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+// fastDo runs f on the fast store, bounded by the fast timeout even if f
+// itself ignores its context (unless WithInlineFastCalls), and keeps the
+// up/down state. idem.ErrLeaseLost is an answer, not a failure.
+func fastDo[T any](s *Store, ctx context.Context, op string, key idem.Key, f func(context.Context) (T, error)) (T, error) {
+	fctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var r result[T]
+	if s.inline {
+		r.v, r.err = f(fctx)
+	} else {
+		done := make(chan result[T], 1)
+		go func() {
+			v, err := f(fctx)
+			done <- result[T]{v, err}
+		}()
+		select {
+		case r = <-done:
+		case <-fctx.Done():
+			r.err = fmt.Errorf("tiered: fast store %s: no answer within %v: %w", op, s.timeout, fctx.Err())
+		}
+	}
+	switch {
+	case r.err == nil || errors.Is(r.err, idem.ErrLeaseLost):
+		if s.downUntil.Load() != 0 && s.downUntil.Swap(0) != 0 {
+			s.observe(Event{Kind: EventRecovered, Op: op, Key: key})
+		}
+	case ctx.Err() != nil:
+		// The caller gave up; that says nothing about the fast store.
+	default:
+		s.observe(Event{Kind: EventFastError, Op: op, Key: key, Err: r.err})
+		if s.cooldown > 0 {
+			until := max(s.now().Add(s.cooldown).UnixNano(), 1)
+			if s.downUntil.Swap(until) == 0 {
+				s.observe(Event{Kind: EventDegraded, Op: op, Key: key, Err: r.err})
+			}
+		}
+	}
+	return r.v, r.err
+}
+
+var _ idem.Store = (*Store)(nil)

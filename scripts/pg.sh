@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# pg.sh starts and stops a throwaway PostgreSQL server for the tests.
+#
+#   scripts/pg.sh start DIR   # prints one line: IDEM_PG_DSN=postgres://...
+#   scripts/pg.sh stop DIR
+#
+# start installs PostgreSQL when no initdb is found (apt-get, as root), runs
+# initdb into DIR/pgdata (as the postgres user when run as root: initdb
+# refuses root), starts the server on a free port of 127.0.0.1 with its socket
+# in DIR, waits until it accepts connections, creates the database "idem" and
+# prints the DSN line on stdout. Everything else goes to stderr. The
+# postmaster's PID is written to DIR/pg.pid; stop uses pg_ctl stop -m fast and
+# falls back to killing that PID.
+set -euo pipefail
+
+log() { printf 'pg.sh: %s\n' "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+# find_bin prints the directory holding initdb and pg_ctl, newest version first.
+find_bin() {
+	local d
+	if [[ -n "${PG_BIN:-}" && -x "${PG_BIN}/initdb" ]]; then
+		printf '%s\n' "$PG_BIN"
+		return 0
+	fi
+	for d in $(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -type d -name bin 2>/dev/null | sort -t/ -k5 -V -r); do
+		if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
+			printf '%s\n' "$d"
+			return 0
+		fi
+	done
+	if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+		dirname "$(command -v initdb)"
+		return 0
+	fi
+	return 1
+}
+
+install_pg() {
+	[[ $(id -u) -eq 0 ]] || die "PostgreSQL is not installed and this is not root: install the postgresql package"
+	log "installing PostgreSQL (apt-get)"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update >&2
+	apt-get install -y --no-install-recommends postgresql >&2
+}
+
+# free_port asks the kernel for a free TCP port on 127.0.0.1.
+free_port() {
+	if command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+		return
+	fi
+	local p
+	for _ in $(seq 1 50); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			printf '%s\n' "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# as_owner runs a command as the postgres user when we are root.
+as_owner() {
+	if [[ $(id -u) -eq 0 ]]; then
+		if command -v runuser >/dev/null 2>&1; then
+			runuser -u postgres -- "$@"
+		else
+			su postgres -s /bin/sh -c "$(printf '%q ' "$@")"
+		fi
+	else
+		"$@"
+	fi
+}
+
+start() {
+	local dir=$1 bin port user data
+	mkdir -p "$dir"
+	dir=$(cd "$dir" && pwd)
+	data="$dir/pgdata"
+	if ! bin=$(find_bin); then
+		install_pg
+		bin=$(find_bin) || die "initdb not found after installing postgresql"
+	fi
+	log "using $bin"
+	user=$(id -un)
+	if [[ $(id -u) -eq 0 ]]; then
+		id postgres >/dev/null 2>&1 || die "running as root but there is no postgres user to run the server as"
+		user=postgres
+		chown postgres "$dir"
+		chmod 0755 "$dir"
+		as_owner test -w "$dir" ||
+			die "the postgres user cannot write to $dir (a parent directory is private?): use a directory under /tmp"
+	fi
+	if [[ ! -s "$data/PG_VERSION" ]]; then
+		rm -rf "$data"
+		as_owner "$bin/initdb" -D "$data" -U "$user" -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
+			{ cat "$dir/initdb.log" >&2; die "initdb failed"; }
+	fi
+	port=$(free_port)
+	local opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off"
+	opts+=" -c full_page_writes=off -c max_connections=200 -c shared_buffers=128MB"
+	if ! as_owner "$bin/pg_ctl" -D "$data" -l "$dir/postgres.log" -w -t 60 -o "$opts" start >&2; then
+		tail -n 30 "$dir/postgres.log" >&2 || true
+		die "pg_ctl start failed"
+	fi
+	head -n 1 "$data/postmaster.pid" >"$dir/pg.pid"
+	local i
+	for i in $(seq 1 100); do
+		if "$bin/pg_isready" -q -h 127.0.0.1 -p "$port"; then
+			break
+		fi
+		[[ $i -eq 100 ]] && die "server did not become ready"
+		sleep 0.1
+	done
+	if ! "$bin/psql" -h 127.0.0.1 -p "$port" -U "$user" -d postgres -Atqc \
+		"SELECT 1 FROM pg_database WHERE datname = 'idem'" | grep -q 1; then
+		"$bin/createdb" -h 127.0.0.1 -p "$port" -U "$user" idem >&2
+	fi
+	log "PostgreSQL $(cat "$data/PG_VERSION") on 127.0.0.1:$port, data in $data, pid $(cat "$dir/pg.pid")"
+	printf 'IDEM_PG_DSN=postgres://%s@127.0.0.1:%s/idem?sslmode=disable\n' "$user" "$port"
+}
+
+stop() {
+	local dir=$1 bin data pid
+	[[ -d "$dir" ]] || { log "$dir: no such directory"; return 0; }
+	dir=$(cd "$dir" && pwd)
+	data="$dir/pgdata"
+	pid=""
+	[[ -s "$dir/pg.pid" ]] && pid=$(cat "$dir/pg.pid")
+	if bin=$(find_bin) && [[ -s "$data/postmaster.pid" ]]; then
+		if as_owner "$bin/pg_ctl" -D "$data" -m fast -w -t 30 stop >&2; then
+			rm -f "$dir/pg.pid"
+			return 0
+		fi
+		log "pg_ctl stop failed; killing $pid"
+	fi
+	if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -INT "$pid" 2>/dev/null || true
+		local i
+		for i in $(seq 1 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+	fi
+	rm -f "$dir/pg.pid"
+}
+
+case "${1:-}" in
+start | stop)
+	[[ $# -eq 2 ]] || die "usage: $0 start|stop DIR"
+	"$1" "$2"
+	;;
+*)
+	die "usage: $0 start|stop DIR"
+	;;
+esac
