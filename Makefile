@@ -36,7 +36,7 @@ fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz=FuzzParse -fuzztime=60s
 
 bench:
-	scripts/with-services.sh $(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && cd bench && $(GO) run ./cmd/peers'
 
 # The duplicate storm with faults, full size, on every store.
 stress:

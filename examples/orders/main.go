@@ -2,11 +2,18 @@
 // against the generated wrapper of the billing service, and prints, per
 // order, how many times money actually moved.
 //
-//	go run ./examples/orders            # on the embedded in-memory store
+//	go run ./examples/orders                          # on the embedded in-memory store
+//	go run ./examples/orders -store postgres://...    # on PostgreSQL, transactional mode
+//
+// On PostgreSQL the demo works in a schema of its own, created for the run
+// and dropped at its end, and the ledger's rows are written in the same
+// transaction as the idempotency record (pgstore.NewTx, pgstore.TxFrom).
 package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,16 +21,20 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/orders/billing"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 func main() {
-	storeFlag := flag.String("store", "memory", "where idempotency records live: memory")
+	storeFlag := flag.String("store", "memory", "where idempotency records and the ledger live: memory, or a postgres:// URL")
 	verbose := flag.Bool("v", false, "log every executor event")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *storeFlag, *verbose); err != nil {
@@ -34,28 +45,64 @@ func main() {
 
 // demo holds the service under test and what the stories observe.
 type demo struct {
-	out     io.Writer
-	ledger  *billing.MemLedger
-	gateway *scriptedGateway
-	svc     *billing.IdempotentService
+	out      io.Writer
+	ledger   ledgerView
+	gateway  *scriptedGateway
+	svc      *billing.IdempotentService
+	postgres bool
 }
 
+// ledgerView reads what the ledger did, whichever ledger it is.
+type ledgerView interface {
+	Moves(ctx context.Context, order string) (int, error)
+	Points(ctx context.Context, order string) (int, error)
+}
+
+// memView adapts billing.MemLedger to ledgerView.
+type memView struct{ *billing.MemLedger }
+
+func (m memView) Moves(_ context.Context, order string) (int, error)  { return m.MemLedger.Moves(order), nil }
+func (m memView) Points(_ context.Context, order string) (int, error) { return m.MemLedger.Points(order), nil }
+
+var balances = map[string]int64{"alice": 100_000, "bob": 1_000, "carol": 50_000, "dave": 50_000}
+
 func run(ctx context.Context, out io.Writer, storeName string, verbose bool) error {
-	if storeName != "memory" {
-		return fmt.Errorf("unknown -store %q (want memory)", storeName)
-	}
 	var opts []idem.Option
 	if verbose {
 		opts = append(opts, idem.WithObserver(idem.LogEvents(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))))
 	}
-	ex := idem.NewExecutor(memstore.New(), opts...)
-	d := &demo{
-		out:     out,
-		ledger:  billing.NewMemLedger(map[string]int64{"alice": 100_000, "bob": 1_000, "carol": 50_000, "dave": 50_000}),
-		gateway: newScriptedGateway(),
+	d := &demo{out: out, gateway: newScriptedGateway()}
+	var store idem.Store
+	var ledger billing.Ledger
+	switch {
+	case storeName == "memory":
+		mem := billing.NewMemLedger(balances)
+		store, ledger, d.ledger = memstore.New(), mem, memView{mem}
+	case strings.HasPrefix(storeName, "postgres://"), strings.HasPrefix(storeName, "postgresql://"):
+		pool, cleanup, err := demoSchema(ctx, storeName)
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+		txStore := pgstore.NewTx(pool)
+		if err := txStore.Migrate(ctx); err != nil {
+			return err
+		}
+		pg := billing.NewPGLedger(pool)
+		if err := pg.Setup(ctx, balances); err != nil {
+			return err
+		}
+		store, ledger, d.ledger, d.postgres = txStore, pg, pg, true
+	default:
+		return fmt.Errorf("unknown -store %q (want memory or a postgres:// URL)", storeName)
 	}
-	d.svc = billing.NewIdempotentService(&billing.Service{Ledger: d.ledger, Gateway: d.gateway}, ex)
-	fmt.Fprintln(out, "idemgen demo: billing.Service wrapped by the generated IdempotentService, memory store")
+	ex := idem.NewExecutor(store, opts...)
+	d.svc = billing.NewIdempotentService(&billing.Service{Ledger: ledger, Gateway: d.gateway}, ex)
+	where := "memory store"
+	if d.postgres {
+		where = "PostgreSQL, ledger rows in the record's transaction"
+	}
+	fmt.Fprintln(out, "idemgen demo: billing.Service wrapped by the generated IdempotentService,", where)
 
 	stories := []struct {
 		title string
@@ -75,7 +122,7 @@ func run(ctx context.Context, out io.Writer, storeName string, verbose bool) err
 			return fmt.Errorf("story %d: %w", i+1, err)
 		}
 	}
-	return d.summary()
+	return d.summary(ctx)
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, "   "+format+"\n", args...) }
@@ -177,7 +224,11 @@ func (d *demo) crash(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.say("retry waited %.1fs for the 1s lease to lapse, took over, receipt %s", time.Since(start).Seconds(), r.PaymentID)
+	if d.postgres {
+		d.say("the crash rolled back worker 1's transaction: the retry claimed the key at once, receipt %s", r.PaymentID)
+	} else {
+		d.say("retry waited %.1fs for the 1s lease to lapse, took over, receipt %s", time.Since(start).Seconds(), r.PaymentID)
+	}
 	return nil
 }
 
@@ -187,12 +238,16 @@ func (d *demo) redelivery(ctx context.Context) error {
 		if err := d.svc.HandleShipment(ctx, msg); err != nil {
 			return err
 		}
-		d.say("delivery %d: handled; order %s has %d points", delivery, msg.OrderID, d.ledger.Points(msg.OrderID))
+		points, err := d.ledger.Points(ctx, msg.OrderID)
+		if err != nil {
+			return err
+		}
+		d.say("delivery %d: handled; order %s has %d points", delivery, msg.OrderID, points)
 	}
 	return nil
 }
 
-func (d *demo) summary() error {
+func (d *demo) summary(ctx context.Context) error {
 	fmt.Fprintln(d.out, "\nmoney moved, per order:")
 	want := []struct {
 		order string
@@ -200,7 +255,10 @@ func (d *demo) summary() error {
 	}{{"A-1001", 1}, {"A-1002", 1}, {"B-2001", 0}, {"C-3001", 1}, {"D-4001", 1}}
 	ok := true
 	for _, w := range want {
-		got := d.ledger.Moves(w.order)
+		got, err := d.ledger.Moves(ctx, w.order)
+		if err != nil {
+			return err
+		}
 		mark := "ok"
 		if got != w.moves {
 			mark, ok = "WRONG", false
@@ -260,8 +318,51 @@ func fail(err error) func(context.Context) error {
 	return func(context.Context) error { return err }
 }
 
-// crash ends the calling goroutine as a process crash would end the worker:
-// no error is returned, no deferred release runs to completion of the call.
+// crash ends the worker as a process crash would. In memory, the calling
+// goroutine ends: no error is returned and nothing is released. On
+// PostgreSQL, the worker's connection dies, as it would with its process, so
+// the server rolls its transaction back, claim and ledger rows included (the
+// goroutine itself returns, so that the demo's pool can close).
 func crash() func(context.Context) error {
-	return func(context.Context) error { runtime.Goexit(); return nil }
+	return func(ctx context.Context) error {
+		if tx, ok := pgstore.TxFrom(ctx); ok {
+			_, _ = tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
+			return errors.New("worker crashed: connection lost")
+		}
+		runtime.Goexit()
+		return nil
+	}
+}
+
+// demoSchema connects to dsn, creates a schema of the demo's own and returns
+// a pool whose search_path is that schema, and a cleanup that drops it.
+func demoSchema(ctx context.Context, dsn string) (*pgxpool.Pool, func(), error) {
+	admin, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	schema := "idemgen_demo_" + hex.EncodeToString(b[:])
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		admin.Close()
+		return nil, nil, fmt.Errorf("create schema: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		admin.Close()
+		return nil, nil, err
+	}
+	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		admin.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		pool.Close()
+		_, _ = admin.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE")
+		admin.Close()
+	}
+	return pool, cleanup, nil
 }

@@ -197,14 +197,17 @@ func Derive(parent, step string) string {
 type keyCtx struct{}
 
 // WithKey returns ctx carrying the idempotency key of the current call, as
-// the executor does before it runs a method; idemhttp does it per request.
+// the executor does before it runs a method (and so before an idemhttp
+// handler runs).
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
 // KeyFrom returns the idempotency key of the call that ctx belongs to: the
-// hex form of the record key inside a wrapped method, the Idempotency-Key
-// header inside an idemhttp handler. Use Derive on it for downstream calls.
+// hex form of the record key (Key.Hex), inside a wrapped method and inside an
+// idemhttp handler alike. It is scoped by tenant and operation, unlike the
+// raw Idempotency-Key header, so keys derived from it for downstream calls
+// cannot collide across tenants. Use Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(keyCtx{}).(string)
 	return k, ok

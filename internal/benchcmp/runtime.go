@@ -1,0 +1,607 @@
+package benchcmp
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/internal/benchcmp/orders"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+	"github.com/idemgen/idemgen/runtime/tiered"
+)
+
+// Env holds the servers of a run and their round-trip counters.
+type Env struct {
+	Ctx   context.Context
+	Pool  *pgxpool.Pool
+	PG    *PGCounter
+	Redis *redis.Client
+	RR    *RedisCounter
+	run   string // unique per process: keeps keys apart from earlier runs
+	seq   int    // numbers order sets, so that no two sets share an ID
+}
+
+// Tables of the run (pgstore's schema under each name).
+const (
+	tableLease  = "bench_idem_lease"
+	tableTx     = "bench_idem_tx"
+	tableTiered = "bench_idem_tiered"
+	tableFloor  = "bench_floor"
+)
+
+// NewEnv connects to the servers (either may be empty: those stores are
+// skipped) and creates the tables.
+func NewEnv(ctx context.Context, dsn, redisAddr string) (*Env, func(), error) {
+	e := &Env{Ctx: ctx, PG: &PGCounter{}, RR: &RedisCounter{}, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if dsn != "" {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfg.MaxConns = 20
+		cfg.MinConns = 16
+		cfg.ConnConfig.Tracer = e.PG
+		if e.Pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			return nil, nil, err
+		}
+		closers = append(closers, e.Pool.Close)
+		for _, t := range []string{tableLease, tableTx, tableTiered, tableFloor} {
+			if err := pgstore.New(e.Pool, pgstore.WithTable(t)).Migrate(ctx); err != nil {
+				closeAll()
+				return nil, nil, fmt.Errorf("migrate %s: %w", t, err)
+			}
+		}
+		if _, err := e.Pool.Exec(ctx, orders.Schema); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	if redisAddr != "" {
+		e.Redis = redis.NewClient(&redis.Options{Addr: redisAddr, PoolSize: 32, MinIdleConns: 16})
+		closers = append(closers, func() { _ = e.Redis.Close() })
+		if err := e.Redis.Ping(ctx).Err(); err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		e.Redis.AddHook(e.RR)
+	}
+	return e, closeAll, nil
+}
+
+// reset empties the tables between comparisons, so that every group starts
+// on tables of the same size.
+func (e *Env) reset() error {
+	if e.Pool == nil {
+		return nil
+	}
+	_, err := e.Pool.Exec(e.Ctx, "TRUNCATE "+tableLease+", "+tableTx+", "+tableTiered+", "+tableFloor+", bench_orders")
+	return err
+}
+
+const op = "pay"
+
+// orderSource hands out orders: fresh ones (a new ID per call, built by
+// Prepare outside the timing) or a fixed set for replays.
+type orderSource struct {
+	tag   string
+	cell  int
+	batch []*orders.Order
+}
+
+func newOrder(id string) *orders.Order {
+	return &orders.Order{ID: id, Customer: "c-42", Amount: 4250, Currency: "EUR"}
+}
+
+func (s *orderSource) prepare(n int) error {
+	s.cell++
+	s.batch = make([]*orders.Order, n)
+	for i := range s.batch {
+		s.batch[i] = newOrder(s.tag + "-" + strconv.Itoa(s.cell) + "-" + strconv.Itoa(i))
+	}
+	return nil
+}
+
+func (e *Env) fresh(name string) *orderSource {
+	e.seq++
+	return &orderSource{tag: e.run + "-" + strconv.Itoa(e.seq) + "-" + name}
+}
+
+func (e *Env) fixed(name string, k int) []*orders.Order {
+	e.seq++
+	os := make([]*orders.Order, k)
+	for i := range os {
+		os[i] = newOrder(e.run + "-" + strconv.Itoa(e.seq) + "-" + name + "-r" + strconv.Itoa(i))
+	}
+	return os
+}
+
+// framework returns a Variant calling the generated wrapper over ex.
+func framework(ctx context.Context, name string, svc *orders.IdempotentService, src *orderSource) Variant {
+	return Variant{Name: name, Prepare: src.prepare, Op: func(i int) error {
+		r, err := svc.Place(ctx, src.batch[i], op)
+		if err == nil && r.OrderID != src.batch[i].ID {
+			err = errors.New("wrong receipt")
+		}
+		return err
+	}}
+}
+
+func replayFramework(ctx context.Context, name string, svc *orders.IdempotentService, os []*orders.Order) (Variant, error) {
+	for _, o := range os {
+		if _, err := svc.Place(ctx, o, op); err != nil {
+			return Variant{}, err
+		}
+	}
+	return Variant{Name: name, Op: func(i int) error {
+		o := os[i%len(os)]
+		r, err := svc.Place(ctx, o, op)
+		if err == nil && r.OrderID != o.ID {
+			err = errors.New("wrong receipt")
+		}
+		return err
+	}}, nil
+}
+
+var errDuplicate = errors.New("floor: key already claimed")
+
+// ---- memory -------------------------------------------------------------
+
+// handMem is the memory floor: one mutex-guarded map, a nil value for a
+// claim, the encoded result once complete.
+type handMem struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (h *handMem) first(ctx context.Context, svc *orders.Service, o *orders.Order) error {
+	key := o.ID + "|" + op
+	h.mu.Lock()
+	if _, ok := h.m[key]; ok {
+		h.mu.Unlock()
+		return errDuplicate
+	}
+	h.m[key] = nil
+	h.mu.Unlock()
+	r, err := svc.PlaceWith(ctx, nil, o, op)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.m[key] = b
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *handMem) replay(o *orders.Order) error {
+	h.mu.Lock()
+	b := h.m[o.ID+"|"+op]
+	h.mu.Unlock()
+	var r orders.Receipt
+	if err := json.Unmarshal(b, &r); err != nil {
+		return err
+	}
+	if r.OrderID != o.ID {
+		return errors.New("wrong receipt")
+	}
+	return nil
+}
+
+func (e *Env) memoryGroups(callers int) ([]Group, error) {
+	ctx := e.Ctx
+	svc := &orders.Service{}
+	var wrapped *orders.IdempotentService
+	fsrc := e.fresh("mem-fw")
+	fw := framework(ctx, "wrapper on memstore", nil, fsrc)
+	fw.Prepare = func(n int) error {
+		wrapped = orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+		return fsrc.prepare(n)
+	}
+	fw.Op = func(i int) error {
+		_, err := wrapped.Place(ctx, fsrc.batch[i], op)
+		return err
+	}
+	hsrc := e.fresh("mem-floor")
+	var hm *handMem
+	floor := Variant{Name: "map+mutex, direct call, json.Marshal", Prepare: func(n int) error {
+		hm = &handMem{m: make(map[string][]byte)}
+		return hsrc.prepare(n)
+	}, Op: func(i int) error { return hm.first(ctx, svc, hsrc.batch[i]) }}
+	dsrc := e.fresh("mem-direct")
+	direct := Variant{Name: "direct call, json.Marshal", Prepare: dsrc.prepare, Op: func(i int) error {
+		r, err := svc.PlaceWith(ctx, nil, dsrc.batch[i], op)
+		if err != nil {
+			return err
+		}
+		_, err = json.Marshal(r)
+		return err
+	}}
+	first := Group{Name: "memory/first", Callers: callers, Variants: []Variant{fw, floor, direct}}
+
+	ros := e.fixed("mem", 256)
+	rsvc := orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+	rfw, err := replayFramework(ctx, "wrapper on memstore", rsvc, ros)
+	if err != nil {
+		return nil, err
+	}
+	rhm := &handMem{m: make(map[string][]byte)}
+	for _, o := range ros {
+		if err := rhm.first(ctx, svc, o); err != nil {
+			return nil, err
+		}
+	}
+	rfloor := Variant{Name: "map+mutex lookup, json.Unmarshal", Op: func(i int) error { return rhm.replay(ros[i%len(ros)]) }}
+	stored, _ := json.Marshal(&orders.Receipt{OrderID: "x", Customer: "c-42", Amount: 4250, Currency: "EUR", Status: "placed"})
+	decode := Variant{Name: "json.Unmarshal", Op: func(i int) error {
+		var r orders.Receipt
+		return json.Unmarshal(stored, &r)
+	}}
+	replay := Group{Name: "memory/replay", Callers: callers, Variants: []Variant{rfw, rfloor, decode}}
+	return []Group{first, replay}, nil
+}
+
+// ---- PostgreSQL floors --------------------------------------------------
+
+var zeroFP [32]byte
+
+const (
+	floorClaimSQL = `INSERT INTO ` + tableFloor + ` (tenant, op, key, fingerprint, status, token, lease_until, expires_at)
+VALUES ($1, $2, $3, $4, 1, $5, now() + interval '30 seconds', now() + interval '5 minutes') ON CONFLICT DO NOTHING`
+	floorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = 2, body = $5, lease_until = now(), updated_at = now(),
+	expires_at = now() + interval '5 minutes'
+WHERE tenant = $1 AND op = $2 AND key = $3 AND token = $4 AND status = 1`
+	floorReplaySQL = `SELECT status, body FROM ` + tableFloor + ` WHERE tenant = $1 AND op = $2 AND key = $3 AND expires_at > now()`
+)
+
+func floorKey(o *orders.Order) []byte {
+	k := sha256.Sum256([]byte(o.ID + "|" + op))
+	return k[:]
+}
+
+func newToken() int64 { return int64(rand.Uint64() >> 1) }
+
+// pgTxFloor: BEGIN, claim INSERT, business INSERT, outcome UPDATE, COMMIT,
+// one round trip each.
+func (e *Env) pgTxFloor(ctx context.Context, svc *orders.Service, o *orders.Order) error {
+	tx, err := e.Pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	key, tok := floorKey(o), newToken()
+	tag, err := tx.Exec(ctx, floorClaimSQL, "", "Service.Place", key, zeroFP[:], tok)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return errDuplicate
+	}
+	r, err := svc.PlaceWith(ctx, tx, o, op)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if tag, err = tx.Exec(ctx, floorCompleteSQL, "", "Service.Place", key, tok, body); err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return idem.ErrLeaseLost
+	}
+	return tx.Commit(ctx)
+}
+
+// pgPipelinedFloor: [BEGIN, claim INSERT], business INSERT, [outcome
+// UPDATE, COMMIT]: three round trips.
+func (e *Env) pgPipelinedFloor(ctx context.Context, svc *orders.Service, o *orders.Order) (err error) {
+	conn, err := e.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+		}
+		conn.Release()
+	}()
+	key, tok := floorKey(o), newToken()
+	claimed := false
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(floorClaimSQL, "", "Service.Place", key, zeroFP[:], tok).Exec(func(ct pgconn.CommandTag) error {
+		claimed = ct.RowsAffected() == 1
+		return nil
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if !claimed {
+		return errDuplicate
+	}
+	r, err := svc.PlaceWith(ctx, conn, o, op)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	updated := false
+	b = &pgx.Batch{}
+	b.Queue(floorCompleteSQL, "", "Service.Place", key, tok, body).Exec(func(ct pgconn.CommandTag) error {
+		updated = ct.RowsAffected() == 1
+		return nil
+	})
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	if !updated {
+		return idem.ErrLeaseLost
+	}
+	return nil
+}
+
+func (e *Env) pgReplayFloor(ctx context.Context, o *orders.Order) error {
+	var status int16
+	var body []byte
+	if err := e.Pool.QueryRow(ctx, floorReplaySQL, "", "Service.Place", floorKey(o)).Scan(&status, &body); err != nil {
+		return err
+	}
+	var r orders.Receipt
+	if err := json.Unmarshal(body, &r); err != nil {
+		return err
+	}
+	if status != 2 || r.OrderID != o.ID {
+		return errors.New("floor: not a replay")
+	}
+	return nil
+}
+
+func (e *Env) pgCounters() []Counter {
+	return []Counter{{Name: "pg", Load: e.PG.Load}}
+}
+
+func (e *Env) pgGroups(callers int) ([]Group, error) {
+	ctx := e.Ctx
+	svc := &orders.Service{Pool: e.Pool}
+	stores := []struct {
+		name  string
+		store idem.Store
+	}{
+		{"postgres lease", pgstore.New(e.Pool, pgstore.WithTable(tableLease))},
+		{"postgres tx", pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx))},
+	}
+	var gs []Group
+	for _, st := range stores {
+		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store))
+		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
+		gs = append(gs, Group{Name: st.name + "/first", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{
+			framework(ctx, "wrapper", wsvc, fsrc),
+			{Name: "pipelined tx: [BEGIN+claim] insert [update+COMMIT]", Prepare: psrc.prepare,
+				Op: func(i int) error { return e.pgPipelinedFloor(ctx, svc, psrc.batch[i]) }},
+			{Name: "tx: BEGIN, claim, insert, update, COMMIT", Prepare: tsrc.prepare,
+				Op: func(i int) error { return e.pgTxFloor(ctx, svc, tsrc.batch[i]) }},
+		}})
+		ros := e.fixed(st.name, 256)
+		rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
+		if err != nil {
+			return nil, err
+		}
+		fos := e.fixed(st.name+"-floor", 256)
+		for _, o := range fos {
+			if err := e.pgPipelinedFloor(ctx, svc, o); err != nil {
+				return nil, err
+			}
+		}
+		gs = append(gs, Group{Name: st.name + "/replay", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{
+			rfw,
+			{Name: "SELECT, json.Unmarshal", Op: func(i int) error { return e.pgReplayFloor(ctx, fos[i%len(fos)]) }},
+		}})
+	}
+	return gs, nil
+}
+
+// ---- Redis floors -------------------------------------------------------
+
+// completeLua is the fenced complete of the Redis floor: it replaces the
+// claim "P"+token with the outcome only while the claim holds the token.
+var completeLua = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+	redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+	return 1
+end
+return 0`)
+
+func redisFloorKey(o *orders.Order) string { return "floor:{" + o.ID + "|" + op + "}" }
+
+func claimValue(tok int64) string {
+	return "P" + string(binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(tok)))
+}
+
+func (e *Env) redisClaim(ctx context.Context, key string, tok int64) error {
+	ok, err := e.Redis.SetNX(ctx, key, claimValue(tok), 30*time.Second).Result()
+	if err == nil && !ok {
+		err = errDuplicate
+	}
+	return err
+}
+
+func (e *Env) redisComplete(ctx context.Context, key string, tok int64, body []byte) error {
+	n, err := completeLua.Run(ctx, e.Redis, []string{key}, claimValue(tok), append([]byte("D"), body...), 300000).Int()
+	if err == nil && n != 1 {
+		err = idem.ErrLeaseLost
+	}
+	return err
+}
+
+// redisFloor: SET NX PX, the business work, a fenced Lua complete.
+func (e *Env) redisFloor(ctx context.Context, svc *orders.Service, o *orders.Order) error {
+	key, tok := redisFloorKey(o), newToken()
+	if err := e.redisClaim(ctx, key, tok); err != nil {
+		return err
+	}
+	r, err := svc.PlaceWith(ctx, nil, o, op)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return e.redisComplete(ctx, key, tok, body)
+}
+
+// tieredFloor: SET NX PX in Redis, the pipelined PostgreSQL transaction
+// (claim, business INSERT, outcome), then the fenced Lua complete in Redis.
+func (e *Env) tieredFloor(ctx context.Context, svc *orders.Service, o *orders.Order) error {
+	key, tok := redisFloorKey(o), newToken()
+	if err := e.redisClaim(ctx, key, tok); err != nil {
+		return err
+	}
+	if err := e.pgPipelinedFloor(ctx, svc, o); err != nil {
+		return err
+	}
+	// The floor encodes the receipt once more for Redis; the framework
+	// also hands the same encoded outcome to both tiers.
+	body, err := json.Marshal(&orders.Receipt{OrderID: o.ID, Customer: o.Customer, Amount: o.Amount, Currency: o.Currency, Status: "placed"})
+	if err != nil {
+		return err
+	}
+	return e.redisComplete(ctx, key, tok, body)
+}
+
+func (e *Env) redisReplayFloor(ctx context.Context, o *orders.Order) error {
+	b, err := e.Redis.Get(ctx, redisFloorKey(o)).Bytes()
+	if err != nil {
+		return err
+	}
+	if len(b) == 0 || b[0] != 'D' {
+		return errors.New("floor: not a replay")
+	}
+	var r orders.Receipt
+	if err := json.Unmarshal(b[1:], &r); err != nil {
+		return err
+	}
+	if r.OrderID != o.ID {
+		return errors.New("floor: wrong receipt")
+	}
+	return nil
+}
+
+func (e *Env) redisGroups(callers int) ([]Group, error) {
+	ctx := e.Ctx
+	svc := &orders.Service{}
+	counters := []Counter{{Name: "redis", Load: e.RR.Load}}
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(redisstore.New(e.Redis, redisstore.WithPrefix("bench:"))))
+	fsrc, bsrc := e.fresh("redis-fw"), e.fresh("redis-floor")
+	first := Group{Name: "redis/first", Callers: callers, Counters: counters, Variants: []Variant{
+		framework(ctx, "wrapper", wsvc, fsrc),
+		{Name: "SET NX PX, fenced Lua complete", Prepare: bsrc.prepare,
+			Op: func(i int) error { return e.redisFloor(ctx, svc, bsrc.batch[i]) }},
+	}}
+	ros := e.fixed("redis", 256)
+	rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
+	if err != nil {
+		return nil, err
+	}
+	fos := e.fixed("redisFloor", 256)
+	for _, o := range fos {
+		if err := e.redisFloor(ctx, svc, o); err != nil {
+			return nil, err
+		}
+	}
+	replay := Group{Name: "redis/replay", Callers: callers, Counters: counters, Variants: []Variant{
+		rfw,
+		{Name: "GET, json.Unmarshal", Op: func(i int) error { return e.redisReplayFloor(ctx, fos[i%len(fos)]) }},
+	}}
+	return []Group{first, replay}, nil
+}
+
+func (e *Env) tieredGroups(callers int) ([]Group, error) {
+	ctx := e.Ctx
+	svc := &orders.Service{Pool: e.Pool}
+	counters := []Counter{{Name: "redis", Load: e.RR.Load}, {Name: "pg", Load: e.PG.Load}}
+	st := tiered.New(redisstore.New(e.Redis, redisstore.WithPrefix("bench-t:")), pgstore.New(e.Pool, pgstore.WithTable(tableTiered)))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st))
+	fsrc, bsrc := e.fresh("tiered-fw"), e.fresh("tiered-floor")
+	first := Group{Name: "tiered/first", Callers: callers, Counters: counters, Variants: []Variant{
+		framework(ctx, "wrapper", wsvc, fsrc),
+		{Name: "SET NX PX, pipelined pg tx, fenced Lua complete", Prepare: bsrc.prepare,
+			Op: func(i int) error { return e.tieredFloor(ctx, svc, bsrc.batch[i]) }},
+	}}
+	ros := e.fixed("tiered", 256)
+	rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
+	if err != nil {
+		return nil, err
+	}
+	fos := e.fixed("tieredFloor", 256)
+	for _, o := range fos {
+		if err := e.tieredFloor(ctx, svc, o); err != nil {
+			return nil, err
+		}
+	}
+	replay := Group{Name: "tiered/replay", Callers: callers, Counters: counters, Variants: []Variant{
+		rfw,
+		{Name: "GET, json.Unmarshal", Op: func(i int) error { return e.redisReplayFloor(ctx, fos[i%len(fos)]) }},
+	}}
+	return []Group{first, replay}, nil
+}
+
+// Stores lists the stores RuntimeGroups knows, in table order.
+var Stores = []string{"memory", "postgres", "redis", "tiered"}
+
+// RuntimeGroups builds the comparisons of one store at callers callers.
+// They must run in order: each resets the tables it uses first (see
+// RunRuntime).
+func (e *Env) RuntimeGroups(store string, callers int) ([]Group, error) {
+	switch store {
+	case "memory":
+		return e.memoryGroups(callers)
+	case "postgres":
+		if e.Pool == nil {
+			return nil, nil
+		}
+		return e.pgGroups(callers)
+	case "redis":
+		if e.Redis == nil {
+			return nil, nil
+		}
+		return e.redisGroups(callers)
+	case "tiered":
+		if e.Pool == nil || e.Redis == nil {
+			return nil, nil
+		}
+		return e.tieredGroups(callers)
+	}
+	return nil, fmt.Errorf("unknown store %q", store)
+}
+
+// Reset empties the tables; call it before building a store's groups.
+func (e *Env) Reset() error { return e.reset() }

@@ -1,0 +1,73 @@
+// Package idemhttp makes net/http handlers idempotent by the Idempotency-Key
+// request header, and carries keys to downstream services.
+//
+// The server side, New, follows the IETF httpapi draft "The Idempotency-Key
+// HTTP Header Field" (draft-ietf-httpapi-idempotency-key-header-07), with
+// Stripe's production choices where the draft is silent. It runs each keyed
+// request through idem.Do on an idem.Executor, so a handler gets exactly the
+// guarantees of an annotated method, on every store (memstore, pgstore,
+// redisstore): the first request with a key claims it and runs the handler;
+// its response is stored and replayed, byte for byte, to every retry with the
+// same key, marked "Idempotent-Replayed: true".
+//
+//	ex := idem.NewExecutor(pgstore.New(pool))
+//	mw := idemhttp.New(ex,
+//		idemhttp.WithTenant(func(r *http.Request) string { return auth.Subject(r) }),
+//	)
+//	http.ListenAndServe(addr, mw(mux))
+//
+// # What is stored
+//
+// The response the handler wrote: its status, the header fields of an
+// allow-list (WithStoredHeaders; never Set-Cookie, Authorization or other
+// credentials) and its body, encoded as the result of idem.Do by the
+// executor's codec. A Policy decides which statuses are stored: by default
+// 2xx, 3xx and 4xx except 408, 409, 425 and 429; a 5xx releases the key so
+// that a retry runs the handler again, and so does a panic (under every
+// policy), a response larger than WithMaxResponse, and a hijacked
+// connection. StoreAll stores every response, as Stripe does.
+//
+// # Lost responses
+//
+// The point of the header is the retry of a request whose response was lost:
+// the client timed out, or the connection broke, after the server did the
+// work. So a client that goes away does not change the outcome. The handler
+// runs with a context that is not cancelled with the client's
+// (WithClientCancellation restores that), its writes do not fail when the
+// client is gone, and its response is stored when it returns; the retry gets
+// it. Only a failure of the handler itself releases the key.
+//
+// # Buffering and streaming
+//
+// The response is buffered until the handler returns and its outcome is
+// stored (with a transactional store, committed): a client never sees a
+// response whose effects were rolled back. A handler that flushes (through
+// http.Flusher or http.ResponseController) streams instead: the status, the
+// headers and everything written so far go out at once, and later writes
+// pass through. A streamed response is still stored whole (when it fits
+// within WithMaxResponse and the policy allows) and replayed in one piece;
+// an endless or large stream is sent but not stored, and its key is
+// released. If the outcome of a streamed response cannot be committed the
+// connection is aborted, so that the client sees a broken response rather
+// than a complete one. With pgstore in transactional mode the handler's
+// request context carries the transaction (pgstore.TxFrom), so that its own
+// writes commit with its stored response, or not at all. http.ResponseController keeps working through the
+// middleware's ResponseWriter (it implements Unwrap); trailers and 1xx
+// informational responses reach the client but are not stored.
+//
+// # Scope: tenant and operation
+//
+// Records are scoped by operation (by default the method and the route, see
+// WithOperation) and by tenant (WithTenant). Without a tenant function the
+// service is single-tenant: all clients share one key space per operation,
+// and a client that reuses, or guesses, another client's key with the same
+// request gets that client's response. Configure the tenant whenever more
+// than one party calls the service.
+//
+// # Client side
+//
+// Transport sets Idempotency-Key on outgoing POST and PATCH requests: the key
+// in the context (WithKey, WithNewKey), a key derived from the idempotent
+// call the request is made from (idem.KeyFrom and idem.Derive), or a fresh
+// UUIDv7, generated once per logical request and kept across its retries.
+package idemhttp

@@ -1,0 +1,341 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Errors the middleware gives the executor as the reason to release a key;
+// the executor's observer sees them in idem.EventReleased.
+var (
+	// ErrNotStored: the policy declined the response's status.
+	ErrNotStored = errors.New("idemhttp: response status not stored by policy")
+	// ErrResponseTooLarge: the response body exceeded the storage limit.
+	ErrResponseTooLarge = errors.New("idemhttp: response larger than the storage limit")
+	// ErrHijacked: the handler took the connection over.
+	ErrHijacked = errors.New("idemhttp: connection hijacked by the handler")
+	// ErrNoResponse: the client went away and the handler returned without
+	// writing a response (WithClientCancellation only).
+	ErrNoResponse = errors.New("idemhttp: handler wrote no response after its context ended")
+)
+
+// response is what is stored for a request: the result value of idem.Do,
+// encoded by the executor's codec.
+type response struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// New returns middleware that makes the wrapped handler idempotent by the
+// Idempotency-Key request header, on ex's store.
+//
+// For a request whose method it applies to (POST and PATCH by default), it
+// reads the key and the body, claims the key scoped by tenant and
+// operation through idem.Do, runs the handler, stores its response as the
+// policy says, and replays the stored response, byte for byte and with
+// "Idempotent-Replayed: true", to every retry with the same key and the
+// same request. The errors, as RFC 9457 problem details:
+//
+//   - 400: the key is missing (unless WithOptionalKey) or malformed;
+//   - 409 with Retry-After: the first request with the key is still running
+//     (or, WithWait, the stored response once it finishes);
+//   - 413: the request body exceeds WithMaxBody;
+//   - 422: the key was used with another request (see WithFingerprint);
+//   - 503: the store could not be reached.
+//
+// The guarantees are the executor's: exactly one handler run per key while
+// its outcome is stored, a lease that lapses if the process dies, and
+// release of the key on a 5xx or a panic so that a retry runs again.
+func New(ex *idem.Executor, opts ...Option) func(http.Handler) http.Handler {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return func(next http.Handler) http.Handler {
+		m := &middleware{cfg: cfg, ex: ex, next: next}
+		if mux, ok := next.(*http.ServeMux); ok {
+			m.mux = mux
+		}
+		return m
+	}
+}
+
+type middleware struct {
+	cfg  config
+	ex   *idem.Executor
+	next http.Handler
+	mux  *http.ServeMux
+}
+
+func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !m.cfg.methods[r.Method] {
+		m.next.ServeHTTP(w, r)
+		return
+	}
+	ev := Event{Request: r}
+	vals := r.Header.Values(Header)
+	switch {
+	case len(vals) == 0:
+		ev.Kind = EventKeyMissing
+		if m.cfg.optional {
+			m.cfg.observe(ev)
+			m.next.ServeHTTP(w, r)
+			return
+		}
+		ev.Status = http.StatusBadRequest
+		m.cfg.observe(ev)
+		m.problem(w, http.StatusBadRequest, "missing-key", "Idempotency-Key is missing",
+			"This operation is idempotent and requires an Idempotency-Key request header: a unique key per logical request, sent again unchanged on every retry of it.")
+		return
+	case len(vals) > 1:
+		ev.Kind, ev.Status = EventKeyInvalid, http.StatusBadRequest
+		m.cfg.observe(ev)
+		m.problem(w, http.StatusBadRequest, "invalid-key", "Idempotency-Key is invalid",
+			"The request has more than one Idempotency-Key header field; send exactly one.")
+		return
+	}
+	key, err := ParseKey(vals[0])
+	if err != nil {
+		ev.Kind, ev.Status, ev.Err = EventKeyInvalid, http.StatusBadRequest, err
+		m.cfg.observe(ev)
+		m.problem(w, http.StatusBadRequest, "invalid-key", "Idempotency-Key is invalid",
+			"An Idempotency-Key is 1 to 255 printable ASCII characters, bare or as a structured-field string: "+
+				strings.TrimPrefix(err.Error(), "idemhttp: ")+".")
+		return
+	}
+	ev.Key = key
+
+	body, err := m.readBody(r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			ev.Kind, ev.Status, ev.Err = EventBodyTooLarge, http.StatusRequestEntityTooLarge, err
+			m.cfg.observe(ev)
+			m.problem(w, http.StatusRequestEntityTooLarge, "request-too-large", "Request body too large",
+				"The body of a request with an Idempotency-Key may be at most "+strconv.FormatInt(m.cfg.maxBody, 10)+" bytes.")
+			return
+		}
+		// The client's body could not be read (it went away, or sent a
+		// malformed chunked body): nothing was claimed.
+		m.problem(w, http.StatusBadRequest, "unreadable-body", "Request body could not be read", err.Error()+".")
+		return
+	}
+
+	ev.Tenant = m.cfg.tenant(r)
+	ev.Op = m.operation(r)
+
+	var h idem.Hasher
+	if err := m.cfg.fingerprint(r, body, &h); err != nil {
+		m.problem(w, http.StatusBadRequest, "invalid-request", "Request cannot be fingerprinted", err.Error()+".")
+		return
+	}
+	var parts idem.KeyParts
+	if ev.Tenant != "" {
+		parts.String("tenant", ev.Tenant)
+	}
+	parts.String(Header, key)
+	method := idem.Method{Op: ev.Op, TTL: m.cfg.ttl, Lease: m.cfg.lease, Wait: m.cfg.wait}
+
+	ctx := r.Context()
+	if !m.cfg.cancel {
+		ctx = context.WithoutCancel(ctx)
+	}
+	var rec *recorder
+	resp, err := idem.Do(ctx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
+		rec = newRecorder(w, m.cfg.maxResponse)
+		r2 := r.WithContext(ctx)
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		m.next.ServeHTTP(rec, r2)
+		return m.settle(rec, ctx)
+	})
+	if rec != nil {
+		m.afterRun(w, rec, err, &ev)
+		return
+	}
+	if err == nil {
+		ev.Kind, ev.Status = EventReplayed, resp.Status
+		m.cfg.observe(ev)
+		replay(w, resp)
+		return
+	}
+	m.refused(w, err, &ev)
+}
+
+// readBody reads the request body whole, up to the limit.
+func (m *middleware) readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	defer r.Body.Close()
+	if r.ContentLength > m.cfg.maxBody {
+		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	n, err := buf.ReadFrom(io.LimitReader(r.Body, m.cfg.maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > m.cfg.maxBody {
+		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
+	}
+	return buf.Bytes(), nil
+}
+
+// operation names the request's operation: the configured function, or the
+// method and the route.
+func (m *middleware) operation(r *http.Request) string {
+	if m.cfg.op != nil {
+		return m.cfg.op(r)
+	}
+	pattern := r.Pattern
+	if pattern == "" && m.mux != nil {
+		_, pattern = m.mux.Handler(r)
+	}
+	if pattern == "" {
+		return r.Method + " " + r.URL.Path
+	}
+	if strings.HasPrefix(pattern, r.Method+" ") {
+		return pattern
+	}
+	return r.Method + " " + pattern
+}
+
+// settle decides, once the handler returned, whether its response is the
+// stored outcome (nil error) or the key is released (an error).
+func (m *middleware) settle(rec *recorder, ctx context.Context) (response, error) {
+	if rec.hijacked {
+		return response{}, ErrHijacked
+	}
+	wrote := rec.status != 0
+	rec.finish()
+	if !wrote && m.cfg.cancel && ctx.Err() != nil {
+		return response{}, fmt.Errorf("%w: %w", ErrNoResponse, context.Cause(ctx))
+	}
+	if rec.overflow {
+		return response{}, ErrResponseTooLarge
+	}
+	resp := response{Status: rec.status, Body: bytes.Clone(rec.body.Bytes())}
+	for k, v := range rec.snapshot {
+		if m.cfg.stored[k] {
+			if resp.Header == nil {
+				resp.Header = make(http.Header, 4)
+			}
+			resp.Header[k] = v
+		}
+	}
+	if !m.cfg.policy(rec.status) {
+		return resp, fmt.Errorf("%w: %d", ErrNotStored, rec.status)
+	}
+	return resp, nil
+}
+
+// afterRun sends the handler's response once its outcome is settled.
+func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, ev *Event) {
+	ev.Status = rec.status
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrHijacked):
+		ev.Kind = EventHijacked
+		m.cfg.observe(*ev)
+		return
+	case errors.Is(err, ErrResponseTooLarge):
+		ev.Kind, ev.Err = EventResponseTooLarge, err
+		m.cfg.observe(*ev)
+	case errors.Is(err, ErrNotStored):
+		ev.Kind, ev.Err = EventNotStored, err
+		m.cfg.observe(*ev)
+	case errors.Is(err, ErrNoResponse):
+		// The client is gone and there is nothing to say.
+		return
+	case errors.Is(err, idem.ErrLeaseLost):
+		// The handler ran and had its effects, but its lease was taken over
+		// (it ran longer than the lease): its response is still the truth
+		// for this client. The executor's observer reported the loss.
+		ev.Kind, ev.Err = EventStoreError, err
+		m.cfg.observe(*ev)
+	default:
+		// The outcome could not be committed: with a transactional store
+		// the handler's writes were rolled back, so its response must not
+		// reach the client as if they had happened.
+		ev.Kind, ev.Err = EventStoreError, err
+		m.cfg.observe(*ev)
+		if rec.streaming {
+			panic(http.ErrAbortHandler) // cut the stream short rather than end it cleanly
+		}
+		w.Header().Set("Retry-After", "1")
+		m.problem(w, http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable",
+			"The response could not be stored, and the request's effects were not committed; retry with the same Idempotency-Key.")
+		return
+	}
+	rec.send()
+}
+
+// refused answers a request that did not run the handler and has nothing
+// to replay.
+func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
+	var inProgress *idem.InProgressError
+	switch {
+	case errors.Is(err, idem.ErrPayloadMismatch):
+		ev.Kind, ev.Status = EventConflict, http.StatusUnprocessableEntity
+		m.cfg.observe(*ev)
+		m.problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with a different request",
+			"This Idempotency-Key was already used with a different request (method, path, query or body); a key identifies one request and must not be reused for another.")
+	case errors.As(err, &inProgress):
+		ev.Kind, ev.Status = EventInProgress, http.StatusConflict
+		m.cfg.observe(*ev)
+		d := inProgress.RetryAfter
+		if m.cfg.maxRetry > 0 {
+			d = min(d, m.cfg.maxRetry)
+		}
+		w.Header().Set("Retry-After", retryAfter(d))
+		m.problem(w, http.StatusConflict, "request-in-progress", "A request with this Idempotency-Key is in progress",
+			"The first request with this Idempotency-Key has not finished; retry after the time in Retry-After to get its response.")
+	default:
+		// A store error, or a context that ended while waiting; a replayed
+		// final error cannot happen (the middleware stores none).
+		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
+		m.cfg.observe(*ev)
+		w.Header().Set("Retry-After", "1")
+		m.problem(w, http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable",
+			"The idempotency of this request could not be checked, so it was not processed; retry with the same Idempotency-Key.")
+	}
+}
+
+// retryAfter formats d as delay-seconds, rounded up, at least 1.
+func retryAfter(d time.Duration) string {
+	s := int64(math.Ceil(d.Seconds()))
+	return strconv.FormatInt(max(s, 1), 10)
+}
+
+// replay writes a stored response.
+func replay(w http.ResponseWriter, resp response) {
+	h := w.Header()
+	for k, v := range resp.Header {
+		h[k] = v
+	}
+	h.Set(ReplayedHeader, "true")
+	if bodyAllowed(resp.Status) {
+		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	}
+	w.WriteHeader(resp.Status)
+	if len(resp.Body) > 0 && bodyAllowed(resp.Status) {
+		w.Write(resp.Body)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

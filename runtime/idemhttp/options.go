@@ -1,0 +1,298 @@
+package idemhttp
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Defaults of the middleware's options.
+const (
+	// DefaultTTL is how long a stored response is replayed (Stripe keeps
+	// keys for 24 hours).
+	DefaultTTL = 24 * time.Hour
+	// DefaultMaxResponse is the largest response body stored: 1 MiB.
+	DefaultMaxResponse = 1 << 20
+	// DefaultMaxBody is the largest request body accepted on a keyed
+	// request: 1 MiB. A larger one is answered with 413.
+	DefaultMaxBody = 1 << 20
+)
+
+// DefaultStoredHeaders is the allow-list of response header fields stored
+// and replayed, unless WithStoredHeaders replaces it. Content-Length is not
+// in it: it is computed from the stored body on replay.
+var DefaultStoredHeaders = []string{
+	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
+	"Content-Location", "Content-Type", "ETag", "Expires", "Last-Modified", "Link",
+	"Location", "Retry-After", "Vary",
+}
+
+// neverStored are header fields that are never stored, whatever the
+// allow-list says: credentials and session state of one response must not
+// be handed to whoever replays the key.
+var neverStored = map[string]bool{
+	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
+	"Cookie": true, "Www-Authenticate": true, "Proxy-Authenticate": true,
+	"Authentication-Info": true, "Proxy-Authentication-Info": true,
+	ReplayedHeader: true, "Content-Length": true, "Transfer-Encoding": true,
+	"Connection": true, "Trailer": true,
+}
+
+// Policy decides from the handler's status whether a response is stored
+// and replayed (true) or the key is released so that a retry runs the
+// handler again (false). A panic always releases the key, whatever the
+// policy: there is no response to replay.
+type Policy func(status int) bool
+
+// DefaultPolicy stores 2xx, 3xx and 4xx responses, except 408 Request
+// Timeout, 409 Conflict, 425 Too Early and 429 Too Many Requests, which say
+// "try again"; 5xx responses release the key.
+func DefaultPolicy(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
+
+// StoreAll stores every response once the handler started, 5xx included,
+// as Stripe does: a retry never runs the handler twice, and a failure is
+// replayed like a success. Use it when a handler that fails may still have
+// had effects that must not happen twice.
+func StoreAll(status int) bool { return status >= 200 }
+
+// Option configures the middleware.
+type Option func(*config)
+
+type config struct {
+	methods     map[string]bool
+	optional    bool
+	ttl         time.Duration
+	lease       time.Duration
+	wait        time.Duration
+	tenant      func(*http.Request) string
+	op          func(*http.Request) string
+	fingerprint func(r *http.Request, body []byte, h *idem.Hasher) error
+	policy      Policy
+	stored      map[string]bool
+	maxResponse int
+	maxBody     int64
+	observe     func(Event)
+	cancel      bool
+	problemBase string
+	maxRetry    time.Duration
+}
+
+func defaultConfig() config {
+	c := config{
+		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
+		ttl:         DefaultTTL,
+		tenant:      func(*http.Request) string { return "" },
+		fingerprint: DefaultFingerprint,
+		policy:      DefaultPolicy,
+		maxResponse: DefaultMaxResponse,
+		maxBody:     DefaultMaxBody,
+		observe:     func(Event) {},
+		problemBase: DefaultProblemBase,
+	}
+	WithStoredHeaders(DefaultStoredHeaders...)(&c)
+	return c
+}
+
+// WithMethods sets the request methods the middleware applies to (default
+// POST and PATCH); requests with other methods pass through untouched.
+func WithMethods(methods ...string) Option {
+	return func(c *config) {
+		c.methods = make(map[string]bool, len(methods))
+		for _, m := range methods {
+			c.methods[m] = true
+		}
+	}
+}
+
+// WithOptionalKey lets requests without an Idempotency-Key through to the
+// handler, unprotected, instead of answering 400; the observer is told
+// (EventKeyMissing) so that such clients can be found. A key that is
+// present but invalid is still answered with 400.
+func WithOptionalKey() Option { return func(c *config) { c.optional = true } }
+
+// WithTTL sets how long a stored response is replayed (default 24h). It
+// must cover the clients' retry budget.
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithLease sets how long a claim holds while the handler runs before
+// another request may take the key over (default: the executor's lease,
+// 30s unless configured). Set it above the handler's longest run.
+func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+
+// WithMaxRetryAfter caps the Retry-After of a 409. By default it is the time
+// until the first request's lease lapses (rounded up to whole seconds, at
+// least 1): the latest moment the first request can still hold the key,
+// which is as long as the lease whatever the handler's usual run time. A
+// cap invites earlier retries, which may get another 409.
+func WithMaxRetryAfter(d time.Duration) Option { return func(c *config) { c.maxRetry = d } }
+
+// WithWait makes a request that finds the same key in flight wait up to d
+// for the first to finish and get its stored response, instead of a 409.
+// If the first releases the key (a 5xx, a panic), the waiting request runs
+// the handler itself. After d it gets the 409.
+func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+
+// WithTenant sets the function that names the tenant of a request: the
+// authenticated subject, the API key's account. Keys are scoped by tenant,
+// so two tenants that send the same key get two executions, and a client
+// that guesses another tenant's key never sees its response.
+//
+// Without it the service is single-tenant: every client shares one key
+// space per operation, so a client that sends a key another client used
+// (by accident, or by guessing it) gets that client's stored response, or a
+// 422 if its body differs. That is only right when there is one client, or
+// the clients trust each other (a service behind one internal caller).
+//
+// The function must not depend on anything a retry may change (a request
+// ID, a timestamp). An empty result means the single, shared tenant. The
+// executor's own tenant function (idem.WithTenant) applies too, to the
+// request's context.
+func WithTenant(f func(*http.Request) string) Option { return func(c *config) { c.tenant = f } }
+
+// WithOperation sets the function that names the operation of a request,
+// which scopes keys together with the tenant. The default is the method
+// and the route: r.Pattern when the handler is registered on a Go 1.22+
+// http.ServeMux (wrap each route, or wrap the mux itself: the middleware
+// then asks the mux for the pattern), else the URL path.
+func WithOperation(f func(*http.Request) string) Option { return func(c *config) { c.op = f } }
+
+// WithFingerprint sets what makes two requests with the same key "the same
+// request": f adds the request's significant parts to h. The default,
+// DefaultFingerprint, takes the method, path, query and body. A request
+// whose fingerprint differs from the first one's with that key gets 422.
+// body is the request body, already read (do not read r.Body). An error
+// from f is answered with 400.
+func WithFingerprint(f func(r *http.Request, body []byte, h *idem.Hasher) error) Option {
+	return func(c *config) { c.fingerprint = f }
+}
+
+// DefaultFingerprint adds the method, the path, the raw query and the body:
+// a different byte anywhere in them is a different request. (A client that
+// reorders query parameters or re-encodes JSON on retry needs a custom
+// fingerprint that canonicalizes them.)
+func DefaultFingerprint(r *http.Request, body []byte, h *idem.Hasher) error {
+	h.String(r.Method)
+	h.String(r.URL.Path)
+	h.String(r.URL.RawQuery)
+	h.Bytes(body)
+	return nil
+}
+
+// WithPolicy sets which responses are stored (default DefaultPolicy; StoreAll
+// is the Stripe-like alternative).
+func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+
+// WithStoredHeaders replaces the allow-list of response header fields that
+// are stored and replayed (default DefaultStoredHeaders). Set-Cookie,
+// Authorization and the other credential fields are never stored, even when
+// listed here; neither are hop-by-hop fields and Content-Length.
+func WithStoredHeaders(names ...string) Option {
+	return func(c *config) {
+		c.stored = make(map[string]bool, len(names))
+		for _, n := range names {
+			n = http.CanonicalHeaderKey(n)
+			if !neverStored[n] {
+				c.stored[n] = true
+			}
+		}
+	}
+}
+
+// WithMaxResponse sets the largest response body that is stored (default
+// 1 MiB). A larger response still reaches the client, but it is not
+// stored: the key is released (a retry runs the handler again) and the
+// observer is told (EventResponseTooLarge).
+func WithMaxResponse(n int) Option { return func(c *config) { c.maxResponse = n } }
+
+// WithMaxBody sets the largest request body read on a keyed request
+// (default 1 MiB); a larger body is answered with 413. The body is read
+// whole before the handler runs (it is part of the fingerprint) and handed
+// to the handler unchanged.
+func WithMaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
+
+// WithObserver sets a function told of the middleware's own events (the
+// executor's observer sees claims, replays and releases). It is called
+// synchronously and must be safe for concurrent use.
+func WithObserver(f func(Event)) Option { return func(c *config) { c.observe = f } }
+
+// WithClientCancellation makes the handler's context end when the client
+// goes away, as it does without the middleware.
+//
+// By default the handler of a keyed request runs with a context that is not
+// cancelled when the client disconnects or times out (context.WithoutCancel:
+// its values stay, its deadline and cancellation go): the request runs to
+// completion and its response is stored for the retry, which is the
+// lost-response case this middleware exists for. With this option a handler
+// may stop early; a response it wrote is stored as usual, but if it returns
+// without writing anything after its context ended, the key is released
+// (rather than storing an empty 200 the client never asked for).
+func WithClientCancellation() Option { return func(c *config) { c.cancel = true } }
+
+// WithProblemBase sets the prefix of the "type" URI of the problem details
+// the middleware answers with (default DefaultProblemBase); the rule's
+// anchor is appended, e.g. "key-reused".
+func WithProblemBase(base string) Option { return func(c *config) { c.problemBase = base } }
+
+// EventKind says what the middleware did with a request.
+type EventKind uint8
+
+const (
+	// EventKeyMissing: a request had no Idempotency-Key; Status is 400, or
+	// 0 when WithOptionalKey let it through unprotected.
+	EventKeyMissing EventKind = iota + 1
+	// EventKeyInvalid: the key was malformed, or the header was repeated (400).
+	EventKeyInvalid
+	// EventBodyTooLarge: the request body exceeded WithMaxBody (413).
+	EventBodyTooLarge
+	// EventResponseTooLarge: the response exceeded WithMaxResponse; it was
+	// sent but not stored, and the key was released.
+	EventResponseTooLarge
+	// EventNotStored: the policy declined the handler's Status; the key was
+	// released.
+	EventNotStored
+	// EventReplayed: a stored response was replayed (Status is its status).
+	EventReplayed
+	// EventConflict: the key was reused with another request (422).
+	EventConflict
+	// EventInProgress: the key was in flight (409).
+	EventInProgress
+	// EventStoreError: the store failed; Err says how (503 when the handler
+	// did not run).
+	EventStoreError
+	// EventHijacked: the handler hijacked the connection; nothing was stored.
+	EventHijacked
+)
+
+var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
+	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked"}
+
+// String returns the event's name in snake case.
+func (k EventKind) String() string {
+	if k != 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "event(" + itoa(int(k)) + ")"
+}
+
+// Event is what the middleware's observer is told.
+type Event struct {
+	// Kind says what happened.
+	Kind EventKind
+	// Request is the request concerned, as the middleware received it.
+	Request *http.Request
+	// Op and Tenant scope the key (empty before they are known).
+	Op, Tenant string
+	// Key is the Idempotency-Key as sent (empty when missing or invalid).
+	Key string
+	// Status is the HTTP status concerned (see each kind).
+	Status int
+	// Err is the error behind the event, if any.
+	Err error
+}

@@ -1,0 +1,219 @@
+package idemhttp_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// faultyStore is a memstore whose calls fail on demand.
+type faultyStore struct {
+	*memstore.Store
+	claimErr, completeErr error
+}
+
+func (s *faultyStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	if s.claimErr != nil {
+		return idem.Claim{}, s.claimErr
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *faultyStore) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	if s.completeErr != nil {
+		return s.completeErr
+	}
+	return s.Store.Complete(ctx, key, token, out, ttl)
+}
+
+// failingTxStore is a TxStore whose commit fails: nothing the handler did
+// happened.
+type failingTxStore struct{ *memstore.Store }
+
+func (s failingTxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, _ time.Duration) (idem.Claim, idem.Txn, error) {
+	c, err := s.Claim(ctx, req)
+	if err != nil || !c.Claimed {
+		return c, nil, err
+	}
+	return c, failingTxn{}, nil
+}
+
+type failingTxn struct{}
+
+func (failingTxn) Context(ctx context.Context) context.Context { return ctx }
+func (failingTxn) Complete(context.Context, idem.Outcome, time.Duration, bool) error {
+	return errors.New("commit: connection reset")
+}
+func (failingTxn) Release(context.Context) error { return nil }
+
+func newStoreOf(s idem.Store) newStoreFunc { return func(*testing.T) idem.Store { return s } }
+
+func TestStoreUnavailable(t *testing.T) {
+	fs := &faultyStore{Store: memstore.New(), claimErr: errors.New("dial tcp: connection refused")}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	w := e.do("POST", "/orders", "k1", "{}")
+	wantProblem(t, w, 503, "store-unavailable")
+	if w.Header().Get("Retry-After") == "" {
+		t.Error("no Retry-After on 503")
+	}
+	e.wantRuns(0)
+}
+
+func TestLeaseLostStillAnswers(t *testing.T) {
+	fs := &faultyStore{Store: memstore.New(), completeErr: idem.ErrLeaseLost}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	w := e.do("POST", "/orders", "k1", "{}")
+	wantStatus(t, w, 201)
+	if w.Body.String() != "run 1" {
+		t.Fatalf("body %q", w.Body)
+	}
+	if len(e.events(idemhttp.EventStoreError)) != 1 {
+		t.Fatal("no store-error event")
+	}
+}
+
+func TestCompleteFailureStillAnswers(t *testing.T) {
+	// Lease mode: the handler's effects happened; its response goes out
+	// even though it could not be stored.
+	fs := &faultyStore{Store: memstore.New(), completeErr: errors.New("timeout")}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	wantStatus(t, e.do("POST", "/orders", "k1", "{}"), 201)
+}
+
+func TestTxCommitFailure(t *testing.T) {
+	e := newEnv(t, newStoreOf(failingTxStore{memstore.New()}), richHandler)
+	w := e.do("POST", "/orders", "k1", "{}")
+	wantProblem(t, w, 503, "store-unavailable")
+	if w.Header().Get("Location") != "" || w.Header().Get("Set-Cookie") != "" {
+		t.Fatalf("the rolled-back response leaked headers: %v", w.Header())
+	}
+
+	// Streaming: the client must not see a complete response.
+	e2 := newEnv(t, newStoreOf(failingTxStore{memstore.New()}), func(e *env, w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "part")
+		w.(http.Flusher).Flush()
+	})
+	defer func() {
+		if p := recover(); p != http.ErrAbortHandler {
+			t.Fatalf("recovered %v, want http.ErrAbortHandler", p)
+		}
+	}()
+	e2.do("POST", "/orders", "k2", "{}")
+}
+
+func TestMaxRetryAfter(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	e := newEnv(t, newStoreOf(memstore.New()), blockingHandler(started, release),
+		idemhttp.WithLease(time.Minute), idemhttp.WithMaxRetryAfter(1500*time.Millisecond))
+	done := make(chan struct{})
+	go func() { e.do("POST", "/orders", "k", "{}"); close(done) }()
+	<-started
+	w := e.do("POST", "/orders", "k", "{}")
+	wantStatus(t, w, 409)
+	if got := w.Header().Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After %q, want 2 (1.5s rounded up)", got)
+	}
+	close(release)
+	<-done
+}
+
+func TestImplicitOKAndSniffing(t *testing.T) {
+	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/html" {
+			io.WriteString(w, "<html><body>hi</body></html>")
+		}
+	})
+	for _, path := range []string{"/empty", "/html"} {
+		first := e.do("POST", path, "k"+path, "{}")
+		second := e.do("POST", path, "k"+path, "{}")
+		wantStatus(t, first, 200)
+		wantStatus(t, second, 200)
+		wantReplayed(t, second.Header(), true)
+		if first.Body.String() != second.Body.String() ||
+			first.Header().Get("Content-Type") != second.Header().Get("Content-Type") ||
+			first.Header().Get("Content-Length") != second.Header().Get("Content-Length") {
+			t.Errorf("%s: first %v %q, replay %v %q", path, first.Header(), first.Body, second.Header(), second.Body)
+		}
+	}
+	e.wantRuns(2)
+}
+
+func TestInformationalAndTrailers(t *testing.T) {
+	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(201)
+		io.WriteString(w, "body")
+		w.Header().Set("X-Checksum", "abc")
+	})
+	srv := loopback(t, e.h)
+	req, _ := http.NewRequest("POST", srv.URL+"/x", strings.NewReader("{}"))
+	req.Header.Set(idemhttp.Header, "k")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 || string(b) != "body" || resp.Trailer.Get("X-Checksum") != "abc" {
+		t.Fatalf("first: %d %q trailer %v", resp.StatusCode, b, resp.Trailer)
+	}
+	st, h, body, err := post(t, srv.Client(), srv.URL+"/x", "k", "{}")
+	if err != nil || st != 201 || body != "body" || h.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("replay: %d %q %v", st, body, err)
+	}
+}
+
+func TestHijackReleases(t *testing.T) {
+	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		rw.Flush()
+	})
+	srv := loopback(t, e.h)
+	for attempt := 1; attempt <= 2; attempt++ {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k\r\nContent-Length: 2\r\n\r\n{}")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil || resp.StatusCode != 201 {
+			t.Fatalf("hijacked response: %v %v", resp, err)
+		}
+		conn.Close()
+		for i := 0; i < 200 && len(e.events(idemhttp.EventHijacked)) < attempt; i++ {
+			time.Sleep(10 * time.Millisecond) // the handler returns after the client read its response
+		}
+	}
+	e.wantRuns(2)
+	if n := len(e.events(idemhttp.EventHijacked)); n != 2 {
+		t.Fatalf("%d hijack events", n)
+	}
+}
+
+func TestEventKindString(t *testing.T) {
+	if idemhttp.EventResponseTooLarge.String() != "response_too_large" || idemhttp.EventKind(99).String() != "event(99)" {
+		t.Fatal(idemhttp.EventResponseTooLarge.String())
+	}
+}
+
+var _ = httptest.NewRecorder

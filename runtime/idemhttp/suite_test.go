@@ -1,0 +1,1021 @@
+package idemhttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// newStoreFunc returns a store for one subtest. Stores returned for one
+// backend may share it: the suite uses fresh keys everywhere.
+type newStoreFunc func(t *testing.T) idem.Store
+
+// runSuite runs the store-independent tests of the middleware on the stores
+// that newStore returns.
+func runSuite(t *testing.T, newStore newStoreFunc) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, newStore newStoreFunc)
+	}{
+		{"StatusPolicy", testStatusPolicy},
+		{"StoreAllPolicy", testStoreAllPolicy},
+		{"ReplayByteForByte", testReplayByteForByte},
+		{"NoCredentialHeadersReplayed", testNoCredentialHeaders},
+		{"MissingKey", testMissingKey},
+		{"OptionalKey", testOptionalKey},
+		{"InvalidKey", testInvalidKey},
+		{"QuotedAndBareKeysAreOne", testQuotedAndBare},
+		{"KeyReusedWithAnotherRequest", testKeyReused},
+		{"CustomFingerprint", testCustomFingerprint},
+		{"InFlight409RetryAfter", testInFlight},
+		{"InFlightWait", testInFlightWait},
+		{"Concurrent64", testConcurrent},
+		{"Concurrent64Wait", testConcurrentWait},
+		{"TenantIsolation", testTenantIsolation},
+		{"OperationScope", testOperationScope},
+		{"ClientTimeoutThenRetry", testClientTimeoutThenRetry},
+		{"ClientCancellationOption", testClientCancellationOption},
+		{"PanicReleases", testPanicReleases},
+		{"ResponseTooLarge", testResponseTooLarge},
+		{"RequestBody", testRequestBody},
+		{"Streaming", testStreaming},
+		{"OtherMethodsPassThrough", testOtherMethods},
+		{"TransportKeepsKeyAcrossRetries", testTransportRetries},
+		{"StripeGoChargesOnce", testStripeChargesOnce},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore)
+		})
+	}
+}
+
+// env is one middleware over a counting handler.
+type env struct {
+	t     *testing.T
+	store idem.Store
+	ex    *idem.Executor
+	h     http.Handler
+	runs  atomic.Int64
+	mu    sync.Mutex
+	evs   []idemhttp.Event
+	idevs []idem.Event
+}
+
+func newEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w http.ResponseWriter, r *http.Request), opts ...idemhttp.Option) *env {
+	t.Helper()
+	e := &env{t: t, store: newStore(t)}
+	e.ex = idem.NewExecutor(e.store, idem.WithObserver(func(ev idem.Event) {
+		e.mu.Lock()
+		e.idevs = append(e.idevs, ev)
+		e.mu.Unlock()
+	}))
+	opts = append([]idemhttp.Option{idemhttp.WithObserver(func(ev idemhttp.Event) {
+		e.mu.Lock()
+		e.evs = append(e.evs, ev)
+		e.mu.Unlock()
+	})}, opts...)
+	e.h = idemhttp.New(e.ex, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.runs.Add(1)
+		handler(e, w, r)
+	}))
+	return e
+}
+
+func (e *env) events(kind idemhttp.EventKind) []idemhttp.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []idemhttp.Event
+	for _, ev := range e.evs {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (e *env) idemEvents(kind idem.EventKind) []idem.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []idem.Event
+	for _, ev := range e.idevs {
+		if ev.Kind == kind {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// do sends one request through the middleware, in process.
+func (e *env) do(method, target, key, body string, hdr ...string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	if key != "" {
+		r.Header.Set(idemhttp.Header, key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		r.Header.Add(hdr[i], hdr[i+1])
+	}
+	w := httptest.NewRecorder()
+	e.h.ServeHTTP(w, r)
+	return w
+}
+
+func (e *env) wantRuns(n int64) {
+	e.t.Helper()
+	if got := e.runs.Load(); got != n {
+		e.t.Fatalf("handler ran %d times, want %d", got, n)
+	}
+}
+
+func wantStatus(t *testing.T, w *httptest.ResponseRecorder, status int) {
+	t.Helper()
+	if w.Code != status {
+		t.Fatalf("status %d, want %d; body %q", w.Code, status, w.Body.String())
+	}
+}
+
+func wantReplayed(t *testing.T, h http.Header, replayed bool) {
+	t.Helper()
+	got := h.Get(idemhttp.ReplayedHeader) == "true"
+	if got != replayed {
+		t.Fatalf("%s: %q, want replayed=%v", idemhttp.ReplayedHeader, h.Get(idemhttp.ReplayedHeader), replayed)
+	}
+}
+
+// wantProblem checks an RFC 9457 problem response naming rule.
+func wantProblem(t *testing.T, w *httptest.ResponseRecorder, status int, rule string) idemhttp.Problem {
+	t.Helper()
+	wantStatus(t, w, status)
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p idemhttp.Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("problem body %q: %v", w.Body.String(), err)
+	}
+	if p.Status != status || !strings.HasSuffix(p.Type, "#"+rule) || p.Title == "" || p.Detail == "" {
+		t.Fatalf("problem %+v, want status %d, type ending #%s, a title and a detail", p, status, rule)
+	}
+	return p
+}
+
+func statusHandler(status int) func(e *env, w http.ResponseWriter, r *http.Request) {
+	return func(e *env, w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "run %d", e.runs.Load())
+	}
+}
+
+var allStatuses = []int{200, 201, 202, 204, 301, 302, 303, 304, 307, 308, 400, 401, 402, 403, 404, 405,
+	408, 409, 410, 412, 415, 422, 425, 429, 500, 501, 502, 503, 504}
+
+func testStatusPolicy(t *testing.T, newStore newStoreFunc) {
+	for _, status := range allStatuses {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			e := newEnv(t, newStore, statusHandler(status))
+			key := idemhttp.NewKey()
+			first := e.do("POST", "/orders", key, `{"n":1}`)
+			wantStatus(t, first, status)
+			wantReplayed(t, first.Header(), false)
+			second := e.do("POST", "/orders", key, `{"n":1}`)
+			wantStatus(t, second, status)
+			stored := idemhttp.DefaultPolicy(status)
+			wantStored := status < 500 && status != 408 && status != 409 && status != 425 && status != 429
+			if stored != wantStored {
+				t.Fatalf("DefaultPolicy(%d) = %v", status, stored)
+			}
+			if stored {
+				e.wantRuns(1)
+				wantReplayed(t, second.Header(), true)
+				if !bytes.Equal(first.Body.Bytes(), second.Body.Bytes()) {
+					t.Fatalf("replayed body %q, first %q", second.Body, first.Body)
+				}
+				if n := len(e.events(idemhttp.EventReplayed)); n != 1 {
+					t.Fatalf("%d replay events, want 1", n)
+				}
+			} else {
+				e.wantRuns(2)
+				wantReplayed(t, second.Header(), false)
+				if n := len(e.events(idemhttp.EventNotStored)); n != 2 {
+					t.Fatalf("%d not-stored events, want 2", n)
+				}
+				if n := len(e.idemEvents(idem.EventReleased)); n != 2 {
+					t.Fatalf("%d released events, want 2", n)
+				}
+			}
+		})
+	}
+}
+
+func testStoreAllPolicy(t *testing.T, newStore newStoreFunc) {
+	for _, status := range []int{201, 409, 429, 500, 503} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			e := newEnv(t, newStore, statusHandler(status), idemhttp.WithPolicy(idemhttp.StoreAll))
+			key := idemhttp.NewKey()
+			e.do("POST", "/charges", key, "a")
+			second := e.do("POST", "/charges", key, "a")
+			wantStatus(t, second, status)
+			wantReplayed(t, second.Header(), true)
+			e.wantRuns(1)
+		})
+	}
+}
+
+// richHandler sets allowed, disallowed and credential headers and writes
+// every byte value.
+func richHandler(e *env, w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Location", "/orders/42")
+	h.Set("ETag", `"v1"`)
+	h.Add("Link", `</a>; rel="a"`)
+	h.Add("Link", `</b>; rel="b"`)
+	h.Set("X-Request-Id", "req-"+strconv.FormatInt(e.runs.Load(), 10))
+	h.Set("Set-Cookie", "session=secret; HttpOnly")
+	h.Set("Authorization", "Bearer secret")
+	h.Set("WWW-Authenticate", `Bearer realm="x"`)
+	w.WriteHeader(http.StatusCreated)
+	body := make([]byte, 0, 3*256)
+	for i := range 3 * 256 {
+		body = append(body, byte(i))
+	}
+	w.Write(body[:100])
+	w.Write(body[100:])
+}
+
+func testReplayByteForByte(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, richHandler)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	key := idemhttp.NewKey()
+	send := func() (*http.Response, []byte) {
+		req, _ := http.NewRequest("POST", srv.URL+"/orders?x=1", strings.NewReader(`{"item":"book"}`))
+		req.Header.Set(idemhttp.Header, key)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, b
+	}
+	first, firstBody := send()
+	second, secondBody := send()
+	e.wantRuns(1)
+	if first.StatusCode != 201 || second.StatusCode != 201 {
+		t.Fatalf("statuses %d, %d", first.StatusCode, second.StatusCode)
+	}
+	if !bytes.Equal(firstBody, secondBody) || len(firstBody) != 768 {
+		t.Fatalf("body differs: %d vs %d bytes", len(firstBody), len(secondBody))
+	}
+	wantReplayed(t, first.Header, false)
+	wantReplayed(t, second.Header, true)
+	for _, k := range []string{"Content-Type", "Location", "ETag", "Link", "Content-Length"} {
+		if a, b := first.Header.Values(k), second.Header.Values(k); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
+			t.Errorf("header %s: first %q, replay %q", k, a, b)
+		}
+	}
+	if first.Header.Get("X-Request-Id") != "req-1" || second.Header.Get("X-Request-Id") != "" {
+		t.Errorf("X-Request-Id (not allow-listed): first %q, replay %q", first.Header.Get("X-Request-Id"), second.Header.Get("X-Request-Id"))
+	}
+}
+
+func testNoCredentialHeaders(t *testing.T, newStore newStoreFunc) {
+	// Even when a careless allow-list names them.
+	e := newEnv(t, newStore, richHandler,
+		idemhttp.WithStoredHeaders("Content-Type", "X-Request-Id", "Set-Cookie", "Authorization", "WWW-Authenticate"))
+	key := idemhttp.NewKey()
+	first := e.do("POST", "/login", key, "u=a")
+	if first.Header().Get("Set-Cookie") == "" {
+		t.Fatal("the first response lost its cookie")
+	}
+	second := e.do("POST", "/login", key, "u=a")
+	wantReplayed(t, second.Header(), true)
+	for _, k := range []string{"Set-Cookie", "Authorization", "Www-Authenticate", "Location"} {
+		if v := second.Header().Values(k); len(v) != 0 {
+			t.Errorf("replayed %s: %q", k, v)
+		}
+	}
+	if got := second.Header().Get("X-Request-Id"); got != "req-1" {
+		t.Errorf("allow-listed X-Request-Id replayed as %q", got)
+	}
+}
+
+func testMissingKey(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201))
+	w := e.do("POST", "/orders", "", "{}")
+	p := wantProblem(t, w, 400, "missing-key")
+	if !strings.Contains(p.Title, "missing") {
+		t.Errorf("title %q", p.Title)
+	}
+	e.wantRuns(0)
+	if n := len(e.events(idemhttp.EventKeyMissing)); n != 1 {
+		t.Fatalf("%d missing-key events", n)
+	}
+}
+
+func testOptionalKey(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201), idemhttp.WithOptionalKey())
+	wantStatus(t, e.do("POST", "/orders", "", "{}"), 201)
+	wantStatus(t, e.do("POST", "/orders", "", "{}"), 201)
+	e.wantRuns(2)
+	evs := e.events(idemhttp.EventKeyMissing)
+	if len(evs) != 2 || evs[0].Status != 0 {
+		t.Fatalf("missing-key events %+v", evs)
+	}
+	wantProblem(t, e.do("POST", "/orders", `"unterminated`, "{}"), 400, "invalid-key")
+}
+
+func testInvalidKey(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201))
+	for _, k := range []string{`""`, `"abc`, `"a"b"`, "é", "a\x01b", strings.Repeat("k", 256), `"` + strings.Repeat("k", 256) + `"`} {
+		wantProblem(t, e.do("POST", "/orders", k, "{}"), 400, "invalid-key")
+	}
+	// Two header fields.
+	wantProblem(t, e.do("POST", "/orders", "a", "{}", idemhttp.Header, "b"), 400, "invalid-key")
+	e.wantRuns(0)
+	wantStatus(t, e.do("POST", "/orders", strings.Repeat("k", 255), "{}"), 201)
+}
+
+func testQuotedAndBare(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201))
+	key := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/orders", idemhttp.FormatKey(key), "{}"), 201)
+	w := e.do("POST", "/orders", key, "{}")
+	wantReplayed(t, w.Header(), true)
+	e.wantRuns(1)
+}
+
+func testKeyReused(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201))
+	key := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/orders?a=1", key, `{"n":1}`), 201)
+	for _, c := range []struct{ method, target, body string }{
+		{"POST", "/orders?a=1", `{"n":2}`}, // body
+		{"POST", "/orders?a=2", `{"n":1}`}, // query
+	} { // (a path under the same route: see OperationScope)
+		p := wantProblem(t, e.do(c.method, c.target, key, c.body), 422, "key-reused")
+		if !strings.Contains(p.Detail, "different request") {
+			t.Errorf("detail %q", p.Detail)
+		}
+	}
+	e.wantRuns(1)
+	if n := len(e.events(idemhttp.EventConflict)); n != 2 {
+		t.Fatalf("%d conflict events", n)
+	}
+}
+
+func testCustomFingerprint(t *testing.T, newStore newStoreFunc) {
+	// Only the "amount" field counts: a client that adds a timestamp on
+	// retry still gets the replay; another amount is refused.
+	fp := func(r *http.Request, body []byte, h *idem.Hasher) error {
+		var v struct {
+			Amount int64 `json:"amount"`
+		}
+		if err := json.Unmarshal(body, &v); err != nil {
+			return err
+		}
+		h.String(r.URL.Path)
+		h.Int(v.Amount)
+		return nil
+	}
+	e := newEnv(t, newStore, statusHandler(201), idemhttp.WithFingerprint(fp))
+	key := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/pay", key, `{"amount":5,"ts":1}`), 201)
+	wantReplayed(t, e.do("POST", "/pay", key, `{"amount":5,"ts":2}`).Header(), true)
+	wantProblem(t, e.do("POST", "/pay", key, `{"amount":6,"ts":3}`), 422, "key-reused")
+	wantProblem(t, e.do("POST", "/pay", key, `not json`), 400, "invalid-request")
+	e.wantRuns(1)
+}
+
+// blockingHandler waits for release before answering 201.
+func blockingHandler(started chan<- struct{}, release <-chan struct{}) func(e *env, w http.ResponseWriter, r *http.Request) {
+	return func(e *env, w http.ResponseWriter, r *http.Request) {
+		if started != nil {
+			started <- struct{}{}
+		}
+		<-release
+		w.WriteHeader(201)
+		io.WriteString(w, "done")
+	}
+}
+
+func testInFlight(t *testing.T, newStore newStoreFunc) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // on failure too
+	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithLease(10*time.Second))
+	key := idemhttp.NewKey()
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- e.do("POST", "/orders", key, "{}") }()
+	<-started
+	w := e.do("POST", "/orders", key, "{}")
+	wantProblem(t, w, 409, "request-in-progress")
+	ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+	if err != nil || ra < 1 || ra > 10 {
+		t.Fatalf("Retry-After %q, want 1..10 seconds", w.Header().Get("Retry-After"))
+	}
+	// A different body while in flight is a conflict, not "in progress"
+	// (except on a transactional store: the claim is not committed yet, so
+	// its fingerprint cannot be seen; the retry after it gets the 422).
+	if _, tx := e.store.(idem.TxStore); !tx {
+		wantProblem(t, e.do("POST", "/orders", key, `{"other":1}`), 422, "key-reused")
+	}
+	once.Do(func() { close(release) })
+	wantStatus(t, <-done, 201)
+	wantReplayed(t, e.do("POST", "/orders", key, "{}").Header(), true)
+	e.wantRuns(1)
+}
+
+func testInFlightWait(t *testing.T, newStore newStoreFunc) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // on failure too
+	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithWait(10*time.Second))
+	key := idemhttp.NewKey()
+	first := make(chan *httptest.ResponseRecorder)
+	go func() { first <- e.do("POST", "/orders", key, "{}") }()
+	<-started
+	second := make(chan *httptest.ResponseRecorder)
+	go func() { second <- e.do("POST", "/orders", key, "{}") }()
+	time.Sleep(50 * time.Millisecond)
+	once.Do(func() { close(release) })
+	a, b := <-first, <-second
+	wantStatus(t, a, 201)
+	wantStatus(t, b, 201)
+	wantReplayed(t, b.Header(), true)
+	if a.Body.String() != b.Body.String() {
+		t.Fatalf("bodies %q, %q", a.Body, b.Body)
+	}
+	e.wantRuns(1)
+}
+
+// loopback serves h on a real server over loopback.
+func loopback(t *testing.T, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func post(t *testing.T, c *http.Client, url, key, body string, hdr ...string) (int, http.Header, string, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(idemhttp.Header, key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
+}
+
+func concurrent(t *testing.T, newStore newStoreFunc, opts ...idemhttp.Option) (e *env, statuses map[int]int, bodies map[string]int) {
+	const n = 64
+	e = newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond) // keep the claim while the others arrive
+		w.WriteHeader(201)
+		fmt.Fprintf(w, "order %d", e.runs.Load())
+	}, opts...)
+	srv := loopback(t, e.h)
+	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
+	defer client.CloseIdleConnections()
+	key := idemhttp.NewKey()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses, bodies = map[int]int{}, map[string]int{}
+	startLine := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-startLine
+			st, _, body, err := post(t, client, srv.URL+"/orders", key, `{"item":"x"}`)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			statuses[st]++
+			if st == 201 {
+				bodies[body]++
+			}
+		})
+	}
+	close(startLine)
+	wg.Wait()
+	return e, statuses, bodies
+}
+
+func testConcurrent(t *testing.T, newStore newStoreFunc) {
+	e, statuses, bodies := concurrent(t, newStore)
+	e.wantRuns(1)
+	if statuses[201]+statuses[409] != 64 || statuses[201] < 1 || len(bodies) != 1 {
+		t.Fatalf("statuses %v, bodies %v", statuses, bodies)
+	}
+}
+
+func testConcurrentWait(t *testing.T, newStore newStoreFunc) {
+	e, statuses, bodies := concurrent(t, newStore, idemhttp.WithWait(10*time.Second))
+	e.wantRuns(1)
+	if statuses[201] != 64 || len(bodies) != 1 {
+		t.Fatalf("statuses %v, bodies %v", statuses, bodies)
+	}
+}
+
+func testTenantIsolation(t *testing.T, newStore newStoreFunc) {
+	tenant := func(r *http.Request) string { u, _, _ := r.BasicAuth(); return u }
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		u, _, _ := r.BasicAuth()
+		w.WriteHeader(201)
+		fmt.Fprintf(w, "order for %s", u)
+	}, idemhttp.WithTenant(tenant))
+	key := idemhttp.NewKey()
+	auth := func(u string) []string {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.SetBasicAuth(u, "pw")
+		return []string{"Authorization", r.Header.Get("Authorization")}
+	}
+	a := e.do("POST", "/orders", key, "{}", auth("alice")...)
+	b := e.do("POST", "/orders", key, "{}", auth("bob")...)
+	e.wantRuns(2)
+	wantReplayed(t, b.Header(), false)
+	if a.Body.String() != "order for alice" || b.Body.String() != "order for bob" {
+		t.Fatalf("bodies %q, %q", a.Body, b.Body)
+	}
+	// Bob guessing Alice's key with another body: a new request, not a 422.
+	wantStatus(t, e.do("POST", "/orders", idemhttp.NewKey(), `{"x":1}`, auth("bob")...), 201)
+	again := e.do("POST", "/orders", key, "{}", auth("alice")...)
+	wantReplayed(t, again.Header(), true)
+	if again.Body.String() != "order for alice" {
+		t.Fatalf("alice's replay %q", again.Body)
+	}
+	e.wantRuns(3)
+	ev := e.events(idemhttp.EventReplayed)
+	if len(ev) != 1 || ev[0].Tenant != "alice" {
+		t.Fatalf("replay events %+v", ev)
+	}
+}
+
+func testOperationScope(t *testing.T, newStore newStoreFunc) {
+	e := &env{t: t}
+	e.ex = idem.NewExecutor(newStore(t))
+	mux := http.NewServeMux()
+	count := func(w http.ResponseWriter, r *http.Request) {
+		e.runs.Add(1)
+		w.WriteHeader(201)
+		io.WriteString(w, r.Pattern)
+	}
+	mux.HandleFunc("POST /orders/{id}/pay", count)
+	mux.HandleFunc("POST /orders/{id}/refund", count)
+	var ops []string
+	var mu sync.Mutex
+	obs := idemhttp.WithObserver(func(ev idemhttp.Event) { mu.Lock(); ops = append(ops, ev.Op); mu.Unlock() })
+	// Wrapping the whole mux: the middleware asks the mux for the pattern.
+	e.h = idemhttp.New(e.ex, obs)(mux)
+	key := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/orders/1/pay", key, "{}"), 201)
+	wantStatus(t, e.do("POST", "/orders/1/refund", key, "{}"), 201) // another operation
+	e.wantRuns(2)
+	// Same route, another order: same operation, another path: 422.
+	wantProblem(t, e.do("POST", "/orders/2/pay", key, "{}"), 422, "key-reused")
+	wantReplayed(t, e.do("POST", "/orders/1/pay", key, "{}").Header(), true)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ops) != 2 || ops[0] != "POST /orders/{id}/pay" || ops[1] != "POST /orders/{id}/pay" {
+		t.Fatalf("operations %q", ops)
+	}
+
+	// Wrapping one route: r.Pattern is set.
+	mux2 := http.NewServeMux()
+	var op2 string
+	mux2.Handle("/items/{id}", idemhttp.New(e.ex, idemhttp.WithObserver(func(ev idemhttp.Event) { op2 = ev.Op }))(http.HandlerFunc(count)))
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("PATCH", "/items/7", strings.NewReader("{}"))
+	r.Header.Set(idemhttp.Header, key)
+	mux2.ServeHTTP(w, r)
+	mux2.ServeHTTP(httptest.NewRecorder(), r.Clone(context.Background()))
+	if op2 != "PATCH /items/{id}" {
+		t.Fatalf("operation %q", op2)
+	}
+}
+
+func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
+	finished := make(chan struct{}, 1)
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		if err := r.Context().Err(); err != nil {
+			t.Errorf("handler context ended with its client: %v", err)
+		}
+		w.WriteHeader(201)
+		io.WriteString(w, `{"order":"o-1"}`)
+		finished <- struct{}{}
+	})
+	srv := loopback(t, e.h)
+	key := idemhttp.NewKey()
+	impatient := &http.Client{Timeout: 100 * time.Millisecond}
+	if _, _, _, err := post(t, impatient, srv.URL+"/orders", key, "{}"); err == nil {
+		t.Fatal("the first attempt did not time out")
+	}
+	// A retry while the handler still runs: 409, or the replay.
+	st, _, _, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
+	if err != nil || st != 409 {
+		t.Fatalf("retry in flight: %d %v, want 409", st, err)
+	}
+	<-finished
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, h, body, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == 409 && time.Now().Before(deadline) { // stored just after the handler returned
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if st != 201 || body != `{"order":"o-1"}` || h.Get(idemhttp.ReplayedHeader) != "true" {
+			t.Fatalf("retry after the timeout: %d %q %v", st, body, h)
+		}
+		break
+	}
+	e.wantRuns(1)
+}
+
+func testClientCancellationOption(t *testing.T, newStore newStoreFunc) {
+	// With WithClientCancellation, a handler that gives up without writing
+	// when its client leaves releases the key.
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		if e.runs.Load() == 1 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Second):
+				t.Error("the handler's context did not end with its client")
+			}
+		}
+		w.WriteHeader(201)
+	}, idemhttp.WithClientCancellation())
+	srv := loopback(t, e.h)
+	key := idemhttp.NewKey()
+	if _, _, _, err := post(t, &http.Client{Timeout: 100 * time.Millisecond}, srv.URL+"/orders", key, "{}"); err == nil {
+		t.Fatal("the first attempt did not time out")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, h, _, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == 409 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if st != 201 || h.Get(idemhttp.ReplayedHeader) != "" {
+			t.Fatalf("retry: %d %v", st, h)
+		}
+		break
+	}
+	e.wantRuns(2)
+	rel := e.idemEvents(idem.EventReleased)
+	for i := 0; i < 200 && len(rel) == 0; i++ { // emitted just after the store released the key
+		time.Sleep(10 * time.Millisecond)
+		rel = e.idemEvents(idem.EventReleased)
+	}
+	if len(rel) != 1 || !errors.Is(rel[0].Err, idemhttp.ErrNoResponse) {
+		t.Fatalf("released events %+v", rel)
+	}
+}
+
+func testPanicReleases(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		if e.runs.Load() == 1 {
+			w.WriteHeader(201) // written, but never sent: buffered
+			panic("boom")
+		}
+		w.WriteHeader(201)
+		io.WriteString(w, "second")
+	})
+	key := idemhttp.NewKey()
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want the handler's panic", p)
+			}
+		}()
+		e.do("POST", "/orders", key, "{}")
+	}()
+	w := e.do("POST", "/orders", key, "{}")
+	wantStatus(t, w, 201)
+	wantReplayed(t, w.Header(), false)
+	e.wantRuns(2)
+
+	// Over a real server: the client sees the connection cut, not a
+	// half-response, and the retry runs again.
+	e2 := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		if e.runs.Load() == 1 {
+			panic(http.ErrAbortHandler)
+		}
+		w.WriteHeader(201)
+	})
+	srv := loopback(t, e2.h)
+	key = idemhttp.NewKey()
+	if _, _, _, err := post(t, srv.Client(), srv.URL+"/x", key, "{}"); err == nil {
+		t.Fatal("no error after a panic")
+	}
+	st, _, _, err := post(t, srv.Client(), srv.URL+"/x", key, "{}")
+	if err != nil || st != 201 {
+		t.Fatalf("retry after panic: %d %v", st, err)
+	}
+	e2.wantRuns(2)
+}
+
+func testResponseTooLarge(t *testing.T, newStore newStoreFunc) {
+	big := strings.Repeat("x", 1000)
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		for range 10 {
+			io.WriteString(w, big[:100])
+		}
+	}, idemhttp.WithMaxResponse(500))
+	key := idemhttp.NewKey()
+	w := e.do("POST", "/report", key, "{}")
+	if w.Code != 200 || w.Body.String() != big {
+		t.Fatalf("client got %d, %d bytes", w.Code, w.Body.Len())
+	}
+	w = e.do("POST", "/report", key, "{}")
+	if w.Body.String() != big {
+		t.Fatal("second response")
+	}
+	wantReplayed(t, w.Header(), false)
+	e.wantRuns(2)
+	if n := len(e.events(idemhttp.EventResponseTooLarge)); n != 2 {
+		t.Fatalf("%d too-large events", n)
+	}
+	// At the limit exactly: stored.
+	e2 := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) { io.WriteString(w, big[:500]) },
+		idemhttp.WithMaxResponse(500))
+	e2.do("POST", "/report", key, "{}")
+	wantReplayed(t, e2.do("POST", "/report", key, "{}").Header(), true)
+}
+
+func testRequestBody(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		if k, ok := idem.KeyFrom(r.Context()); !ok || len(k) != 64 {
+			t.Errorf("idem.KeyFrom in the handler: %q %v", k, ok)
+		}
+		w.WriteHeader(201)
+		w.Write(b)
+	}, idemhttp.WithMaxBody(1000))
+	srv := loopback(t, e.h)
+	body := strings.Repeat("é", 500) // 1000 bytes
+	st, _, got, err := post(t, srv.Client(), srv.URL+"/echo", idemhttp.NewKey(), body)
+	if err != nil || st != 201 || got != body {
+		t.Fatalf("echo: %d %v, body intact: %v", st, err, got == body)
+	}
+	st, _, _, err = post(t, srv.Client(), srv.URL+"/echo", idemhttp.NewKey(), body+"x")
+	if err != nil || st != 413 {
+		t.Fatalf("oversized body: %d %v", st, err)
+	}
+	// Chunked (unknown length) too.
+	req, _ := http.NewRequest("POST", srv.URL+"/echo", io.MultiReader(strings.NewReader(body), strings.NewReader("xy")))
+	req.Header.Set(idemhttp.Header, idemhttp.NewKey())
+	resp, err := srv.Client().Do(req)
+	if err != nil || resp.StatusCode != 413 {
+		t.Fatalf("oversized chunked body: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	e.wantRuns(1)
+	if n := len(e.events(idemhttp.EventBodyTooLarge)); n != 2 {
+		t.Fatalf("%d body-too-large events", n)
+	}
+}
+
+func testStreaming(t *testing.T, newStore newStoreFunc) {
+	firstChunk := make(chan struct{})
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Errorf("SetWriteDeadline through the middleware: %v", err)
+		}
+		if err := rc.EnableFullDuplex(); err != nil {
+			t.Errorf("EnableFullDuplex through the middleware: %v", err)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: 1\n\n")
+		if err := rc.Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		if e.runs.Load() == 1 {
+			select {
+			case <-firstChunk: // the client read the first event before the handler finished
+			case <-time.After(5 * time.Second):
+				t.Error("the first event did not reach the client before the handler finished")
+			}
+		}
+		io.WriteString(w, "data: 2\n\n")
+		w.(http.Flusher).Flush()
+	})
+	srv := loopback(t, e.h)
+	key := idemhttp.NewKey()
+	req, _ := http.NewRequest("POST", srv.URL+"/events", strings.NewReader("{}"))
+	req.Header.Set(idemhttp.Header, key)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len("data: 1\n\n"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: 1\n\n" {
+		t.Fatalf("first event %q %v", buf, err)
+	}
+	close(firstChunk)
+	rest, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(rest) != "data: 2\n\n" {
+		t.Fatalf("rest %q", rest)
+	}
+	// The streamed response was stored whole and is replayed in one piece.
+	var st int
+	var h http.Header
+	var body string
+	for range 100 {
+		st, h, body, err = post(t, srv.Client(), srv.URL+"/events", key, "{}")
+		if st != 409 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil || st != 200 || body != "data: 1\n\ndata: 2\n\n" || h.Get(idemhttp.ReplayedHeader) != "true" ||
+		h.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("replay of a stream: %d %q %v %v", st, body, h, err)
+	}
+	e.wantRuns(1)
+}
+
+func testOtherMethods(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(200))
+	for _, m := range []string{"GET", "PUT", "DELETE"} {
+		wantStatus(t, e.do(m, "/orders", "", ""), 200)
+	}
+	key := idemhttp.NewKey()
+	e.do("GET", "/orders", key, "")
+	wantReplayed(t, e.do("GET", "/orders", key, "").Header(), false)
+	e.wantRuns(5)
+	if len(e.evs) != 0 {
+		t.Fatalf("events for other methods: %+v", e.evs)
+	}
+	e2 := newEnv(t, newStore, statusHandler(200), idemhttp.WithMethods("PUT"))
+	wantStatus(t, e2.do("POST", "/orders", "", ""), 200)
+	wantProblem(t, e2.do("PUT", "/orders", "", ""), 400, "missing-key")
+}
+
+// flakyTransport fails the first attempt after the server got the request
+// (the response is lost) and passes the others through.
+type flakyTransport struct {
+	base  http.RoundTripper
+	calls atomic.Int64
+	keys  sync.Map
+}
+
+func (f *flakyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := f.calls.Add(1)
+	f.keys.Store(n, req.Header.Get(idemhttp.Header))
+	resp, err := f.base.RoundTrip(req)
+	if n == 1 && err == nil {
+		resp.Body.Close()
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer (simulated)")}
+	}
+	return resp, err
+}
+
+func (f *flakyTransport) distinctKeys() map[string]bool {
+	m := map[string]bool{}
+	f.keys.Range(func(_, v any) bool { m[v.(string)] = true; return true })
+	return m
+}
+
+func testTransportRetries(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(201)
+		fmt.Fprintf(w, "order %d", e.runs.Load())
+	})
+	srv := loopback(t, e.h)
+
+	// 1. A retry loop that sends the same *http.Request again (GetBody),
+	//    through an http.Client with a Timeout (which forks the request).
+	flaky := &flakyTransport{base: srv.Client().Transport}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &idemhttp.Transport{Base: flaky}}
+	req, _ := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(`{"item":"x"}`))
+	var resp *http.Response
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			req.Body, _ = req.GetBody()
+		}
+		if resp, err = client.Do(req); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "order 1" || resp.Header.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("loop retry: %q %v", b, resp.Header)
+	}
+	if keys := flaky.distinctKeys(); len(keys) != 1 || flaky.calls.Load() != 2 {
+		t.Fatalf("keys across attempts %v, %d attempts", keys, flaky.calls.Load())
+	}
+	e.wantRuns(1)
+
+	// 2. A retrying RoundTripper wrapping idemhttp.Transport.
+	flaky2 := &flakyTransport{base: srv.Client().Transport}
+	retrying := roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		inner := &idemhttp.Transport{Base: flaky2}
+		for attempt := 0; ; attempt++ {
+			if attempt > 0 {
+				req.Body, _ = req.GetBody()
+			}
+			resp, err := inner.RoundTrip(req)
+			if err == nil || attempt == 2 {
+				return resp, err
+			}
+		}
+	})
+	st, h, body, err := postVia(&http.Client{Transport: retrying}, srv.URL+"/orders", `{"item":"y"}`, context.Background())
+	if err != nil || st != 201 || body != "order 2" || h.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("retrying transport: %d %q %v %v", st, body, h, err)
+	}
+	if keys := flaky2.distinctKeys(); len(keys) != 1 {
+		t.Fatalf("keys across attempts %v", keys)
+	}
+	e.wantRuns(2)
+
+	// 3. A loop that builds a new request per attempt, with WithNewKey.
+	flaky3 := &flakyTransport{base: srv.Client().Transport}
+	c3 := &http.Client{Transport: &idemhttp.Transport{Base: flaky3, Quoted: true}}
+	ctx := idemhttp.WithNewKey(context.Background())
+	for attempt := 0; ; attempt++ {
+		st, h, body, err = postVia(c3, srv.URL+"/orders", `{"item":"z"}`, ctx)
+		if err == nil || attempt == 2 {
+			break
+		}
+	}
+	if err != nil || body != "order 3" || h.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("new request per attempt: %d %q %v", st, body, err)
+	}
+	k, _ := idemhttp.KeyFromContext(ctx)
+	if keys := flaky3.distinctKeys(); len(keys) != 1 || !keys[idemhttp.FormatKey(k)] {
+		t.Fatalf("keys across attempts %v, want %q", keys, k)
+	}
+	e.wantRuns(3)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func postVia(c *http.Client, url, body string, ctx context.Context) (int, http.Header, string, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, "", err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b), err
+}

@@ -1,0 +1,136 @@
+package idemhttp
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+type clientKeyCtx struct{}
+
+// WithKey returns ctx carrying key as the Idempotency-Key that Transport
+// sends, verbatim, on the requests made with ctx. Use it when the caller
+// already has a key (from its own client, or idem.Derive). Every request
+// made with ctx gets the same key, so make one request per such context
+// (retries of it included).
+func WithKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, clientKeyCtx{}, key)
+}
+
+// WithNewKey returns ctx carrying a fresh UUIDv7 key, as WithKey. Call it
+// once per logical request, before a retry loop that builds a new
+// *http.Request for each attempt: every attempt then carries the same key.
+func WithNewKey(ctx context.Context) context.Context {
+	return WithKey(ctx, NewKey())
+}
+
+// KeyFromContext returns the key set by WithKey or WithNewKey.
+func KeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(clientKeyCtx{}).(string)
+	return k, ok
+}
+
+// NewKey returns a fresh key: a UUIDv7 (time-ordered, so store indexes stay
+// compact) in its canonical text form.
+func NewKey() string {
+	u, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString() // the random source failed for v7; v4 panics instead
+	}
+	return u.String()
+}
+
+// Transport is an http.RoundTripper that sets the Idempotency-Key header on
+// outgoing requests (POST and PATCH by default) that do not have one, so
+// that the server can tell a retry from a new request. The key is, in order:
+//
+//  1. the request's own Idempotency-Key header, when set: left untouched
+//     (a client library that manages keys, like stripe-go, keeps control);
+//  2. the key in the request's context from WithKey or WithNewKey, verbatim;
+//  3. inside an idempotent call (an idemhttp handler or a generated
+//     wrapper: idem.KeyFrom(ctx) is set), idem.Derive(parent, method+" "+
+//     host+path): a retry of the whole call from the top reaches this
+//     downstream service with the same key as the first time, and distinct
+//     endpoints get distinct keys (two calls to the same endpoint in one
+//     call need WithKey with their own idem.Derive steps);
+//  4. otherwise, a fresh UUIDv7.
+//
+// The key is generated once per logical request and kept across its
+// retries. To make that hold for a client that retries by sending the same
+// *http.Request again (rewinding its body with GetBody) — directly, through
+// an http.Client (which forks the request per attempt when it has a
+// Timeout, sharing the header map), or through a retrying RoundTripper that
+// wraps this one — Transport sets the header on the request it is given,
+// once, when it is absent: every later attempt finds it there (case 1).
+// This is a deliberate, narrow exception to the rule that a RoundTripper
+// does not modify its request (http.Client does the same for cookies), and
+// it is why a *http.Request must not be sent concurrently. A retry loop
+// that builds a new request per attempt must carry the key in the context
+// (WithNewKey) instead. A retrying RoundTripper placed under this one (as
+// Base) gets the header from the first attempt on. A 307 or 308 redirect
+// followed by http.Client keeps the key too (the client copies the
+// original request's header fields).
+//
+// The zero value is ready to use; a Transport must not be copied after use.
+type Transport struct {
+	// Base sends the requests; nil means http.DefaultTransport.
+	Base http.RoundTripper
+	// Methods lists the methods that get a key; nil means POST and PATCH.
+	Methods []string
+	// Quoted sends the key as a structured-field string ("…"), the draft's
+	// form, instead of bare, as most deployed servers expect it. The idemhttp
+	// middleware accepts both.
+	Quoted bool
+	// NewKey returns a fresh key (case 4); nil means NewKey.
+	NewKey func() string
+}
+
+// RoundTrip sets the Idempotency-Key header when it applies and sends req.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if !t.applies(req.Method) || req.Header.Get(Header) != "" {
+		return base.RoundTrip(req)
+	}
+	key := t.keyFor(req)
+	if t.Quoted {
+		key = FormatKey(key)
+	}
+	if req.Header == nil {
+		req = req.Clone(req.Context()) // nowhere to keep it for a retry
+		req.Header = make(http.Header, 1)
+	}
+	req.Header.Set(Header, key)
+	return base.RoundTrip(req)
+}
+
+func (t *Transport) applies(method string) bool {
+	if t.Methods == nil {
+		return method == http.MethodPost || method == http.MethodPatch
+	}
+	for _, m := range t.Methods {
+		if m == method {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *Transport) keyFor(req *http.Request) string {
+	ctx := req.Context()
+	if k, ok := KeyFromContext(ctx); ok && k != "" {
+		return k
+	}
+	if parent, ok := idem.KeyFrom(ctx); ok && parent != "" {
+		return idem.Derive(parent, req.Method+" "+req.URL.Host+req.URL.Path)
+	}
+	if t.NewKey != nil {
+		return t.NewKey()
+	}
+	return NewKey()
+}
