@@ -61,8 +61,12 @@ type ledgerView interface {
 // memView adapts billing.MemLedger to ledgerView.
 type memView struct{ *billing.MemLedger }
 
-func (m memView) Moves(_ context.Context, order string) (int, error)  { return m.MemLedger.Moves(order), nil }
-func (m memView) Points(_ context.Context, order string) (int, error) { return m.MemLedger.Points(order), nil }
+func (m memView) Moves(_ context.Context, order string) (int, error) {
+	return m.MemLedger.Moves(order), nil
+}
+func (m memView) Points(_ context.Context, order string) (int, error) {
+	return m.MemLedger.Points(order), nil
+}
 
 var balances = map[string]int64{"alice": 100_000, "bob": 1_000, "carol": 50_000, "dave": 50_000}
 

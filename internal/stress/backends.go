@@ -6,27 +6,40 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
 // Memory is the embedded store; each run gets a fresh one.
 func Memory() Backend {
-	return Backend{Name: "mem", Open: func(context.Context) (*Handle, error) {
+	return Backend{Name: "mem", Open: func(context.Context, Servers) (*Handle, error) {
 		s := memstore.New()
 		return &Handle{Store: s, Sweep: s.Sweep}, nil
 	}}
 }
 
-// Redis is redisstore on the server at addr (prefix "stress:").
+// Redis is redisstore on the server at addr (prefix "stress:"), or on the
+// scenario's own server. It may lose records (its documented limit).
 func Redis(addr string) Backend {
-	return Backend{Name: "redis", Open: func(ctx context.Context) (*Handle, error) {
-		c, err := OpenRedis(ctx, addr)
+	return Backend{Name: "redis", Open: func(ctx context.Context, srv Servers) (*Handle, error) {
+		at := addr
+		if srv.RedisAddr != "" {
+			at = srv.RedisAddr
+		}
+		c, err := OpenRedis(ctx, at)
 		if err != nil {
 			return nil, err
 		}
-		return &Handle{Store: redisstore.New(c, redisstore.WithPrefix("stress:")), Close: func() { _ = c.Close() }}, nil
+		s := redisstore.New(c, redisstore.WithPrefix("stress:"))
+		return &Handle{Store: s, Close: func() { _ = c.Close() }, MayLose: true, Lose: RedisLoser(c, s)}, nil
 	}}
+}
+
+// RedisLoser returns a Handle.Lose that deletes the record of a key from s
+// (a redisstore on c).
+func RedisLoser(c *redis.Client, s *redisstore.Store) func(ctx context.Context, k idem.Key) error {
+	return func(ctx context.Context, k idem.Key) error { return c.Del(ctx, s.RedisKey(k)).Err() }
 }
 
 // OpenRedis returns a client of the Redis server at addr, after a PING.

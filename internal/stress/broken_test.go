@@ -77,7 +77,7 @@ func (s *brokenStore) Release(_ context.Context, key idem.Key, token idem.Token)
 }
 
 func brokenBackend(name string, s *brokenStore) Backend {
-	return Backend{Name: name, Open: func(context.Context) (*Handle, error) {
+	return Backend{Name: name, Open: func(context.Context, Servers) (*Handle, error) {
 		s.recs = map[[32]byte]*brokenRec{}
 		return &Handle{Store: s}, nil
 	}}

@@ -25,6 +25,19 @@
 //     only time is nondeterministic (when a lease lapses, when a record
 //     expires), bounded by the recorded instants.
 //
+// Fault scenarios (faults.go) kill redis-server and restart it on the same
+// port (redis-kill), delete Redis records after their first outcome
+// (redis-lose-key), restart PostgreSQL with a fast shutdown (pg-restart), and
+// terminate sessions mid-transaction in transactional mode (pg-kill-backend,
+// on the pg-tx backend, whose executions are the committed rows of a
+// business table written through pgstore.TxFrom). A scenario that kills or
+// restarts a server runs on one the harness started itself (StartRedis,
+// StartPG); it never signals a process it did not start. Where a store
+// documents a limit, the extra executions are allowed and reported by
+// limit: plain Redis losing records (the model then lets records vanish),
+// and, in lease mode, a Complete that failed all its attempts (only for keys
+// whose Complete the executor's observer reported as a store_error).
+//
 // Result.Line is the one-line summary; internal/cmd/stress prints one per
 // scenario and store.
 package stress

@@ -20,6 +20,12 @@ const (
 	opClaim opKind = iota + 1
 	opComplete
 	opRelease
+	// opClaimTx is a transactional claim (idem.TxStore.ClaimTx); opCommit is
+	// the commit of its transaction with the outcome (idem.Txn.Complete). A
+	// rolled-back transaction (idem.Txn.Release) left nothing visible and is
+	// not recorded.
+	opClaimTx
+	opCommit
 )
 
 func (k opKind) String() string {
@@ -30,6 +36,10 @@ func (k opKind) String() string {
 		return "complete"
 	case opRelease:
 		return "release"
+	case opClaimTx:
+		return "claimTx"
+	case opCommit:
+		return "commit"
 	}
 	return "op?"
 }
@@ -59,7 +69,11 @@ type opOutput struct {
 	LeaseLost bool // complete, release: ErrLeaseLost
 	Claimed   bool
 	TakenOver bool
-	Rec       recView // claim refused: the record returned
+	// Busy: a transactional claim ran out of time waiting for the key's
+	// lock (pgstore answers a PROCESSING record with the caller's
+	// fingerprint and no token: the holder's claim is not visible yet).
+	Busy bool
+	Rec  recView // claim refused: the record returned
 }
 
 // recView is the part of an idem.Record the model compares.
@@ -115,6 +129,9 @@ func clientOf(ctx context.Context) int {
 type Recorder struct {
 	next  idem.Store
 	epoch time.Time
+	// OnComplete, when set before the storm, is called after every outcome
+	// the store acknowledged (Complete, or a transactional commit).
+	OnComplete func(idem.Key)
 
 	mu  sync.Mutex
 	ops []porcupine.Operation
@@ -197,6 +214,9 @@ func (r *Recorder) Complete(ctx context.Context, key idem.Key, token idem.Token,
 	var out opOutput
 	err = r.finish(&in, &out, err, "complete")
 	r.add(ctx, in, out)
+	if err == nil && r.OnComplete != nil {
+		r.OnComplete(key)
+	}
 	return err
 }
 
@@ -212,6 +232,86 @@ func (r *Recorder) Release(ctx context.Context, key idem.Key, token idem.Token) 
 
 var _ idem.Store = (*Recorder)(nil)
 
+// txRecorder is the Recorder of an idem.TxStore: it records ClaimTx and the
+// commit of a claimed transaction (Txn.Complete) too.
+type txRecorder struct {
+	*Recorder
+	ts idem.TxStore
+}
+
+// recordStore returns the recording decorator of s: a Recorder, which also
+// implements idem.TxStore when s does (so that the executor keeps
+// transactional mode).
+func recordStore(s idem.Store) (*Recorder, idem.Store) {
+	r := NewRecorder(s)
+	if ts, ok := s.(idem.TxStore); ok {
+		return r, &txRecorder{Recorder: r, ts: ts}
+	}
+	return r, r
+}
+
+// ClaimTx implements idem.TxStore.
+func (r *txRecorder) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
+	in := opInput{Kind: opClaimTx, Key: req.Key.ID, Text: req.Key.Text, FP: req.Fingerprint, Token: req.Token,
+		Lease: req.Lease, TTL: req.TTL, Call: r.now()}
+	c, txn, err := r.ts.ClaimTx(ctx, req, wait)
+	var out opOutput
+	err = r.finish(&in, &out, err, "claim")
+	if err == nil {
+		out.Claimed, out.TakenOver = c.Claimed, c.TakenOver
+		switch {
+		case c.Claimed:
+			txn = &recTxn{r: r.Recorder, txn: txn, key: req.Key, fp: req.Fingerprint, token: req.Token, client: clientOf(ctx)}
+		case c.Record.Status == idem.StatusProcessing && c.Record.Token == 0:
+			out.Busy = true
+		default:
+			out.Rec = recView{Status: c.Record.Status, FP: c.Record.Fingerprint, Token: c.Record.Token,
+				LeaseLeft: c.Record.LeaseLeft}
+			if c.Record.Status != idem.StatusProcessing {
+				out.Rec.Out = outcomeDigest(c.Record.Outcome)
+			}
+		}
+	}
+	r.add(ctx, in, out)
+	return c, txn, err
+}
+
+// recTxn records the commit of a claimed transaction.
+type recTxn struct {
+	r      *Recorder
+	txn    idem.Txn
+	key    idem.Key
+	fp     idem.Fingerprint
+	token  idem.Token
+	client int
+}
+
+func (t *recTxn) Context(ctx context.Context) context.Context { return t.txn.Context(ctx) }
+
+func (t *recTxn) Complete(ctx context.Context, o idem.Outcome, ttl time.Duration, discardWrites bool) error {
+	in := opInput{Kind: opCommit, Key: t.key.ID, Text: t.key.Text, FP: t.fp, Token: t.token, TTL: ttl,
+		Status: o.Status, Out: outcomeDigest(o), Call: t.r.now()}
+	err := t.txn.Complete(ctx, o, ttl, discardWrites)
+	var out opOutput
+	err = t.r.finish(&in, &out, err, "commit")
+	t.r.add(withClient(ctx, t.client), in, out)
+	if err == nil && t.r.OnComplete != nil {
+		t.r.OnComplete(t.key)
+	}
+	return err
+}
+
+// Release rolls the transaction back: nothing becomes visible, nothing is
+// recorded. Its error is still a store error.
+func (t *recTxn) Release(ctx context.Context) error {
+	if err := t.txn.Release(ctx); err != nil {
+		return &StoreError{Op: "rollback", Err: err}
+	}
+	return nil
+}
+
+var _ idem.TxStore = (*txRecorder)(nil)
+
 // Tweak is an idem.Store decorator that shortens the lease and TTL of chosen
 // keys, so that a scenario can make leases lapse and records expire within a
 // run while the generated wrapper keeps its annotated values.
@@ -224,18 +324,7 @@ type Tweak struct {
 
 // Claim implements idem.Store.
 func (t *Tweak) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
-	if t.Rule != nil {
-		if lease, ttl, ok := t.Rule(req.Key); ok {
-			if ttl > 0 {
-				req.TTL = ttl
-			}
-			if lease > 0 {
-				req.Lease = lease
-			}
-			req.Lease = min(req.Lease, req.TTL)
-		}
-	}
-	return t.next.Claim(ctx, req)
+	return t.next.Claim(ctx, t.request(req))
 }
 
 // Complete implements idem.Store.
@@ -251,4 +340,62 @@ func (t *Tweak) Complete(ctx context.Context, key idem.Key, token idem.Token, o 
 // Release implements idem.Store.
 func (t *Tweak) Release(ctx context.Context, key idem.Key, token idem.Token) error {
 	return t.next.Release(ctx, key, token)
+}
+
+func (t *Tweak) request(req idem.ClaimRequest) idem.ClaimRequest {
+	if t.Rule != nil {
+		if lease, ttl, ok := t.Rule(req.Key); ok {
+			if ttl > 0 {
+				req.TTL = ttl
+			}
+			if lease > 0 {
+				req.Lease = lease
+			}
+			req.Lease = min(req.Lease, req.TTL)
+		}
+	}
+	return req
+}
+
+// txTweak is the Tweak of an idem.TxStore.
+type txTweak struct {
+	*Tweak
+	ts idem.TxStore
+}
+
+// ClaimTx implements idem.TxStore; the commit's TTL is tweaked by txnTweak.
+func (t *txTweak) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
+	req = t.request(req)
+	c, txn, err := t.ts.ClaimTx(ctx, req, wait)
+	if txn != nil {
+		txn = &txnTweak{Txn: txn, ttl: req.TTL, tweaked: t.Rule != nil && t.tweaked(req.Key)}
+	}
+	return c, txn, err
+}
+
+func (t *Tweak) tweaked(k idem.Key) bool {
+	_, ttl, ok := t.Rule(k)
+	return ok && ttl > 0
+}
+
+type txnTweak struct {
+	idem.Txn
+	ttl     time.Duration
+	tweaked bool
+}
+
+func (t *txnTweak) Complete(ctx context.Context, o idem.Outcome, ttl time.Duration, discardWrites bool) error {
+	if t.tweaked {
+		ttl = t.ttl
+	}
+	return t.Txn.Complete(ctx, o, ttl, discardWrites)
+}
+
+// tweakStore returns the Tweak of next, an idem.TxStore when next is one.
+func tweakStore(next idem.Store, rule func(idem.Key) (time.Duration, time.Duration, bool)) idem.Store {
+	t := &Tweak{next: next, Rule: rule}
+	if ts, ok := next.(idem.TxStore); ok {
+		return &txTweak{Tweak: t, ts: ts}
+	}
+	return t
 }

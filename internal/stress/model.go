@@ -125,10 +125,15 @@ func holds(s recState, t idem.Token) bool {
 //     nothing; a final record is never overwritten or deleted by them;
 //   - an operation that failed with a store error may have taken effect or
 //     not, at any time after its call.
-func step(s recState, in opInput, out opOutput, staleReplay bool) []recState {
+//
+// With opts.MayLose (plain Redis, whose documented limit is that a restart
+// without persistence, a failover or an eviction forgets acknowledged
+// records), any record may also vanish at any instant: the key is then
+// absent, with nothing left to replay.
+func step(s recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	gone := absent
 	gone.Ghost = s.Ghost
-	if staleReplay && s.Present && s.Status != idem.StatusProcessing {
+	if opts.StaleReplay && s.Present && s.Status != idem.StatusProcessing {
 		gone.Ghost = ghost{Status: s.Status, FP: s.FP, Token: s.Token, Out: s.Out, Until: addSat(s.ExpireMax, s.TTL)}
 	}
 	pre := []recState{}
@@ -137,6 +142,8 @@ func step(s recState, in opInput, out opOutput, staleReplay bool) []recState {
 	}
 	if mayBeGone(s, in) {
 		pre = append(pre, gone)
+	} else if opts.MayLose && s.Present {
+		pre = append(pre, recState{})
 	}
 	if !s.Present {
 		pre = []recState{s}
@@ -163,6 +170,10 @@ func ghostAnswers(p recState, in opInput, r recView) bool {
 
 func stepFrom(p recState, in opInput, out opOutput) []recState {
 	switch in.Kind {
+	case opClaimTx:
+		return stepClaimTx(p, in, out)
+	case opCommit:
+		return stepCommit(p, in, out)
 	case opClaim:
 		takeable := p.Present && p.Status == idem.StatusProcessing && p.FP == in.FP && mayHaveLapsed(p, in)
 		if out.Unknown {
@@ -181,24 +192,7 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 			}
 			return nil
 		}
-		r := out.Rec
-		if ghostAnswers(p, in, r) {
-			return []recState{p}
-		}
-		if !p.Present {
-			return nil // a claim on an absent key must succeed
-		}
-		if r.Status != p.Status || r.FP != p.FP || r.Token != p.Token {
-			return nil
-		}
-		if p.Status == idem.StatusProcessing {
-			if p.FP == in.FP && (r.LeaseLeft <= 0 || mustHaveLapsed(p, in)) {
-				return nil // a lapsed same-payload lease must be taken over
-			}
-		} else if r.Out != p.Out {
-			return nil
-		}
-		return []recState{p}
+		return refused(p, in, out)
 	case opComplete:
 		ok := holds(p, in.Token)
 		switch {
@@ -237,11 +231,93 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 	return nil
 }
 
+// refused checks a claim that was refused against the state p: the record
+// returned must be the current one, byte for byte.
+func refused(p recState, in opInput, out opOutput) []recState {
+	r := out.Rec
+	if ghostAnswers(p, in, r) {
+		return []recState{p}
+	}
+	if !p.Present {
+		return nil // a claim on an absent key must succeed
+	}
+	if r.Status != p.Status || r.FP != p.FP || r.Token != p.Token {
+		return nil
+	}
+	if p.Status == idem.StatusProcessing {
+		if p.FP == in.FP && (r.LeaseLeft <= 0 || mustHaveLapsed(p, in)) {
+			return nil // a lapsed same-payload lease must be taken over
+		}
+	} else if r.Out != p.Out {
+		return nil
+	}
+	return []recState{p}
+}
+
+// stepClaimTx is a claim in transactional mode (pgstore.NewTx). A claim that
+// succeeded is not visible to anyone until its transaction commits (the
+// commit is an opCommit of its own); it only tells that no live record
+// blocked it. A duplicate that ran out of time on the key's lock (Busy) saw
+// no committed record: the holder's claim is invisible, so the key must not
+// hold a final record. A refusal with a committed record is checked as a
+// lease-mode refusal.
+func stepClaimTx(p recState, in opInput, out opOutput) []recState {
+	switch {
+	case out.Unknown:
+		// A failed ClaimTx rolls its transaction back: no effect.
+		return []recState{p}
+	case out.Busy:
+		if p.Present && p.Status != idem.StatusProcessing {
+			return nil
+		}
+		return []recState{p}
+	case out.Claimed:
+		takeable := p.Present && p.Status == idem.StatusProcessing && p.FP == in.FP && mayHaveLapsed(p, in)
+		if p.Present && !takeable {
+			return nil
+		}
+		return []recState{p}
+	}
+	return refused(p, in, out)
+}
+
+// stepCommit is the commit of a transactional claim with its outcome: the
+// claim, the method's writes and the final record become visible at once.
+// Under the key's lock no other claim can have committed a record since the
+// claim, so the key must be free (absent, or expired) when it commits; a
+// commit that failed may or may not have happened.
+func stepCommit(p recState, in opInput, out opOutput) []recState {
+	free := !p.Present || (p.Status == idem.StatusProcessing && p.FP == in.FP && mayHaveLapsed(p, in))
+	done := recState{Present: true, Status: in.Status, FP: in.FP, Token: in.Token, Out: in.Out, TTL: in.TTL,
+		ExpireMin: addSat(in.Call, in.TTL), ExpireMax: addSat(in.Return, in.TTL)}
+	switch {
+	case out.Unknown:
+		if free {
+			return []recState{p, done}
+		}
+		return []recState{p}
+	case free:
+		return []recState{done}
+	}
+	return nil
+}
+
+// ModelOptions are the allowances of a store's documented limits.
+type ModelOptions struct {
+	// StaleReplay: an expired final record may still be replayed for one
+	// more TTL (tiered, from its fast tier).
+	StaleReplay bool
+	// MayLose: any record may vanish at any instant (plain Redis: a restart
+	// without persistence, a failover, an eviction).
+	MayLose bool
+}
+
 // Model is the porcupine model of an idem.Store, partitioned by key. With
-// staleReplay, an expired final record may still be replayed for one more
-// TTL (tiered's documented limit); a key may then be claimed anew while the
-// old outcome is still replayed.
-func Model(staleReplay bool) porcupine.Model {
+// opts.StaleReplay, an expired final record may still be replayed for one
+// more TTL (tiered's documented limit); a key may then be claimed anew while
+// the old outcome is still replayed. With opts.MayLose, any record may vanish
+// (plain Redis's documented limit).
+func Model(opts ModelOptions) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 			idx := map[[32]byte]int{}
@@ -260,7 +336,7 @@ func Model(staleReplay bool) porcupine.Model {
 		},
 		Init: func() []any { return []any{absent} },
 		Step: func(state, input, output any) []any {
-			next := step(state.(recState), input.(opInput), output.(opOutput), staleReplay)
+			next := step(state.(recState), input.(opInput), output.(opOutput), opts)
 			r := make([]any, len(next))
 			for i, s := range next {
 				r[i] = s
@@ -293,11 +369,13 @@ func describeOp(input, output any) string {
 		res = "store error (unknown effect)"
 	case out.LeaseLost:
 		res = "ErrLeaseLost"
-	case in.Kind == opClaim && out.Claimed && out.TakenOver:
+	case out.Busy:
+		res = "busy (the key's lock is held)"
+	case (in.Kind == opClaim || in.Kind == opClaimTx) && out.Claimed && out.TakenOver:
 		res = "taken over"
-	case in.Kind == opClaim && out.Claimed:
+	case (in.Kind == opClaim || in.Kind == opClaimTx) && out.Claimed:
 		res = "claimed"
-	case in.Kind == opClaim:
+	case in.Kind == opClaim || in.Kind == opClaimTx:
 		res = fmt.Sprintf("refused %v fp=%x tok=%x left=%v", out.Rec.Status, out.Rec.FP[:3],
 			uint64(out.Rec.Token)&0xffffff, out.Rec.LeaseLeft)
 	default:
@@ -308,6 +386,10 @@ func describeOp(input, output any) string {
 		return fmt.Sprintf("claim(%s fp=%x tok=%x) -> %s", in.Text, in.FP[:3], uint64(in.Token)&0xffffff, res)
 	case opComplete:
 		return fmt.Sprintf("complete(%s tok=%x %v) -> %s", in.Text, uint64(in.Token)&0xffffff, in.Status, res)
+	case opClaimTx:
+		return fmt.Sprintf("claimTx(%s fp=%x tok=%x) -> %s", in.Text, in.FP[:3], uint64(in.Token)&0xffffff, res)
+	case opCommit:
+		return fmt.Sprintf("commit(%s tok=%x %v) -> %s", in.Text, uint64(in.Token)&0xffffff, in.Status, res)
 	default:
 		return fmt.Sprintf("release(%s tok=%x) -> %s", in.Text, uint64(in.Token)&0xffffff, res)
 	}
@@ -318,20 +400,22 @@ type CheckResult struct {
 	Result porcupine.CheckResult
 	Ops    int
 	Keys   int
+	// MayLose: the check allowed records to vanish (ModelOptions.MayLose).
+	MayLose bool
 	// Viz is the path of the visualization written for an illegal history,
 	// if one was asked for.
 	Viz string
 }
 
-// Check checks history against Model(staleReplay) within timeout. With vizDir set, an
+// Check checks history against Model(opts) within timeout. With vizDir set, an
 // illegal history's visualization (HTML) is written there.
-func Check(history []porcupine.Operation, staleReplay bool, timeout time.Duration, vizDir, name string) (CheckResult, error) {
-	m := Model(staleReplay)
+func Check(history []porcupine.Operation, opts ModelOptions, timeout time.Duration, vizDir, name string) (CheckResult, error) {
+	m := Model(opts)
 	keys := map[[32]byte]bool{}
 	for _, op := range history {
 		keys[op.Input.(opInput).Key] = true
 	}
-	res := CheckResult{Ops: len(history), Keys: len(keys)}
+	res := CheckResult{Ops: len(history), Keys: len(keys), MayLose: opts.MayLose}
 	res.Result = porcupine.CheckOperationsTimeout(m, history, timeout)
 	if res.Result == porcupine.Illegal && vizDir != "" {
 		// Only the illegal partitions are worth drawing.

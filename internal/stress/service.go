@@ -15,18 +15,23 @@ import (
 // outcome, and delegates the money to a billing.MemLedger.
 type Ledger struct {
 	*billing.MemLedger
+	// Write, when set (transactional mode), records the payment in the
+	// business table through the call's transaction; its error fails the
+	// Debit (a *DBError), which rolls the call back.
+	Write func(ctx context.Context, order, paymentID string) error
 	// After runs after a Debit moved the money, with the order and the
 	// Debit's ordinal for that order (1 for the first); it may stall.
 	After func(order string, n int)
 
 	mu     sync.Mutex
+	writes map[string]int
 	debits map[string]int
 	points map[string]int
 }
 
 // NewLedger returns a counting ledger with the given opening balances.
 func NewLedger(balances map[string]int64) *Ledger {
-	return &Ledger{MemLedger: billing.NewMemLedger(balances), debits: map[string]int{}, points: map[string]int{}}
+	return &Ledger{MemLedger: billing.NewMemLedger(balances), debits: map[string]int{}, writes: map[string]int{}, points: map[string]int{}}
 }
 
 // Debit implements billing.Ledger.
@@ -36,6 +41,14 @@ func (l *Ledger) Debit(ctx context.Context, customer, order string, amount int64
 	n := l.debits[order]
 	l.mu.Unlock()
 	id, bal, err := l.MemLedger.Debit(ctx, customer, order, amount)
+	if err == nil && l.Write != nil {
+		if werr := l.Write(ctx, order, id); werr != nil {
+			return "", 0, &DBError{Err: werr}
+		}
+		l.mu.Lock()
+		l.writes[order]++
+		l.mu.Unlock()
+	}
 	if l.After != nil {
 		l.After(order, n)
 	}
@@ -50,11 +63,26 @@ func (l *Ledger) AddPoints(ctx context.Context, order string, points int) error 
 	return l.MemLedger.AddPoints(ctx, order, points)
 }
 
+// DBError is a failed write of the business table (transactional mode): the
+// call's transaction is lost, nothing of it commits.
+type DBError struct{ Err error }
+
+func (e *DBError) Error() string { return "business write: " + e.Err.Error() }
+func (e *DBError) Unwrap() error { return e.Err }
+
 // Executions returns how many times Pay's body debited order.
 func (l *Ledger) Executions(order string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.debits[order]
+}
+
+// Writes returns how many business writes for order succeeded (Write),
+// committed or not.
+func (l *Ledger) Writes(order string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.writes[order]
 }
 
 // Shipments returns how many times HandleShipment's body ran for order.

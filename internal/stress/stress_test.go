@@ -11,36 +11,32 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// TestStorm runs every scenario, shortened, on the memory store, and on
-// Redis when $IDEM_REDIS_ADDR is set.
+// TestStorm runs every scenario that applies, shortened, on the memory
+// store.
 func TestStorm(t *testing.T) {
 	backends := []Backend{Memory()}
 	for _, b := range backends {
 		for _, sc := range Scenarios() {
-			t.Run(sc.Name+"/"+b.Name, func(t *testing.T) { runScenario(t, sc, b) })
+			if sc.Applies != nil && !sc.Applies(b.Name) {
+				continue
+			}
+			t.Run(sc.Name+"/"+b.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
 		}
 	}
 }
 
+// TestStormRedis runs every scenario that applies on Redis ($IDEM_REDIS_ADDR);
+// redis-kill runs on a redis-server the test starts (and kills).
 func TestStormRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short")
 	}
 	b := Redis(testenv.RedisAddr(t))
 	for _, sc := range Scenarios() {
-		t.Run(sc.Name, func(t *testing.T) { runScenario(t, sc, b) })
-	}
-}
-
-func runScenario(t *testing.T, sc Scenario, b Backend) {
-	t.Helper()
-	res, err := Run(t.Context(), sc, b, Options{Short: true, VizDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(res.Line())
-	for _, f := range res.Failures {
-		t.Error(f)
+		if sc.Applies != nil && !sc.Applies(b.Name) {
+			continue
+		}
+		t.Run(sc.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
 	}
 }
 
@@ -74,48 +70,86 @@ func TestModelRejects(t *testing.T) {
 	}
 	ok, lost := opOutput{}, opOutput{LeaseLost: true}
 
+	claimTx := func(at int64, fp idem.Fingerprint, tok idem.Token, out opOutput) porcupine.Operation {
+		op := claim(at, fp, tok, out)
+		in := op.Input.(opInput)
+		in.Kind = opClaimTx
+		op.Input = in
+		return op
+	}
+	commit := func(at int64, tok idem.Token, digest uint64, out opOutput) porcupine.Operation {
+		in := opInput{Kind: opCommit, FP: fpA, Token: tok, TTL: time.Hour, Status: idem.StatusSucceeded, Out: digest, Call: at, Return: at + ms}
+		if out.Unknown {
+			in.Return = math.MaxInt64
+		}
+		return porcupine.Operation{Input: in, Output: out, Call: in.Call, Return: in.Return}
+	}
+	busy := opOutput{Busy: true}
+	doneTx := func(tok idem.Token, digest uint64) opOutput {
+		return opOutput{Rec: recView{Status: idem.StatusSucceeded, FP: fpA, Token: tok, Out: digest}}
+	}
+	lose := ModelOptions{MayLose: true}
+
 	cases := []struct {
 		name  string
 		legal bool
 		h     []porcupine.Operation
+		opts  ModelOptions
 	}{
+		{"lost record, claimed again (may lose)", true, []porcupine.Operation{
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, won)}, lose},
+		{"lost claim, complete refused (may lose)", true, []porcupine.Operation{
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, lost)}, lose},
+		{"replay of another outcome (may lose)", false, []porcupine.Operation{
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, done(1, 8))}, lose},
+		{"tx: claim, commit, replay; busy while held", true, []porcupine.Operation{
+			claimTx(0, fpA, 1, won), claimTx(2*ms, fpA, 2, busy), commit(5*ms, 1, 7, ok), claimTx(10*ms, fpA, 3, doneTx(1, 7))}, ModelOptions{}},
+		{"tx: a failed commit may not have happened", true, []porcupine.Operation{
+			claimTx(0, fpA, 1, won), commit(5*ms, 1, 7, opOutput{Unknown: true}), claimTx(10*ms, fpA, 2, won), commit(15*ms, 2, 8, ok)}, ModelOptions{}},
+		{"tx: two commits of one key", false, []porcupine.Operation{
+			claimTx(0, fpA, 1, won), commit(5*ms, 1, 7, ok), claimTx(10*ms, fpA, 2, won), commit(15*ms, 2, 8, ok)}, ModelOptions{}},
+		{"tx: busy after the commit", false, []porcupine.Operation{
+			claimTx(0, fpA, 1, won), commit(5*ms, 1, 7, ok), claimTx(10*ms, fpA, 2, busy)}, ModelOptions{}},
+		{"tx: claimed over a committed record", false, []porcupine.Operation{
+			claimTx(0, fpA, 1, won), commit(5*ms, 1, 7, ok), claimTx(10*ms, fpA, 2, won)}, ModelOptions{}},
+
 		{"claim, refuse, complete, replay", true, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, held(fpA, 1)), complete(10*ms, 1, 7, ok), claim(20*ms, fpA, 3, done(1, 7))}},
+			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, held(fpA, 1)), complete(10*ms, 1, 7, ok), claim(20*ms, fpA, 3, done(1, 7))}, ModelOptions{}},
 		{"takeover after the lease, zombie fenced", true, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(200*ms, fpA, 2, tookOver), complete(210*ms, 1, 7, lost), complete(220*ms, 2, 8, ok), claim(230*ms, fpB, 3, done(2, 8))}},
+			claim(0, fpA, 1, won), claim(200*ms, fpA, 2, tookOver), complete(210*ms, 1, 7, lost), complete(220*ms, 2, 8, ok), claim(230*ms, fpB, 3, done(2, 8))}, ModelOptions{}},
 		{"a store error may or may not have claimed", true, []porcupine.Operation{
-			claim(0, fpA, 1, opOutput{Unknown: true}), claim(5*ms, fpA, 2, won)}},
+			claim(0, fpA, 1, opOutput{Unknown: true}), claim(5*ms, fpA, 2, won)}, ModelOptions{}},
 		{"release then claim again", true, []porcupine.Operation{
-			claim(0, fpA, 1, won), release(5*ms, 1, ok), claim(10*ms, fpB, 2, won)}},
+			claim(0, fpA, 1, won), release(5*ms, 1, ok), claim(10*ms, fpB, 2, won)}, ModelOptions{}},
 
 		{"claim on an absent key refused", false, []porcupine.Operation{
-			claim(0, fpA, 1, held(fpA, 9))}},
+			claim(0, fpA, 1, held(fpA, 9))}, ModelOptions{}},
 		{"two claims of a free key both win", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, won)}},
+			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, won)}, ModelOptions{}},
 		{"takeover of a live lease", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(10*ms, fpA, 2, tookOver)}},
+			claim(0, fpA, 1, won), claim(10*ms, fpA, 2, tookOver)}, ModelOptions{}},
 		{"takeover under another payload", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(500*ms, fpB, 2, tookOver)}},
+			claim(0, fpA, 1, won), claim(500*ms, fpB, 2, tookOver)}, ModelOptions{}},
 		{"lapsed lease refused long after", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(500*ms, fpA, 2, held(fpA, 1))}},
+			claim(0, fpA, 1, won), claim(500*ms, fpA, 2, held(fpA, 1))}, ModelOptions{}},
 		{"refusal with a wrong token", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, held(fpA, 7))}},
+			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, held(fpA, 7))}, ModelOptions{}},
 		{"stale token completes", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), claim(200*ms, fpA, 2, tookOver), complete(210*ms, 1, 7, ok)}},
+			claim(0, fpA, 1, won), claim(200*ms, fpA, 2, tookOver), complete(210*ms, 1, 7, ok)}, ModelOptions{}},
 		{"holder's complete refused", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, lost)}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, lost)}, ModelOptions{}},
 		{"completed record overwritten", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 1, 8, ok)}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 1, 8, ok)}, ModelOptions{}},
 		{"completed record released", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), release(10*ms, 1, ok)}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), release(10*ms, 1, ok)}, ModelOptions{}},
 		{"replay of another outcome", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, done(1, 8))}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, done(1, 8))}, ModelOptions{}},
 		{"completed record forgotten before its TTL", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, won)}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), claim(10*ms, fpA, 2, won)}, ModelOptions{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := porcupine.CheckOperationsTimeout(Model(false), c.h, 5*time.Second)
+			got := porcupine.CheckOperationsTimeout(Model(c.opts), c.h, 5*time.Second)
 			want := porcupine.Illegal
 			if c.legal {
 				want = porcupine.Ok

@@ -5,8 +5,15 @@
 // store's history for linearizability (porcupine), and prints one line per
 // scenario. It exits 1 if any assertion failed.
 //
-//	go run ./internal/cmd/stress                      # memory, plus Redis/PostgreSQL/tiered when
+//	go run ./internal/cmd/stress                      # memory, plus Redis/PostgreSQL (lease and
+//	                                                  # transactional mode)/tiered when
 //	                                                  # $IDEM_REDIS_ADDR / $IDEM_PG_DSN are set
+//
+// The fault scenarios that kill or restart a server (redis-kill, pg-restart)
+// start a server of their own for each run (redis-server; PostgreSQL through
+// scripts/pg.sh) and stop it afterwards; the harness never signals a server
+// it did not start.
+//
 //	go run ./internal/cmd/stress -stores=mem -scenarios=plain,stall
 //	scripts/with-services.sh go run ./internal/cmd/stress   # with throwaway servers
 package main
@@ -26,7 +33,7 @@ import (
 
 func main() {
 	var (
-		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, tiered (default: mem, and every store whose server env var is set)")
+		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, pg-tx, tiered (default: mem, and every store whose server env var is set)")
 		scenarios = flag.String("scenarios", "", "comma-separated scenarios (default: all): "+names())
 		short     = flag.Bool("short", false, "the shortened storm that go test runs")
 		seed      = flag.Uint64("seed", 0, "seed of the call plan and injected failures (0: random)")
@@ -72,7 +79,7 @@ func backends(list string) ([]stress.Backend, error) {
 			want = append(want, "redis")
 		}
 		if dsn != "" {
-			want = append(want, "pg")
+			want = append(want, "pg", "pg-tx")
 		}
 		if dsn != "" && addr != "" {
 			want = append(want, "tiered")
@@ -95,13 +102,18 @@ func backends(list string) ([]stress.Backend, error) {
 				return nil, fmt.Errorf("store pg needs $IDEM_PG_DSN (run under scripts/with-services.sh)")
 			}
 			bs = append(bs, postgres(dsn))
+		case "pg-tx":
+			if dsn == "" {
+				return nil, fmt.Errorf("store pg-tx needs $IDEM_PG_DSN (run under scripts/with-services.sh)")
+			}
+			bs = append(bs, postgresTx(dsn))
 		case "tiered":
 			if dsn == "" || addr == "" {
 				return nil, fmt.Errorf("store tiered needs $IDEM_PG_DSN and $IDEM_REDIS_ADDR (run under scripts/with-services.sh)")
 			}
 			bs = append(bs, tiered(dsn, addr))
 		default:
-			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, tiered)", name)
+			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, pg-tx, tiered)", name)
 		}
 	}
 	return bs, nil
@@ -124,6 +136,8 @@ func run(ctx context.Context, storeList, scenarioList string, opt stress.Options
 		}
 	}
 	fmt.Printf("idemgen stress: %s, GOMAXPROCS=%d, %s\n", runtime.Version(), runtime.GOMAXPROCS(0), time.Now().Format(time.DateTime))
+	start := time.Now()
+	defer func() { fmt.Printf("idemgen stress: done in %v\n", time.Since(start).Round(time.Second/10)) }()
 	allOK := true
 	for _, b := range bs {
 		for _, sc := range scs {

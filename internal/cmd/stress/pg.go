@@ -7,4 +7,6 @@ import (
 
 func postgres(dsn string) stress.Backend { return pgstress.Postgres(dsn) }
 
+func postgresTx(dsn string) stress.Backend { return pgstress.PostgresTx(dsn) }
+
 func tiered(dsn, addr string) stress.Backend { return pgstress.Tiered(dsn, addr) }

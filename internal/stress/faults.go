@@ -1,0 +1,186 @@
+package stress
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The fault scenarios. Each kills, restarts or cuts a server, or loses
+// records, while the storm runs, and documents the errors callers may get
+// (StoreFaults: a store error, or in transactional mode a failed business
+// write). Workers back off 20ms after such an error.
+
+func only(names ...string) func(string) bool {
+	return func(b string) bool {
+		for _, n := range names {
+			if n == b {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func faulty(s *Storm) {
+	s.StoreFaults = true
+	s.ErrorPause = 20 * time.Millisecond
+}
+
+// RedisKill SIGKILLs the scenario's own redis-server twice mid-run (at 30%
+// and 65% of the calls; the storm holds at 80% until it is back) and restarts it on the same port without
+// persistence: every record it held is lost. Tiered must keep one execution
+// per key (PostgreSQL decides every claim); plain Redis executes a key again
+// after the loss, its documented limit, reported as lost-record.
+func RedisKill() Scenario {
+	return Scenario{
+		Name:     "redis-kill",
+		About:    "redis-server SIGKILLed twice mid-run, restarted on the same port, records lost",
+		Applies:  only("redis", "tiered"),
+		OwnRedis: true,
+		Configure: func(s *Storm) {
+			faulty(s)
+			outage := 300 * time.Millisecond
+			if s.Short {
+				outage = 150 * time.Millisecond
+			}
+			s.Faults, s.HoldAt = 2, 0.8
+			for _, at := range []float64{0.30, 0.65} {
+				s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+					defer env.FaultDone()
+					if err := env.WaitProgress(ctx, at); err != nil {
+						return fmt.Errorf("redis-kill: the storm ended before %.0f%% of its calls", at*100)
+					}
+					t0 := time.Now()
+					env.Redis.Kill()
+					env.LostAll()
+					time.Sleep(outage)
+					// Restart even if the storm ended meanwhile: the probe
+					// needs the server.
+					if err := env.Redis.Restart(context.WithoutCancel(ctx)); err != nil {
+						return fmt.Errorf("redis-kill: restart: %w", err)
+					}
+					env.Note("SIGKILL at call %d, back in %v", int(at*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+					return nil
+				})
+			}
+		},
+	}
+}
+
+// RedisLoseKey deletes the Redis record of 30% of the keys right after
+// their first outcome was stored, as a failover to a replica that had not
+// received the write would: the key's waiting duplicates and later retries
+// find no record. Tiered repairs it from PostgreSQL (one execution); plain
+// Redis executes the key again (documented, reported as lost-record).
+func RedisLoseKey() Scenario {
+	return Scenario{
+		Name:    "redis-lose-key",
+		About:   "the Redis record of 30% of the keys lost between first call and retry (failover)",
+		Applies: only("redis", "tiered"),
+		Configure: func(s *Storm) {
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				seen := map[string]bool{}
+				lost := 0
+				defer func() { env.Note("lost %d records", lost) }()
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case k := <-env.Completed():
+						if seen[k.Text] || frac(env.Seed, k.Text, 0x1055) >= 0.3 {
+							seen[k.Text] = true
+							continue
+						}
+						seen[k.Text] = true
+						if err := env.Lose(ctx, k); err != nil && ctx.Err() == nil {
+							return fmt.Errorf("redis-lose-key: %w", err)
+						}
+						lost++
+					}
+				}
+			})
+		},
+	}
+}
+
+// PGRestart restarts the scenario's own PostgreSQL server mid-run (at 15% of
+// the calls; the storm holds at 60% until it is back): a fast shutdown, which terminates every session and rolls back
+// open transactions, an outage, then a start on the same data directory and
+// port. Calls fail with store errors during the outage; nothing executes
+// twice, except in lease mode a key whose Complete failed all its attempts
+// (the observer reported a store_error for it: README, "Not guaranteed");
+// no record is left PROCESSING past its lease.
+func PGRestart() Scenario {
+	return Scenario{
+		Name:    "pg-restart",
+		About:   "PostgreSQL fast shutdown and start mid-run (same data directory and port)",
+		Applies: only("pg", "pg-tx", "tiered"),
+		OwnPG:   true,
+		Configure: func(s *Storm) {
+			faulty(s)
+			outage := time.Second
+			if s.Short {
+				outage = 300 * time.Millisecond
+			}
+			s.Faults, s.HoldAt = 1, 0.6
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				// Early (15%), while most keys are still undecided: later,
+				// tiered answers nearly every call from Redis alone.
+				if err := env.WaitProgress(ctx, 0.15); err != nil {
+					return fmt.Errorf("pg-restart: the storm ended before 15%% of its calls")
+				}
+				t0 := time.Now()
+				if err := env.PG.Restart(ctx, outage); err != nil {
+					return fmt.Errorf("pg-restart: %w", err)
+				}
+				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+	}
+}
+
+// PGKillBackend terminates the store's own database sessions that are
+// inside a transaction (pg_terminate_backend; only sessions whose
+// application_name is the run's own), one every 10ms, in transactional mode:
+// the claim, the business write and the commit are cut at random points
+// (most terminated sessions are replays, whose read-only transaction already
+// has its answer: they cost the caller nothing). A
+// transaction cut before its commit leaves nothing (no record, no business
+// row); executions are counted from committed business rows only.
+func PGKillBackend() Scenario {
+	return Scenario{
+		Name:    "pg-kill-backend",
+		About:   "pg_terminate_backend of sessions mid-transaction, transactional mode",
+		Applies: only("pg-tx"),
+		Configure: func(s *Storm) {
+			faulty(s)
+			// The method takes 1ms after its business write, so that
+			// terminations land between the write and the commit too.
+			s.AfterEffect = time.Millisecond
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				if env.Handle.Terminate == nil {
+					return fmt.Errorf("pg-kill-backend: store %s cannot terminate its sessions", env.Backend)
+				}
+				killed := 0
+				defer func() { env.Note("terminated %d sessions", killed) }()
+				t := time.NewTicker(10 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-t.C:
+					}
+					n, err := env.Handle.Terminate(ctx, 1)
+					if err != nil && ctx.Err() == nil {
+						return fmt.Errorf("pg-kill-backend: %w", err)
+					}
+					killed += n
+				}
+			})
+		},
+	}
+}
