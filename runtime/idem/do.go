@@ -20,7 +20,10 @@ import (
 // exported for hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
-	start := ex.now()
+	var start time.Time
+	if ex.observe != nil {
+		start = ex.now()
+	}
 	key, err := parts.Key(ex.tenant(ctx), m.Op)
 	if err != nil {
 		return zero, err
@@ -62,7 +65,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			return run(ctx, &c, claim, req.Token, fn)
 		}
 		if m.Wait > 0 && waited == nil {
-			waited = &waiter{deadline: start.Add(m.Wait), now: ex.now}
+			waited = &waiter{deadline: ex.now().Add(m.Wait), now: ex.now}
 		}
 		v, err, again := c.answer(claim.Record, waited.more())
 		if !again {
@@ -84,6 +87,9 @@ type call[T any] struct {
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
+	if c.ex.observe == nil {
+		return
+	}
 	c.ex.observe(Event{Kind: kind, Key: c.key, Elapsed: c.ex.now().Sub(c.start), Err: err})
 }
 
@@ -152,8 +158,12 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, ok bool, encErr error) {
 }
 
 // detached returns a context for store calls after fn ran: not cancelled
-// with the caller's, bounded by the executor's store timeout.
+// with the caller's, bounded by the executor's store timeout (a LocalStore
+// does no I/O and needs no deadline).
 func (c *call[T]) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.ex.local {
+		return context.WithoutCancel(ctx), func() {}
+	}
 	return context.WithTimeout(context.WithoutCancel(ctx), c.ex.timeout)
 }
 
@@ -177,7 +187,7 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, fn fu
 			panic(p)
 		}
 	}()
-	v, err = fn(WithKey(ctx, c.key.Hex()))
+	v, err = fn(withRecordKey(ctx, c.key))
 	out, store, encErr := c.outcome(v, err)
 	if !store {
 		released = true
@@ -261,7 +271,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 			panic(p)
 		}
 	}()
-	v, err = fn(txn.Context(WithKey(ctx, c.key.Hex())))
+	v, err = fn(txn.Context(withRecordKey(ctx, c.key)))
 	out, store, encErr := c.outcome(v, err)
 	done = true
 	if !store {

@@ -51,9 +51,10 @@ type Executor struct {
 	tenant   func(context.Context) string
 	codec    Codec
 	now      func() time.Time
-	observe  func(Event)
+	observe  func(Event) // nil: no observer, and no clock reads for it
 	attempts int
 	timeout  time.Duration
+	local    bool // the store is a LocalStore
 }
 
 // Option configures an Executor.
@@ -93,13 +94,13 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		tenant:   func(context.Context) string { return "" },
 		codec:    JSONCodec{},
 		now:      time.Now,
-		observe:  func(Event) {},
 		attempts: 3,
 		timeout:  5 * time.Second,
 	}
 	if ts, ok := store.(TxStore); ok {
 		e.txStore = ts
 	}
+	_, e.local = store.(LocalStore)
 	for _, o := range opts {
 		o(e)
 	}

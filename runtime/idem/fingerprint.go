@@ -14,56 +14,73 @@ import (
 // (length-prefixed; JSON for composite values, which sorts map keys), so the
 // same arguments give the same fingerprint in every process.
 type Hasher struct {
-	buf     []byte
-	err     error
-	scratch [256]byte
+	err error
+	n   int    // bytes used in buf
+	big []byte // the encoding, once it outgrows buf
+	buf [256]byte
+}
+
+func (f *Hasher) writeString(s string) {
+	if f.big == nil && f.n+len(s) <= len(f.buf) {
+		f.n += copy(f.buf[f.n:], s)
+		return
+	}
+	if f.big == nil {
+		f.big = append(make([]byte, 0, 2*(f.n+len(s))), f.buf[:f.n]...)
+	}
+	f.big = append(f.big, s...)
+}
+
+func (f *Hasher) writeBytes(b []byte) {
+	if f.big == nil && f.n+len(b) <= len(f.buf) {
+		f.n += copy(f.buf[f.n:], b)
+		return
+	}
+	if f.big == nil {
+		f.big = append(make([]byte, 0, 2*(f.n+len(b))), f.buf[:f.n]...)
+	}
+	f.big = append(f.big, b...)
 }
 
 func (f *Hasher) header(kind byte, n int) {
-	if f.buf == nil {
-		f.buf = f.scratch[:0]
-	}
-	f.buf = append(f.buf, kind)
-	f.buf = binary.AppendUvarint(f.buf, uint64(n))
+	var h [1 + binary.MaxVarintLen64]byte
+	h[0] = kind
+	f.writeBytes(h[:1+binary.PutUvarint(h[1:], uint64(n))])
 }
 
 func (f *Hasher) write(kind byte, b []byte) {
 	f.header(kind, len(b))
-	f.buf = append(f.buf, b...)
+	f.writeBytes(b)
+}
+
+func (f *Hasher) word(kind byte, v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	f.write(kind, b[:])
 }
 
 // String adds a string.
 func (f *Hasher) String(s string) {
 	f.header('s', len(s))
-	f.buf = append(f.buf, s...)
+	f.writeString(s)
 }
 
 // Int adds a signed integer.
-func (f *Hasher) Int(v int64) {
-	f.header('i', 8)
-	f.buf = binary.BigEndian.AppendUint64(f.buf, uint64(v))
-}
+func (f *Hasher) Int(v int64) { f.word('i', uint64(v)) }
 
 // Uint adds an unsigned integer.
-func (f *Hasher) Uint(v uint64) {
-	f.header('u', 8)
-	f.buf = binary.BigEndian.AppendUint64(f.buf, v)
-}
+func (f *Hasher) Uint(v uint64) { f.word('u', v) }
 
 // Float adds a floating-point number.
-func (f *Hasher) Float(v float64) {
-	f.header('f', 8)
-	f.buf = binary.BigEndian.AppendUint64(f.buf, math.Float64bits(v))
-}
+func (f *Hasher) Float(v float64) { f.word('f', math.Float64bits(v)) }
 
 // Bool adds a boolean.
 func (f *Hasher) Bool(v bool) {
-	b := byte(0)
 	if v {
-		b = 1
+		f.write('b', []byte{1})
+	} else {
+		f.write('b', []byte{0})
 	}
-	f.header('b', 1)
-	f.buf = append(f.buf, b)
 }
 
 // Bytes adds a byte slice.
@@ -87,5 +104,8 @@ func (f *Hasher) Sum() (Fingerprint, error) {
 	if f.err != nil {
 		return Fingerprint{}, f.err
 	}
-	return sha256.Sum256(f.buf), nil
+	if f.big != nil {
+		return sha256.Sum256(f.big), nil
+	}
+	return sha256.Sum256(f.buf[:f.n]), nil
 }

@@ -50,27 +50,54 @@ func NewKey(tenant, op string, parts ...string) (Key, error) {
 // KeyParts accumulates the parts of a key. Generated wrappers declare one on
 // the stack and add each part of the annotation's key in order; the zero value
 // is ready to use. A part that is empty makes Key return ErrMissingKey.
+//
+// Parts are kept in an unambiguous encoding (a kind byte, a length, the
+// bytes), in a buffer inside the value, so that a typical key costs no
+// allocation until Key builds its readable form.
 type KeyParts struct {
-	enc     []byte
-	text    []byte
 	missing string
 	err     error
-	n       int
-	scratch [128]byte
+	parts   int
+	n       int    // bytes used in buf
+	big     []byte // the encoding, once it outgrows buf
+	buf     [192]byte
 }
 
-func (p *KeyParts) add(kind byte, b []byte, readable string) {
-	if p.enc == nil {
-		p.enc = p.scratch[:0]
+func (p *KeyParts) write(b []byte) {
+	if p.big == nil && p.n+len(b) <= len(p.buf) {
+		p.n += copy(p.buf[p.n:], b)
+		return
 	}
-	p.enc = append(p.enc, kind)
-	p.enc = binary.AppendUvarint(p.enc, uint64(len(b)))
-	p.enc = append(p.enc, b...)
-	if p.n > 0 {
-		p.text = append(p.text, '+')
+	if p.big == nil {
+		p.big = append(make([]byte, 0, 2*(p.n+len(b))), p.buf[:p.n]...)
 	}
-	p.text = append(p.text, readable...)
-	p.n++
+	p.big = append(p.big, b...)
+}
+
+func (p *KeyParts) writeString(s string) {
+	if p.big == nil && p.n+len(s) <= len(p.buf) {
+		p.n += copy(p.buf[p.n:], s)
+		return
+	}
+	if p.big == nil {
+		p.big = append(make([]byte, 0, 2*(p.n+len(s))), p.buf[:p.n]...)
+	}
+	p.big = append(p.big, s...)
+}
+
+func (p *KeyParts) header(kind byte, n int) {
+	var h [1 + binary.MaxVarintLen64]byte
+	h[0] = kind
+	p.write(h[:1+binary.PutUvarint(h[1:], uint64(n))])
+	p.parts++
+}
+
+// encoding returns the parts' encoding so far.
+func (p *KeyParts) encoding() []byte {
+	if p.big != nil {
+		return p.big
+	}
+	return p.buf[:p.n]
 }
 
 func (p *KeyParts) markMissing(path string) {
@@ -85,27 +112,33 @@ func (p *KeyParts) String(path, s string) {
 		p.markMissing(path)
 		return
 	}
-	p.add('s', []byte(s), s)
+	p.header('s', len(s))
+	p.writeString(s)
 }
 
 // Int adds a signed integer part.
 func (p *KeyParts) Int(v int64) {
 	var b [binary.MaxVarintLen64]byte
-	p.add('i', binary.AppendVarint(b[:0], v), strconv.FormatInt(v, 10))
+	n := binary.PutVarint(b[:], v)
+	p.header('i', n)
+	p.write(b[:n])
 }
 
 // Uint adds an unsigned integer part.
 func (p *KeyParts) Uint(v uint64) {
 	var b [binary.MaxVarintLen64]byte
-	p.add('u', binary.AppendUvarint(b[:0], v), strconv.FormatUint(v, 10))
+	n := binary.PutUvarint(b[:], v)
+	p.header('u', n)
+	p.write(b[:n])
 }
 
 // Bool adds a boolean part.
 func (p *KeyParts) Bool(v bool) {
+	p.header('b', 1)
 	if v {
-		p.add('b', []byte{1}, "true")
+		p.write([]byte{1})
 	} else {
-		p.add('b', []byte{0}, "false")
+		p.write([]byte{0})
 	}
 }
 
@@ -123,7 +156,8 @@ func (p *KeyParts) Bytes(path string, b []byte) {
 		p.markMissing(path)
 		return
 	}
-	p.add('x', b, hex.EncodeToString(b))
+	p.header('x', len(b))
+	p.write(b)
 }
 
 // Stringer adds the String() form of v.
@@ -140,7 +174,12 @@ func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
 		}
 		return
 	}
-	p.String(path, string(b))
+	if len(b) == 0 {
+		p.markMissing(path)
+		return
+	}
+	p.header('s', len(b))
+	p.write(b)
 }
 
 // Missing records that the part at path could not be read (a nil pointer on
@@ -156,28 +195,54 @@ func (p *KeyParts) Key(tenant, op string) (Key, error) {
 	if p.missing != "" {
 		return Key{}, &MissingKeyError{Op: op, Path: p.missing}
 	}
-	if p.n == 0 {
+	if p.parts == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
-	buf := make([]byte, 0, 2*binary.MaxVarintLen64+len(tenant)+len(op)+len(p.enc))
-	buf = binary.AppendUvarint(buf, uint64(len(tenant)))
+	enc := p.encoding()
+	var scratch [320]byte
+	buf := binary.AppendUvarint(scratch[:0], uint64(len(tenant)))
 	buf = append(buf, tenant...)
 	buf = binary.AppendUvarint(buf, uint64(len(op)))
 	buf = append(buf, op...)
-	buf = append(buf, p.enc...)
-	k := Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf), Text: readable(p.text)}
-	return k, nil
+	buf = append(buf, enc...)
+	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf), Text: readable(enc)}, nil
 }
 
-func readable(b []byte) string {
-	if len(b) <= MaxReadableKey {
-		return string(b)
+// readable decodes the parts' encoding into "part+part+...", cut at
+// MaxReadableKey bytes on a rune boundary.
+func readable(enc []byte) string {
+	var scratch [MaxReadableKey + 64]byte
+	text := scratch[:0]
+	for first := true; len(enc) > 0 && len(text) < MaxReadableKey; first = false {
+		kind := enc[0]
+		n, w := binary.Uvarint(enc[1:])
+		b := enc[1+w : 1+w+int(n)]
+		enc = enc[1+w+int(n):]
+		if !first {
+			text = append(text, '+')
+		}
+		switch kind {
+		case 'i':
+			v, _ := binary.Varint(b)
+			text = strconv.AppendInt(text, v, 10)
+		case 'u':
+			v, _ := binary.Uvarint(b)
+			text = strconv.AppendUint(text, v, 10)
+		case 'b':
+			text = strconv.AppendBool(text, b[0] == 1)
+		case 'x':
+			text = hex.AppendEncode(text, b)
+		default:
+			text = append(text, b...)
+		}
 	}
-	b = b[:MaxReadableKey]
-	for len(b) > 0 && !utf8.Valid(b) {
-		b = b[:len(b)-1]
+	if len(text) > MaxReadableKey {
+		text = text[:MaxReadableKey]
+		for len(text) > 0 && !utf8.Valid(text) {
+			text = text[:len(text)-1]
+		}
 	}
-	return string(b)
+	return string(text)
 }
 
 // Derive returns a stable child key for a downstream step of the operation
@@ -203,14 +268,25 @@ func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
+// withRecordKey returns ctx carrying the record key of the current call;
+// KeyFrom encodes it only when asked.
+func withRecordKey(ctx context.Context, k Key) context.Context {
+	return context.WithValue(ctx, keyCtx{}, k.ID)
+}
+
 // KeyFrom returns the idempotency key of the call that ctx belongs to: the
 // hex form of the record key (Key.Hex), inside a wrapped method and inside an
 // idemhttp handler alike. It is scoped by tenant and operation, unlike the
 // raw Idempotency-Key header, so keys derived from it for downstream calls
 // cannot collide across tenants. Use Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(keyCtx{}).(string)
-	return k, ok
+	switch k := ctx.Value(keyCtx{}).(type) {
+	case string:
+		return k, true
+	case [32]byte:
+		return hex.EncodeToString(k[:]), true
+	}
+	return "", false
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -150,3 +150,12 @@ type Txn interface {
 	// Release rolls the whole transaction back: no record, no business write.
 	Release(ctx context.Context) error
 }
+
+// LocalStore is implemented by stores that answer from process memory and
+// never block on I/O (memstore). The executor calls them without the
+// deadline it puts on the store calls it makes after the method ran.
+type LocalStore interface {
+	Store
+	// Local marks the store as in-process.
+	Local()
+}

@@ -218,7 +218,10 @@ func clone(b []byte) []byte {
 	return append([]byte(nil), b...)
 }
 
-var _ idem.Store = (*Store)(nil)
+// Local implements idem.LocalStore: the store never blocks on I/O.
+func (s *Store) Local() {}
+
+var _ idem.LocalStore = (*Store)(nil)
 
 // Seed implements idem.Seeder: it stores a completed outcome decided by
 // another store (tiered uses it to fill and repair its fast tier). A final
