@@ -51,9 +51,10 @@
 // connection is aborted, so that the client sees a broken response rather
 // than a complete one. With pgstore in transactional mode the handler's
 // request context carries the transaction (pgstore.TxFrom), so that its own
-// writes commit with its stored response, or not at all. http.ResponseController keeps working through the
-// middleware's ResponseWriter (it implements Unwrap); trailers and 1xx
-// informational responses reach the client but are not stored.
+// writes commit with its stored response, or not at all.
+// http.ResponseController keeps working through the middleware's
+// ResponseWriter (it implements Unwrap); trailers and 1xx informational
+// responses reach the client but are not stored.
 //
 // # Scope: tenant and operation
 //
