@@ -206,7 +206,8 @@ func (mg *methodGen) method() (jen.Code, error) {
 	for _, p := range m.Params {
 		params[p.Name] = true
 	}
-	mg.names = newNamer(params, mg.pkgLevel, predeclared)
+	// The locals' layer over the file's package scope: nothing is copied.
+	mg.names = mg.scope.child(params)
 	mg.names.reserve(mg.recv)
 	mg.k = mg.names.name("k", "key")
 	mg.h = mg.names.name("h", "hash")
@@ -298,7 +299,7 @@ func (mg *methodGen) keyParts() ([]jen.Code, error) {
 		if err != nil {
 			return nil, err
 		}
-		if group != nil && group.guard() != "" && group.guard() == pc.guard() {
+		if group != nil && group.guard != "" && group.guard == pc.guard {
 			group.add = append(group.add, pc.add...)
 			continue
 		}
@@ -343,6 +344,7 @@ func (mg *methodGen) keyPart(p annotations.KeyPart) ([]jen.Code, error) {
 type clause struct {
 	init  jen.Code
 	conds []jen.Code
+	text  []string // conds as written, for pathCode.guard: "req.Customer == nil"
 }
 
 // pathPart reads a parameter path, checking every pointer or interface on
@@ -369,6 +371,19 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 		}
 		return s
 	}
+	// isNil adds `sel == nil` to the current clause.
+	isNil := func(cur *clause, base string, steps []annotations.Step) {
+		cur.conds = append(cur.conds, sel(base, steps).Op("==").Nil())
+		var b strings.Builder
+		b.WriteString(base)
+		for _, st := range steps {
+			b.WriteString("." + st.Name)
+			if st.Method {
+				b.WriteString("()")
+			}
+		}
+		cur.text = append(cur.text, b.String()+" == nil")
+	}
 	var clauses []*clause
 	cur := &clause{}
 	bind := func(value *jen.Statement) string {
@@ -387,7 +402,7 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 			base, start = bind(sel(base, p.Steps[start:i])), i
 			continue
 		}
-		cur.conds = append(cur.conds, sel(base, p.Steps[start:i]).Op("==").Nil())
+		isNil(cur, base, p.Steps[start:i])
 	}
 	rest := p.Steps[start:]
 	calls := false
@@ -398,7 +413,7 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 		if len(rest) > 0 && rest[len(rest)-1].Method {
 			base, rest, calls = bind(sel(base, rest)), nil, false
 		} else {
-			cur.conds = append(cur.conds, sel(base, rest).Op("==").Nil())
+			isNil(cur, base, rest)
 		}
 	}
 	if len(cur.conds) > 0 {
@@ -418,7 +433,14 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 		return nil, err
 	}
 	add = append(add, c)
-	return &pathCode{expr: p.Expr, clauses: clauses, add: add}, nil
+	pc := &pathCode{expr: p.Expr, clauses: clauses, add: add}
+	// A chain that binds no variable can be shared: it is identified by
+	// its conditions as written (a.b == nil || a.b.c() == nil), which is
+	// cheaper than rendering the jennifer code.
+	if len(clauses) == 1 && clauses[0].init == nil {
+		pc.guard = strings.Join(clauses[0].text, " || ")
+	}
+	return pc, nil
 }
 
 // pathCode is the code of one path: the nil-check chain and the adders.
@@ -426,15 +448,9 @@ type pathCode struct {
 	expr    string
 	clauses []*clause
 	add     []jen.Code
-}
-
-// guard identifies a chain that binds no variable, for grouping; "" when
-// the chain cannot be shared.
-func (pc *pathCode) guard() string {
-	if len(pc.clauses) != 1 || pc.clauses[0].init != nil {
-		return ""
-	}
-	return fmt.Sprintf("%#v", jen.List(pc.clauses[0].conds...))
+	// guard identifies a chain that binds no variable, for grouping; ""
+	// when the chain cannot be shared.
+	guard string
 }
 
 func (pc *pathCode) code(k string) []jen.Code {

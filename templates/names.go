@@ -8,10 +8,19 @@ import (
 // namer hands out identifiers that differ from every name it was seeded with
 // and from every name it handed out before (goverter's namer/namer.go). The
 // same seeds and the same requests give the same names.
+//
+// Namers nest: a child (made by child) sees every name of its parents without
+// copying them, and hands out and reserves names in its own layer only. The
+// package-level namer of a file is built once; each wrapper method gets a
+// child of it for its locals, so naming the locals of n methods costs O(n),
+// not O(n × package-level names). A parent must not hand out names while its
+// children are in use.
 type namer struct {
-	taken map[string]bool
+	taken  map[string]bool // this layer's names; written by reserve and name
+	parent *namer          // read-only from here
 }
 
+// newNamer returns a root namer seeded with the union of seeds (copied).
 func newNamer(seeds ...map[string]bool) *namer {
 	n := &namer{taken: map[string]bool{}}
 	for _, s := range seeds {
@@ -20,6 +29,26 @@ func newNamer(seeds ...map[string]bool) *namer {
 		}
 	}
 	return n
+}
+
+// child returns a child of n whose own layer is names: the child owns names
+// from then on and adds to it the names it reserves or hands out. A nil
+// names is an empty layer.
+func (n *namer) child(names map[string]bool) *namer {
+	if names == nil {
+		names = map[string]bool{}
+	}
+	return &namer{taken: names, parent: n}
+}
+
+// isTaken reports whether name is in any layer of n.
+func (n *namer) isTaken(name string) bool {
+	for l := n; l != nil; l = l.parent {
+		if l.taken[name] {
+			return true
+		}
+	}
+	return false
 }
 
 // reserve marks names as used without handing them out.
@@ -33,7 +62,7 @@ func (n *namer) reserve(names ...string) {
 // candidate followed by the smallest number ≥ 2 that makes it free.
 func (n *namer) name(candidates ...string) string {
 	for _, c := range candidates {
-		if !n.taken[c] {
+		if !n.isTaken(c) {
 			n.taken[c] = true
 			return c
 		}
@@ -41,7 +70,7 @@ func (n *namer) name(candidates ...string) string {
 	base := candidates[len(candidates)-1]
 	for i := 2; ; i++ {
 		c := base + strconv.Itoa(i)
-		if !n.taken[c] {
+		if !n.isTaken(c) {
 			n.taken[c] = true
 			return c
 		}
@@ -60,6 +89,9 @@ var predeclared = map[string]bool{
 	"select": true, "defer": true, "goto": true, "break": true, "continue": true,
 	"fallthrough": true,
 }
+
+// universe is the read-only root scope of predeclared names.
+var universe = &namer{taken: predeclared}
 
 // scopeNames returns the names declared at package level in pkg and the
 // names of the packages pkg imports (a package-level name and an import

@@ -10,15 +10,16 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"go/format"
 	"go/token"
 	"go/types"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/dave/jennifer/jen"
-	"golang.org/x/tools/imports"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -48,17 +49,103 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// jennifer writes the source unformatted; the file is formatted once,
+	// here, after its imports are grouped as goimports groups them, so that
+	// it passes a goimports check unchanged. (Formatting in jennifer and
+	// then running imports.Process parsed and printed the file three times.)
+	f.NoFormat = true
 	var buf bytes.Buffer
 	if err := f.Render(&buf); err != nil {
+		return nil, fmt.Errorf("idemgen: rendering generated code for %s: %w", pkg.Path, err)
+	}
+	src, err := groupImports(buf.Bytes())
+	if err != nil {
 		return nil, fmt.Errorf("idemgen: formatting generated code for %s: %w", pkg.Path, err)
 	}
-	// Group the standard library's imports apart from the others, as
-	// goimports does, so that the file passes a goimports check unchanged.
-	out, err := imports.Process(FileName, buf.Bytes(), &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
+	out, err := format.Source(src)
 	if err != nil {
 		return nil, fmt.Errorf("idemgen: formatting generated code for %s: %w", pkg.Path, err)
 	}
 	return out, nil
+}
+
+// groupImports rewrites the import block of jennifer's unformatted source,
+//
+//	import (
+//	"context"
+//	"example.com/pay"
+//	idem "github.com/idemgen/idemgen/runtime/idem"
+//	"time"
+//	)
+//
+// into goimports' groups, a blank line apart: the standard library, then
+// paths whose first element has a dot, in goimports' order (by group, then
+// by path; jennifer already sorted them by path, which gofmt keeps within
+// each group). A file with a single import is returned unchanged.
+func groupImports(src []byte) ([]byte, error) {
+	const blockOpen, blockClose = "\nimport (\n", "\n)\n"
+	start := bytes.Index(src, []byte(blockOpen))
+	if start < 0 {
+		return src, nil
+	}
+	start += len(blockOpen)
+	if bytes.HasPrefix(src[start:], []byte(")")) {
+		return src, nil
+	}
+	n := bytes.Index(src[start:], []byte(blockClose))
+	if n < 0 {
+		return nil, fmt.Errorf("unterminated import block")
+	}
+	block := src[start : start+n+1] // every line with its newline
+	var lines [][]byte
+	for len(block) > 0 {
+		i := bytes.IndexByte(block, '\n')
+		lines, block = append(lines, block[:i+1]), block[i+1:]
+	}
+	groupOf := func(line []byte) int {
+		q := bytes.IndexByte(line, '"')
+		if q < 0 {
+			return 0
+		}
+		path, err := strconv.Unquote(string(bytes.TrimSpace(line[q:])))
+		if err != nil {
+			return 0
+		}
+		return importGroup(path)
+	}
+	groups := make([]int, len(lines))
+	for i, l := range lines {
+		groups[i] = groupOf(l)
+	}
+	order := make([]int, len(lines))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(groups[a], groups[b]) })
+
+	out := make([]byte, 0, len(src)+8)
+	out = append(out, src[:start]...)
+	for j, i := range order {
+		if j > 0 && groups[i] != groups[order[j-1]] {
+			out = append(out, '\n')
+		}
+		out = append(out, lines[i]...)
+	}
+	return append(out, src[start+n+1:]...), nil
+}
+
+// importGroup is goimports' group of an import path (without a local
+// prefix): 0 for the standard library, 1 when the first element has a dot,
+// 2 for appengine paths.
+func importGroup(path string) int {
+	if strings.HasPrefix(path, "appengine") {
+		return 2
+	}
+	first, _, _ := strings.Cut(path, "/")
+	if strings.Contains(first, ".") {
+		return 1
+	}
+	return 0
 }
 
 // File returns the jennifer file for pkg:
@@ -131,8 +218,11 @@ type gen struct {
 	imports   map[string]string // import path -> name in the generated file
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
-	pkgLevel  map[string]bool   // package-level names of the package and of this file
-	types     []*typeGen
+	// scope holds the package-level names of the package and of this file
+	// and the predeclared names; complete once planDecls returns, then
+	// only read (each method names its locals in a child scope).
+	scope *namer
+	types []*typeGen
 }
 
 func newGen(pkg *annotations.Package) (*gen, error) {
@@ -288,25 +378,27 @@ func stdRank(path string) int {
 // constructor (exported, so a clash is an error) and one descriptor variable
 // per method (unexported, renamed on a clash).
 func (g *gen) planDecls() error {
-	g.pkgLevel = map[string]bool{}
+	level := map[string]bool{}
 	if g.tpkg != nil {
 		for _, n := range g.tpkg.Scope().Names() {
-			g.pkgLevel[n] = true
+			level[n] = true
 		}
 		for _, imp := range g.tpkg.Imports() {
-			g.pkgLevel[imp.Name()] = true
+			level[imp.Name()] = true
 		}
 	}
 	for _, name := range g.imports {
-		g.pkgLevel[name] = true
+		level[name] = true
 	}
-	decls := newNamer(g.pkgLevel, predeclared)
+	// The package-level names over the predeclared ones; the descriptors
+	// and wrapper names are added to level as they are chosen.
+	decls := universe.child(level)
 	var errs annotations.ErrorList
 	for _, t := range g.pkg.Types {
 		tg := &typeGen{gen: g, t: t}
 		tg.wrapper, tg.ctor = WrapperNames(t.Name)
 		for _, name := range []string{tg.wrapper, tg.ctor} {
-			if decls.taken[name] {
+			if decls.isTaken(name) {
 				errs = append(errs, &annotations.Error{Pos: t.Pos, Msg: fmt.Sprintf(
 					"%s is already declared in package %s; idemgen declares it for the annotated type %s: rename one of them",
 					name, g.pkg.Name, t.Name)})
@@ -325,9 +417,7 @@ func (g *gen) planDecls() error {
 				desc: decls.name("idem" + tg.t.Name + m.Name)})
 		}
 	}
-	for name := range decls.taken {
-		g.pkgLevel[name] = true
-	}
+	g.scope = decls
 	for _, tg := range g.types {
 		tg.planNames()
 	}
@@ -358,15 +448,16 @@ func doc(paragraphs ...string) *jen.Statement {
 		for j, w := range strings.Fields(p) {
 			switch {
 			case j == 0:
-				b.WriteString("// " + w)
+				b.WriteString("// ")
 				line = 3 + len(w)
 			case line+1+len(w) > 80:
-				b.WriteString("\n// " + w)
+				b.WriteString("\n// ")
 				line = 3 + len(w)
 			default:
-				b.WriteString(" " + w)
+				b.WriteByte(' ')
 				line += 1 + len(w)
 			}
+			b.WriteString(w)
 		}
 	}
 	return jen.Comment(b.String())

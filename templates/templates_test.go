@@ -49,7 +49,7 @@ var fakes = fakeImporter{
 }
 
 // check type-checks src as package path and returns it.
-func check(t *testing.T, path, src string) *types.Package {
+func check(t testing.TB, path, src string) *types.Package {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "src.go", src, 0)
@@ -61,7 +61,7 @@ func check(t *testing.T, path, src string) *types.Package {
 
 // builder makes hand-built models from a type-checked package.
 type builder struct {
-	t   *testing.T
+	t   testing.TB
 	pkg *types.Package
 }
 

@@ -54,7 +54,7 @@ func (tg *typeGen) planNames() {
 			params[p.Name] = true
 		}
 	}
-	tg.recv = newNamer(params, tg.pkgLevel, predeclared).name("w", "wr", "wrapper")
+	tg.recv = tg.scope.child(params).name("w", "wr", "wrapper")
 }
 
 // wrapped returns the type the wrapper embeds: *OrderService, or Store for an

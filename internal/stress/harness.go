@@ -905,10 +905,9 @@ func (l limits) allow(text string, class keyClass) (n int, why map[string]int) {
 // checkCalls checks executions per key and every caller's outcome.
 func checkCalls(res *Result, st *Storm, plan []plannedCall, results []callResult, classes []keyClass, execs map[string]int, ledger *Ledger, keyEvents map[string]map[string]int, lim limits) {
 	type perKey struct {
-		receipt   *billing.Receipt
-		paid      bool // a call got a receipt
-		kinds     map[string]int
-		unexpects int
+		receipt *billing.Receipt
+		paid    bool // a call got a receipt
+		kinds   map[string]int
 	}
 	pays := make([]perKey, st.Keys)
 	limit := make([]int, st.Keys)
