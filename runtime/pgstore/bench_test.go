@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -75,7 +76,8 @@ func scanRaw(rows pgx.Rows) error {
 		claimed, taken bool
 		status         int16
 		fp, body, meta []byte
-		token, left    int64
+		token          int64
+		left           pgtype.Interval
 		code, msg      string
 	)
 	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &token, &left, &body, &code, &msg, &meta}, func() error { return nil })

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -162,8 +163,11 @@ func buildStatements(table, archive pgx.Identifier) statements {
 		return "(" + r + ".expires_at <= " + ts + " OR (" + r + ".status = 1 AND " + r + ".lease_until <= " + ts +
 			" AND " + r + ".fingerprint = " + fp + "))"
 	}
-	leaseLeft := "CASE WHEN c.status = 1 THEN greatest(0, floor(extract(epoch FROM (c.lease_until - " + ts +
-		")) * 1000000))::bigint ELSE 0 END"
+	// The lease left, as an interval by the database clock (one timestamp
+	// subtraction; numeric arithmetic here cost a replay several µs of
+	// executor time). scanClaim clamps it at 0 and uses it only for a
+	// PROCESSING record.
+	leaseLeft := "c.lease_until - " + ts
 	// cur: the live record this statement's snapshot sees, unless it is
 	// takeable. ins: when there is none, insert the claim; on a conflict (a
 	// row the snapshot could not see, or a takeable one) take the row over
@@ -191,7 +195,7 @@ func buildStatements(table, archive pgx.Identifier) statements {
 	WHERE %[8]s
 	RETURNING r.created_at < %[4]s AS taken_over
 )
-SELECT true, ins.taken_over, 1::smallint, $5::bytea, $6::bigint, 0::bigint,
+SELECT true, ins.taken_over, 1::smallint, $5::bytea, $6::bigint, interval '0',
 	NULL::bytea, ''::text, ''::text, NULL::bytea
 FROM ins
 UNION ALL
@@ -277,7 +281,7 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 		status    int16
 		fp        []byte
 		token     int64
-		leaseLeft int64
+		leaseLeft pgtype.Interval
 		out       idem.Outcome
 	)
 	if err := rows.Scan(&c.Claimed, &c.TakenOver, &status, &fp, &token, &leaseLeft,
@@ -297,8 +301,10 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 	rec.Status = idem.Status(status)
 	copy(rec.Fingerprint[:], fp)
 	rec.Token = idem.Token(token)
-	rec.LeaseLeft = time.Duration(leaseLeft) * time.Microsecond
-	if rec.Status != idem.StatusProcessing {
+	if rec.Status == idem.StatusProcessing {
+		left := time.Duration(leaseLeft.Microseconds)*time.Microsecond + time.Duration(leaseLeft.Days)*24*time.Hour
+		rec.LeaseLeft = max(left, 0)
+	} else {
 		out.Status = rec.Status
 		rec.Outcome = out
 	}

@@ -45,6 +45,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,35 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
+// BoundedBy reports whether every call of the store returns promptly once its
+// context's deadline has passed, judged from the client's options: the
+// client was built with ContextTimeoutEnabled (go-redis then bounds each
+// socket read and write by the context's deadline), or its read and write
+// timeouts are both positive and no longer than d (then a call ends at most
+// about d after its deadline). Pool waits, dials and retry back-offs follow
+// the context in either case. It is false for a client type it does not know
+// and for a client whose timeouts are longer or disabled: such a client may
+// block past the deadline until its own timeout. runtime/tiered calls the
+// fast store on the caller's goroutine when BoundedBy(its fast timeout) is
+// true, and on a goroutine it can stop waiting for otherwise.
+func (s *Store) BoundedBy(d time.Duration) bool {
+	bounded := func(ctxTimeout bool, read, write time.Duration) bool {
+		return ctxTimeout || (read > 0 && write > 0 && read <= d && write <= d)
+	}
+	switch c := s.client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return bounded(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	case *redis.ClusterClient:
+		o := c.Options()
+		return bounded(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	case *redis.Ring:
+		o := c.Options()
+		return bounded(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)
+	}
+	return false
+}
+
 // RedisKey returns the Redis key that holds the record of k, for operators
 // and tests (HGETALL it to look at a record, DEL it to simulate a loss).
 func (s *Store) RedisKey(k idem.Key) string {
@@ -100,67 +130,58 @@ func (s *Store) RedisKey(k idem.Key) string {
 }
 
 // claimScript: KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms.
-// Returns 1 (claimed), 2 (taken over) or the blocking record as
-// {s, f, t, leaseLeft, b, c, m, x}. The server's TIME is read only when a
-// lease is set or checked, so a replay does not pay for it.
-// redis.replicate_commands lets Redis 3.2 and 4 replicate the effects of a
-// script that calls TIME; from Redis 5 it is the default (from 7 the only
-// mode) and the call is a no-op.
+// Returns 1 (claimed), 2 (taken over) or the blocking record packed into one
+// string (see decodeRecord), which costs the client one allocation instead
+// of one per field. The server's TIME is read only when a lease is set or
+// checked, so a replay does not pay for it; redis.replicate_commands, which
+// lets Redis 3.2 and 4 replicate the effects of a script that calls TIME, is
+// called there too (from Redis 5 effects replication is the default, from 7
+// the only mode, and the call is a no-op).
 var claimScript = redis.NewScript(`
-if redis.replicate_commands then redis.replicate_commands() end
+local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'b', 'c', 'm', 'x')
+local s = r[1]
 local function now()
+	if redis.replicate_commands then redis.replicate_commands() end
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'b', 'c', 'm', 'x')
-local s = r[1]
 if not s then
 	redis.call('HSET', KEYS[1], 's', '1', 'f', ARGV[1], 't', ARGV[2], 'l', now() + tonumber(ARGV[3]))
 	redis.call('PEXPIRE', KEYS[1], ARGV[4])
 	return 1
 end
-local left = 0
+local f, t = r[2] or '', r[3] or ''
+if #s ~= 1 or #f ~= 32 or #t ~= 8 then
+	return redis.error_reply('malformed record')
+end
 if s == '1' then
 	local n = now()
-	left = (tonumber(r[4]) or 0) - n
+	local left = (tonumber(r[4]) or 0) - n
 	if left <= 0 then
-		left = 0
-		if r[2] == ARGV[1] then
+		if f == ARGV[1] then
 			redis.call('HSET', KEYS[1], 't', ARGV[2], 'l', n + tonumber(ARGV[3]))
 			redis.call('PEXPIRE', KEYS[1], ARGV[4])
 			return 2
 		end
+		left = 0
 	end
+	return s .. f .. t .. string.format('%d', left)
 end
-return {s, r[2], r[3], left, r[5], r[6], r[7], r[8]}
+local c, m, x = r[6] or '', r[7] or '', r[8] or ''
+return s .. f .. t .. #c .. ':' .. #m .. ':' .. #x .. ':' .. c .. m .. x .. (r[5] or '')
 `)
 
-// outcomeFields appends the non-empty outcome fields of ARGV[i..i+3] (body,
-// code, message, meta) to the HSET arguments a.
-const outcomeFields = `
-local function outcome(a, i)
-	local names = {'b', 'c', 'm', 'x'}
-	for j = 1, 4 do
-		local v = ARGV[i + j - 1]
-		if v ~= '' then
-			a[#a + 1] = names[j]
-			a[#a + 1] = v
-		end
-	end
-	return a
-end
-`
-
-// completeScript: KEYS[1] record; ARGV token, status, ttl ms, body, code,
-// message, meta. Returns 1, or 0 when the record is not PROCESSING under token.
-var completeScript = redis.NewScript(outcomeFields + `
+// completeScript: KEYS[1] record; ARGV token, ttl ms, then the HSET
+// field-value pairs of the outcome (s and the non-empty b, c, m, x, built by
+// outcomeArgs). Returns 1, or 0 when the record is not PROCESSING under token.
+var completeScript = redis.NewScript(`
 local r = redis.call('HMGET', KEYS[1], 's', 't')
 if r[1] ~= '1' or r[2] ~= ARGV[1] then
 	return 0
 end
 redis.call('HDEL', KEYS[1], 'l')
-redis.call('HSET', KEYS[1], unpack(outcome({'s', ARGV[2]}, 4)))
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
@@ -175,18 +196,41 @@ redis.call('DEL', KEYS[1])
 return 1
 `)
 
-// seedScript: KEYS[1] record; ARGV fingerprint, token, status, ttl ms, body,
-// code, message, meta. Returns 1, or 0 when a final record was kept.
-var seedScript = redis.NewScript(outcomeFields + `
+// seedScript: KEYS[1] record; ARGV ttl ms, then the HSET field-value pairs
+// of the record (s, f, t and the non-empty b, c, m, x). Returns 1, or 0 when
+// a final record was kept.
+var seedScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 's')
 if s and s ~= '1' then
 	return 0
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(outcome({'s', ARGV[3], 'f', ARGV[1], 't', ARGV[2]}, 5)))
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
 `)
+
+// outcomeArgs appends the HSET field-value pairs of out (s, then b, c, m, x
+// when not empty) to args.
+func outcomeArgs(args []any, out idem.Outcome) []any {
+	args = append(args, "s", statusDigits[out.Status])
+	if len(out.Body) > 0 {
+		args = append(args, "b", out.Body)
+	}
+	if out.ErrCode != "" {
+		args = append(args, "c", out.ErrCode)
+	}
+	if out.ErrMessage != "" {
+		args = append(args, "m", out.ErrMessage)
+	}
+	if len(out.Meta) > 0 {
+		args = append(args, "x", out.Meta)
+	}
+	return args
+}
+
+// statusDigits are the stored status digits, boxed once.
+var statusDigits = [...]any{"0", "1", "2", "3"}
 
 func tokenBytes(t idem.Token) []byte {
 	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
@@ -207,20 +251,24 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: ttl must be positive", req.Key.Text)
 	}
 	lease := min(req.Lease, req.TTL)
+	// The fingerprint and the token share one allocation.
+	buf := make([]byte, 0, len(req.Fingerprint)+8)
+	buf = append(buf, req.Fingerprint[:]...)
+	buf = binary.BigEndian.AppendUint64(buf, uint64(req.Token))
 	res, err := claimScript.Run(ctx, s.client, []string{s.RedisKey(req.Key)},
-		req.Fingerprint[:], tokenBytes(req.Token), millis(lease), millis(req.TTL)).Result()
+		buf[:len(req.Fingerprint)], buf[len(req.Fingerprint):], millis(lease), millis(req.TTL)).Result()
 	if err != nil {
 		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: %w", req.Key.Text, err)
 	}
 	switch v := res.(type) {
 	case int64:
 		return idem.Claim{Claimed: true, TakenOver: v == 2}, nil
-	case []any:
-		rec, err := decodeRecord(v)
-		if err != nil {
+	case string:
+		var c idem.Claim
+		if err := decodeRecord(v, &c.Record); err != nil {
 			return idem.Claim{}, fmt.Errorf("redisstore: claim %s: %w", req.Key.Text, err)
 		}
-		return idem.Claim{Record: rec}, nil
+		return c, nil
 	default:
 		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: unexpected reply %T", req.Key.Text, res)
 	}
@@ -232,9 +280,8 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := checkOutcome(out, ttl); err != nil {
 		return fmt.Errorf("redisstore: complete %s: %w", key.Text, err)
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)},
-		tokenBytes(token), statusDigit(out.Status), millis(ttl),
-		out.Body, out.ErrCode, out.ErrMessage, out.Meta).Int64()
+	args := outcomeArgs(append(make([]any, 0, 12), tokenBytes(token), millis(ttl)), out)
+	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)}, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("redisstore: complete %s: %w", key.Text, err)
 	}
@@ -263,9 +310,8 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, tok
 	if err := checkOutcome(out, ttl); err != nil {
 		return fmt.Errorf("redisstore: seed %s: %w", key.Text, err)
 	}
-	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)},
-		fp[:], tokenBytes(token), statusDigit(out.Status), millis(ttl),
-		out.Body, out.ErrCode, out.ErrMessage, out.Meta).Err()
+	args := append(make([]any, 0, 15), millis(ttl), "f", fp[:], "t", tokenBytes(token))
+	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, outcomeArgs(args, out)...).Err()
 	if err != nil {
 		return fmt.Errorf("redisstore: seed %s: %w", key.Text, err)
 	}
@@ -282,49 +328,58 @@ func checkOutcome(out idem.Outcome, ttl time.Duration) error {
 	return nil
 }
 
-func statusDigit(st idem.Status) string { return string(rune('0' + st)) }
-
-// decodeRecord turns the script's {s, f, t, leaseLeft, b, c, m, x} reply
-// into a Record.
-func decodeRecord(v []any) (idem.Record, error) {
-	var rec idem.Record
-	if len(v) != 8 {
-		return rec, fmt.Errorf("malformed record reply of %d elements", len(v))
+// decodeRecord reads the claim script's packed record into rec: the status
+// digit, the 32-byte fingerprint, the 8-byte token, then for a PROCESSING
+// record the lease left in milliseconds (decimal), and for a final record
+// the decimal lengths of the error code, message and metadata, each followed
+// by ':', then those three fields and the body (the rest). Strings share the
+// reply's memory; Body and Meta are copies.
+func decodeRecord(v string, rec *idem.Record) error {
+	const head = 1 + len(idem.Fingerprint{}) + 8
+	if len(v) < head || v[0] < '1' || v[0] > '3' {
+		return errors.New("malformed record reply")
 	}
-	str := func(i int) string {
-		s, _ := v[i].(string)
-		return s
+	rec.Status = idem.Status(v[0] - '0')
+	copy(rec.Fingerprint[:], v[1:33])
+	var tok uint64
+	for i := 33; i < head; i++ {
+		tok = tok<<8 | uint64(v[i])
 	}
-	bytes := func(i int) []byte {
-		if s := str(i); s != "" {
-			return []byte(s)
+	rec.Token = idem.Token(tok)
+	rest := v[head:]
+	if rec.Status == idem.StatusProcessing {
+		left, err := strconv.ParseInt(rest, 10, 64)
+		if err != nil {
+			return errors.New("malformed record reply: lease")
+		}
+		if left > 0 {
+			rec.LeaseLeft = time.Duration(left) * time.Millisecond
 		}
 		return nil
 	}
-	st := str(0)
-	if len(st) != 1 || st[0] < '1' || st[0] > '3' {
-		return rec, fmt.Errorf("malformed record: status %q", st)
-	}
-	rec.Status = idem.Status(st[0] - '0')
-	fp, tok := str(1), str(2)
-	if len(fp) != len(rec.Fingerprint) || len(tok) != 8 {
-		return rec, errors.New("malformed record: fingerprint or token")
-	}
-	copy(rec.Fingerprint[:], fp)
-	rec.Token = idem.Token(binary.BigEndian.Uint64([]byte(tok)))
-	if left, ok := v[3].(int64); ok && left > 0 && rec.Status == idem.StatusProcessing {
-		rec.LeaseLeft = time.Duration(left) * time.Millisecond
-	}
-	if rec.Status != idem.StatusProcessing {
-		rec.Outcome = idem.Outcome{
-			Status:     rec.Status,
-			Body:       bytes(4),
-			ErrCode:    str(5),
-			ErrMessage: str(6),
-			Meta:       bytes(7),
+	var lens [3]int
+	for i := range lens {
+		j := strings.IndexByte(rest, ':')
+		n, err := strconv.Atoi(rest[:max(j, 0)])
+		if j < 0 || err != nil || n < 0 {
+			return errors.New("malformed record reply: lengths")
 		}
+		lens[i], rest = n, rest[j+1:]
 	}
-	return rec, nil
+	if lens[0]+lens[1]+lens[2] > len(rest) {
+		return errors.New("malformed record reply: lengths")
+	}
+	out := &rec.Outcome
+	out.Status = rec.Status
+	out.ErrCode, rest = rest[:lens[0]], rest[lens[0]:]
+	out.ErrMessage, rest = rest[:lens[1]], rest[lens[1]:]
+	if lens[2] > 0 {
+		out.Meta = []byte(rest[:lens[2]])
+	}
+	if rest = rest[lens[2]:]; rest != "" {
+		out.Body = []byte(rest)
+	}
+	return nil
 }
 
 var (

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -28,4 +29,26 @@ func TestConformance(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemtest:")) },
 	})
+}
+
+func TestBoundedBy(t *testing.T) {
+	for _, tc := range []struct {
+		opt  redis.Options
+		d    time.Duration
+		want bool
+	}{
+		{redis.Options{}, time.Second, false}, // 5s default timeouts
+		{redis.Options{ContextTimeoutEnabled: true}, time.Millisecond, true},
+		{redis.Options{ReadTimeout: 100 * time.Millisecond}, 100 * time.Millisecond, true},
+		{redis.Options{ReadTimeout: 100 * time.Millisecond, WriteTimeout: time.Second}, 100 * time.Millisecond, false},
+		{redis.Options{ReadTimeout: -1}, time.Hour, false}, // no timeout
+		{redis.Options{ReadTimeout: -2}, time.Hour, false}, // no deadlines at all
+	} {
+		c := redis.NewClient(&tc.opt)
+		got := redisstore.New(c).BoundedBy(tc.d)
+		_ = c.Close()
+		if got != tc.want {
+			t.Errorf("%+v BoundedBy(%v) = %v, want %v", tc.opt, tc.d, got, tc.want)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package tiered_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -239,9 +240,21 @@ func TestRedisEviction(t *testing.T) {
 // client whose own read timeout is the go-redis default of 3s: each call
 // still waits no longer than the fast timeout, then goes on with PostgreSQL.
 func TestRedisHangs(t *testing.T) {
+	// The default client blocks until its 5s read timeout, so the fast calls
+	// run on their own goroutines; with ContextTimeoutEnabled they run on the
+	// caller's (the default, see BoundedBy), and end at the deadline.
+	for _, ctxTimeout := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", ctxTimeout), func(t *testing.T) {
+			testRedisHangs(t, ctxTimeout)
+		})
+	}
+}
+
+func testRedisHangs(t *testing.T, ctxTimeout bool) {
 	srv := startRedis(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: ctxTimeout})
 	t.Cleanup(func() { _ = c.Close() })
+	require.Equal(t, ctxTimeout, redisstore.New(c).BoundedBy(50*time.Millisecond))
 	var ev events
 	s := tiered.New(redisstore.New(c), pgStore(t), tiered.WithObserver(ev.observe),
 		tiered.WithFastTimeout(50*time.Millisecond), tiered.WithCooldown(0))

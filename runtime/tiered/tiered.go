@@ -27,6 +27,12 @@
 // the durable store does, whatever the fast store loses or says. Losing the
 // fast store costs latency, never idempotency.
 //
+// Each fast-store call runs under the fast timeout: on the caller's goroutine
+// when the fast store returns promptly at its context's deadline (redisstore
+// on a go-redis client with ContextTimeoutEnabled, or with read and write
+// timeouts no longer than the fast timeout; see WithInlineFastCalls), and
+// otherwise on a goroutine of its own that the store stops waiting for.
+//
 // When the fast store fails or does not answer within the fast timeout
 // (WithFastTimeout), the call goes on with the durable store alone, the
 // observer is told (WithObserver), and the fast store is skipped for a
@@ -118,6 +124,7 @@ type Store struct {
 	cooldown  time.Duration
 	repairTTL time.Duration
 	inline    bool
+	inlineSet bool // by WithInlineFastCalls or WithDetachedFastCalls
 	observe   func(Event)
 	now       func() time.Time
 	// downUntil is the UnixNano instant until which the fast store is
@@ -141,7 +148,24 @@ func WithFastTimeout(d time.Duration) Option { return func(s *Store) { s.timeout
 // store returns promptly once its context's deadline passes: for redisstore,
 // a go-redis client with ContextTimeoutEnabled: true (or read and write
 // timeouts no longer than the fast timeout).
-func WithInlineFastCalls() Option { return func(s *Store) { s.inline = true } }
+//
+// It is the default when the fast store says it is safe: when it has a
+// method BoundedBy(time.Duration) bool (redisstore.Store does) that returns
+// true for the fast timeout. Use it to force inline calls on a fast store
+// that cannot tell, and WithDetachedFastCalls to force the goroutine.
+func WithInlineFastCalls() Option { return func(s *Store) { s.inline, s.inlineSet = true, true } }
+
+// WithDetachedFastCalls always calls the fast store on a goroutine of its
+// own that the store stops waiting for at the fast timeout, even when the
+// fast store says it returns promptly at its deadline (see
+// WithInlineFastCalls): for clients whose hooks or dialers may block.
+func WithDetachedFastCalls() Option { return func(s *Store) { s.inline, s.inlineSet = false, true } }
+
+// deadlineBound is implemented by fast stores that know whether their calls
+// return promptly once their context's deadline passes (redisstore.Store).
+type deadlineBound interface {
+	BoundedBy(d time.Duration) bool
+}
 
 // WithCooldown sets how long the fast store is skipped after an error
 // (default DefaultCooldown); 0 tries it on every call.
@@ -172,6 +196,9 @@ func New(fast, durable idem.Store, opts ...Option) *Store {
 	s.seeder, _ = fast.(idem.Seeder)
 	for _, o := range opts {
 		o(s)
+	}
+	if b, ok := fast.(deadlineBound); ok && !s.inlineSet {
+		s.inline = b.BoundedBy(s.timeout)
 	}
 	return s
 }
