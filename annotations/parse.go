@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -456,7 +457,7 @@ func (p *lineParser) key(o Opt) *KeyExpr {
 	if err != nil {
 		off := 0
 		msg := err.Error()
-		if l, ok := err.(scanner.ErrorList); ok && len(l) > 0 {
+		if l := (scanner.ErrorList)(nil); errors.As(err, &l) && len(l) > 0 {
 			off, msg = l[0].Pos.Offset, l[0].Msg
 		}
 		p.add(o.ValuePos+token.Pos(min(max(off, 0), len(o.Text))), "malformed key: %s", msg)

@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/token"
@@ -28,7 +29,7 @@ func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, 
 	any := false
 	for _, f := range files {
 		anns, err := ScanFile(fset, f)
-		if l, ok := err.(ErrorList); ok {
+		if l := ErrorList(nil); errors.As(err, &l) {
 			r.list = append(r.list, l...)
 		}
 		for _, a := range anns {

@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"errors"
 	"go/ast"
 	"go/token"
 	"strings"
@@ -82,7 +83,7 @@ func firstDirective(g *ast.CommentGroup) token.Pos {
 func (s *fileScanner) parse(g *ast.CommentGroup) *Spec {
 	s.done[g] = true
 	spec, err := Parse(s.fset, g)
-	if l, ok := err.(ErrorList); ok {
+	if l := ErrorList(nil); errors.As(err, &l) {
 		s.list = append(s.list, l...)
 	}
 	s.bad = err != nil

@@ -178,7 +178,7 @@ func (d *demo) differentAmount(ctx context.Context) error {
 	order := &billing.Order{ID: "A-1002", Customer: "alice", Amount: 9900}
 	_, err := d.svc.Pay(ctx, order, "pay")
 	if !errors.Is(err, idem.ErrPayloadMismatch) {
-		return fmt.Errorf("want ErrPayloadMismatch, got %v", err)
+		return fmt.Errorf("want ErrPayloadMismatch, got %w", err)
 	}
 	d.say("refused: %v", err)
 	return nil
@@ -189,7 +189,7 @@ func (d *demo) businessFailure(ctx context.Context) error {
 	for attempt := 1; attempt <= 2; attempt++ {
 		_, err := d.svc.Pay(ctx, order, "pay")
 		if !errors.Is(err, billing.ErrInsufficientFunds) {
-			return fmt.Errorf("attempt %d: want ErrInsufficientFunds, got %v", attempt, err)
+			return fmt.Errorf("attempt %d: want ErrInsufficientFunds, got %w", attempt, err)
 		}
 		d.say("attempt %d: %v (errors.Is ErrInsufficientFunds: true)", attempt, err)
 	}
@@ -201,7 +201,7 @@ func (d *demo) transientFailure(ctx context.Context) error {
 	order := &billing.Order{ID: "C-3001", Customer: "carol", Amount: 2500}
 	d.gateway.plan(order.ID, fail(billing.ErrGatewayTimeout))
 	if _, err := d.svc.Pay(ctx, order, "pay"); !errors.Is(err, billing.ErrGatewayTimeout) {
-		return fmt.Errorf("attempt 1: want ErrGatewayTimeout, got %v", err)
+		return fmt.Errorf("attempt 1: want ErrGatewayTimeout, got %w", err)
 	} else {
 		d.say("attempt 1: %v (key released)", err)
 	}

@@ -105,7 +105,7 @@ func TestTxCommitFailure(t *testing.T) {
 		w.(http.Flusher).Flush()
 	})
 	defer func() {
-		if p := recover(); p != http.ErrAbortHandler {
+		if p, _ := recover().(error); !errors.Is(p, http.ErrAbortHandler) {
 			t.Fatalf("recovered %v, want http.ErrAbortHandler", p)
 		}
 	}()

@@ -151,11 +151,4 @@ func (c *countingStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.
 	return c.Store.Claim(ctx, req)
 }
 
-// runs counts the real executions of a wrapped method, per key.
-type runs struct {
-	n []atomic.Int32
-}
-
-func newRuns(keys int) *runs { return &runs{n: make([]atomic.Int32, keys)} }
-
 func id(i int) string { return fmt.Sprintf("order-%d", i) }
