@@ -13,9 +13,11 @@ import (
 	"go/format"
 	"go/token"
 	"go/types"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -44,29 +46,160 @@ const (
 
 // Render returns the gofmt'd source of the idem_gen.go file for pkg. The same
 // model always gives the same bytes.
+//
+// The file is formatted once, declaration by declaration: each top-level
+// declaration is gofmt'd on its own (the printer lays out a declaration
+// independently of the others, and declarations are one blank line apart),
+// which is cheaper than one pass over a large file. Declarations are built,
+// rendered and formatted on up to GOMAXPROCS goroutines for a large file,
+// each with its own jen.File so that the imports each uses are recorded
+// without sharing. The header and the union of those imports, grouped as
+// goimports groups them, are formatted last. The bytes are those of
+// formatting the whole file and then running goimports over it (what Render
+// did before, parsing and printing the file three times; see
+// TestRenderMatchesGoimports).
 func Render(pkg *annotations.Package) ([]byte, error) {
-	f, err := File(pkg)
+	g, err := newGen(pkg)
 	if err != nil {
 		return nil, err
 	}
-	// jennifer writes the source unformatted; the file is formatted once,
-	// here, after its imports are grouped as goimports groups them, so that
-	// it passes a goimports check unchanged. (Formatting in jennifer and
-	// then running imports.Process parsed and printed the file three times.)
-	f.NoFormat = true
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, fmt.Errorf("idemgen: rendering generated code for %s: %w", pkg.Path, err)
+	decls := g.decls()
+	workers := max(1, min(runtime.GOMAXPROCS(0), len(decls)/declsPerWorker))
+	size := (len(decls) + workers - 1) / workers
+	pieces := make([][]byte, len(decls))
+	heads := make([][]byte, workers)
+	errs := make([]error, workers)
+	render := func(w int) {
+		lo, hi := w*size, min((w+1)*size, len(decls))
+		// One jen.File per goroutine records the imports its declarations
+		// use; a mark before each declaration splits the rendering.
+		f := g.newFile()
+		f.NoFormat = true
+		for i := lo; i < hi; i++ {
+			code, err := decls[i]()
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			f.Add(jen.Comment(declMark))
+			f.Add(code)
+		}
+		var buf bytes.Buffer
+		if err := f.Render(&buf); err != nil {
+			errs[w] = fmt.Errorf("idemgen: rendering generated code for %s: %w", pkg.Path, err)
+			return
+		}
+		parts := bytes.Split(buf.Bytes(), []byte("\n"+declMark+"\n"))
+		if len(parts) != hi-lo+1 {
+			errs[w] = fmt.Errorf("idemgen: rendering generated code for %s: %d declarations, %d parts", pkg.Path, hi-lo, len(parts)-1)
+			return
+		}
+		heads[w] = parts[0]
+		src := []byte(declPackage)
+		for i, part := range parts[1:] {
+			src = append(src[:len(declPackage)], part...)
+			out, err := format.Source(src)
+			if err != nil {
+				errs[w] = fmt.Errorf("idemgen: formatting generated code for %s: %w\n%s", pkg.Path, err, part)
+				return
+			}
+			pieces[lo+i] = bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(declPackage)), []byte("\n"))
+		}
 	}
-	src, err := groupImports(buf.Bytes())
+	if workers == 1 {
+		render(0)
+	} else {
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() { render(w) })
+		}
+		wg.Wait()
+	}
+	// Workers cover consecutive declarations: the first error in worker
+	// order is the first in file order, the one File returns.
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	head, err := mergeImports(heads)
+	if err == nil {
+		head, err = groupImports(head)
+	}
+	if err == nil {
+		head, err = format.Source(head)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("idemgen: formatting generated code for %s: %w", pkg.Path, err)
 	}
-	out, err := format.Source(src)
-	if err != nil {
-		return nil, fmt.Errorf("idemgen: formatting generated code for %s: %w", pkg.Path, err)
+	n := len(head)
+	for _, p := range pieces {
+		n += len(p) + 2
+	}
+	out := make([]byte, 0, n)
+	out = append(out, head...)
+	for _, p := range pieces {
+		out = append(out, '\n')
+		out = append(out, p...)
+		out = append(out, '\n')
 	}
 	return out, nil
+}
+
+// declMark separates the declarations in jennifer's rendering. Go source
+// cannot hold a NUL, even in a comment, so no declaration contains it.
+const declMark = "//\x00idemgen\x00"
+
+// declPackage is the package clause each declaration is formatted under.
+const declPackage = "package p\n\n"
+
+// declsPerWorker is the fewest declarations Render gives a goroutine of its
+// own.
+var declsPerWorker = 64
+
+// mergeImports returns the unformatted head of the file (header comment,
+// package clause, import block, as jennifer writes it) whose imports are
+// the union of those of heads, which differ only in their imports.
+func mergeImports(heads [][]byte) ([]byte, error) {
+	var head []byte
+	lines := map[string]string{} // path -> import spec as jennifer writes it
+	for _, h := range heads {
+		i := bytes.Index(h, []byte("\nimport "))
+		if i < 0 {
+			head = h
+			continue
+		}
+		head = h[:i+1]
+		specs := strings.TrimSpace(string(h[i+len("\nimport "):]))
+		if strings.HasPrefix(specs, "(") {
+			specs = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(specs, "("), ")"))
+		}
+		for spec := range strings.Lines(specs) {
+			spec = strings.TrimSpace(spec)
+			q := strings.IndexByte(spec, '"')
+			if q < 0 {
+				return nil, fmt.Errorf("unexpected import %q", spec)
+			}
+			path, err := strconv.Unquote(spec[q:])
+			if err != nil {
+				return nil, fmt.Errorf("unexpected import %q", spec)
+			}
+			lines[path] = spec
+		}
+	}
+	out := bytes.NewBuffer(bytes.Clone(head))
+	switch paths := slices.Sorted(mapsKeys(lines)); len(paths) {
+	case 0:
+	case 1:
+		fmt.Fprintf(out, "import %s\n\n", lines[paths[0]])
+	default:
+		out.WriteString("import (\n")
+		for _, p := range paths {
+			out.WriteString(lines[p] + "\n")
+		}
+		out.WriteString(")\n\n")
+	}
+	return out.Bytes(), nil
 }
 
 // groupImports rewrites the import block of jennifer's unformatted source,
@@ -166,11 +299,25 @@ func File(pkg *annotations.Package) (*jen.File, error) {
 	if err != nil {
 		return nil, err
 	}
+	f := g.newFile()
+	for _, decl := range g.decls() {
+		code, err := decl()
+		if err != nil {
+			return nil, err
+		}
+		f.Add(code)
+	}
+	return f, nil
+}
+
+// newFile returns an empty jennifer file with the header and the import
+// names of the plan.
+func (g *gen) newFile() *jen.File {
 	var f *jen.File
-	if pkg.Path != "" {
-		f = jen.NewFilePathName(pkg.Path, pkg.Name)
+	if g.pkg.Path != "" {
+		f = jen.NewFilePathName(g.pkg.Path, g.pkg.Name)
 	} else {
-		f = jen.NewFile(pkg.Name)
+		f = jen.NewFile(g.pkg.Name)
 	}
 	f.HeaderComment(Header + "\n\n//go:build !" + BuildTag)
 	for _, path := range slices.Sorted(mapsKeys(g.imports)) {
@@ -181,23 +328,30 @@ func File(pkg *annotations.Package) (*jen.File, error) {
 			f.ImportAlias(path, name)
 		}
 	}
-	f.Add(g.handshake())
+	return f
+}
+
+// decls returns the top-level declarations of the file in order, each
+// built when called. Those of different methods share nothing they write,
+// so that they can be built concurrently.
+func (g *gen) decls() []func() (jen.Code, error) {
+	var ds []func() (jen.Code, error)
+	add := func(build func() jen.Code) {
+		ds = append(ds, func() (jen.Code, error) { return build(), nil })
+	}
+	add(g.handshake)
 	for _, tg := range g.types {
-		f.Add(tg.wrapperType())
+		add(tg.wrapperType)
 		if tg.t.Interface {
-			f.Add(tg.interfaceAssertion())
+			add(tg.interfaceAssertion)
 		}
-		f.Add(tg.constructor())
+		add(tg.constructor)
 		for _, mg := range tg.methods {
-			f.Add(mg.descriptor())
-			code, err := mg.method()
-			if err != nil {
-				return nil, err
-			}
-			f.Add(code)
+			add(mg.descriptor)
+			ds = append(ds, mg.method)
 		}
 	}
-	return f, nil
+	return ds
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
