@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"errors"
 	"go/ast"
 	"go/token"
 	"testing"
@@ -36,7 +37,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		spec, err := parseText(directive + s)
 		if err != nil {
-			if _, ok := err.(ErrorList); !ok {
+			if l := ErrorList(nil); !errors.As(err, &l) {
 				t.Fatalf("error is %T, not ErrorList", err)
 			}
 			return

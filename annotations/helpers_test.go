@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -106,8 +107,8 @@ func errLines(err error) []string {
 	if err == nil {
 		return nil
 	}
-	l, ok := err.(ErrorList)
-	if !ok {
+	var l ErrorList
+	if !errors.As(err, &l) {
 		return []string{"not an ErrorList: " + err.Error()}
 	}
 	var out []string

@@ -219,7 +219,7 @@ func (mg *methodGen) method() (jen.Code, error) {
 	for i, p := range m.Params {
 		t, err := typeCode(p.Type)
 		if err != nil {
-			return nil, fmt.Errorf("%s: parameter %s of %s: %v", m.Pos, p.Name, mg.original(), err)
+			return nil, fmt.Errorf("%s: parameter %s of %s: %w", m.Pos, p.Name, mg.original(), err)
 		}
 		if mg.variadic() && i == len(m.Params)-1 {
 			t, err = typeCode(p.Type.(*types.Slice).Elem())
@@ -235,7 +235,7 @@ func (mg *methodGen) method() (jen.Code, error) {
 	if m.Result != nil {
 		t, err := typeCode(m.Result)
 		if err != nil {
-			return nil, fmt.Errorf("%s: result of %s: %v", m.Pos, mg.original(), err)
+			return nil, fmt.Errorf("%s: result of %s: %w", m.Pos, mg.original(), err)
 		}
 		results = append(results, t)
 	}

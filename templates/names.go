@@ -1,9 +1,6 @@
 package templates
 
-import (
-	"go/types"
-	"strconv"
-)
+import "strconv"
 
 // namer hands out identifiers that differ from every name it was seeded with
 // and from every name it handed out before (goverter's namer/namer.go). The
@@ -92,20 +89,3 @@ var predeclared = map[string]bool{
 
 // universe is the read-only root scope of predeclared names.
 var universe = &namer{taken: predeclared}
-
-// scopeNames returns the names declared at package level in pkg and the
-// names of the packages pkg imports (a package-level name and an import
-// name must differ in every file of the package).
-func scopeNames(pkg *types.Package) map[string]bool {
-	names := map[string]bool{}
-	if pkg == nil {
-		return names
-	}
-	for _, n := range pkg.Scope().Names() {
-		names[n] = true
-	}
-	for _, imp := range pkg.Imports() {
-		names[imp.Name()] = true
-	}
-	return names
-}

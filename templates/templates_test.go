@@ -75,7 +75,7 @@ func (b builder) typ(name string, methods ...*annotations.Method) *annotations.T
 func (b builder) method(tname, name string, ttl time.Duration, key ...string) *annotations.Method {
 	b.t.Helper()
 	obj := b.pkg.Scope().Lookup(tname).(*types.TypeName)
-	var recv types.Type = obj.Type()
+	recv := obj.Type()
 	if !types.IsInterface(recv) {
 		recv = types.NewPointer(recv)
 	}

@@ -33,7 +33,7 @@ func (tg *typeGen) planNames() {
 		if taken[name] || tg.t.Obj == nil {
 			return taken[name]
 		}
-		var recv types.Type = tg.t.Obj.Type()
+		recv := tg.t.Obj.Type()
 		if !tg.t.Interface {
 			recv = types.NewPointer(recv)
 		}

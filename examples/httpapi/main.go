@@ -88,7 +88,7 @@ func (a *api) pay(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/payments/"+rcpt.PaymentID)
 	w.WriteHeader(http.StatusCreated)
-	json.NewEncoder(w).Encode(rcpt)
+	_ = json.NewEncoder(w).Encode(rcpt)
 }
 
 // tenant scopes keys by the caller's API key (here, the bearer token as is;
@@ -166,7 +166,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: newServer(ex, a), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
+	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "order API on %s, behind idemhttp on the memory store\n", base)

@@ -291,7 +291,7 @@ func (e *Env) pgTxFloor(ctx context.Context, svc *orders.Service, o *orders.Orde
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	key, tok := floorKey(o), newToken()
 	tag, err := tx.Exec(ctx, floorClaimSQL, "", "Service.Place", key, zeroFP[:], tok)
 	if err != nil {

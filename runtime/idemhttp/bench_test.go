@@ -24,7 +24,7 @@ var benchHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Location", "/orders/o-1")
 	w.WriteHeader(http.StatusCreated)
-	w.Write(benchResponse)
+	_, _ = w.Write(benchResponse)
 })
 
 // benchServe sends POST /orders to h, in process (no network) or, with
@@ -48,7 +48,7 @@ func benchServe(b *testing.B, h http.Handler, loopback bool, key func(i int) str
 			if err != nil {
 				b.Fatal(err)
 			}
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			return resp.StatusCode
 		}

@@ -334,7 +334,7 @@ func replay(w http.ResponseWriter, resp response) {
 	}
 	w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 && bodyAllowed(resp.Status) {
-		w.Write(resp.Body)
+		_, _ = w.Write(resp.Body)
 	}
 }
 

@@ -101,7 +101,7 @@ func TestTxCommitFailure(t *testing.T) {
 
 	// Streaming: the client must not see a complete response.
 	e2 := newEnv(t, newStoreOf(failingTxStore{memstore.New()}), func(e *env, w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, "part")
+		_, _ = io.WriteString(w, "part")
 		w.(http.Flusher).Flush()
 	})
 	defer func() {
@@ -131,7 +131,7 @@ func TestMaxRetryAfter(t *testing.T) {
 func TestImplicitOKAndSniffing(t *testing.T) {
 	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/html" {
-			io.WriteString(w, "<html><body>hi</body></html>")
+			_, _ = io.WriteString(w, "<html><body>hi</body></html>")
 		}
 	})
 	for _, path := range []string{"/empty", "/html"} {
@@ -156,7 +156,7 @@ func TestInformationalAndTrailers(t *testing.T) {
 		w.Header().Set("Trailer", "X-Checksum")
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(201)
-		io.WriteString(w, "body")
+		_, _ = io.WriteString(w, "body")
 		w.Header().Set("X-Checksum", "abc")
 	})
 	srv := loopback(t, e.h)
@@ -185,7 +185,7 @@ func TestHijackReleases(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		rw.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+		_, _ = rw.WriteString("HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 		rw.Flush()
 	})
 	srv := loopback(t, e.h)
@@ -194,7 +194,7 @@ func TestHijackReleases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k\r\nContent-Length: 2\r\n\r\n{}")
+		_, _ = io.WriteString(conn, "POST /x HTTP/1.1\r\nHost: x\r\nIdempotency-Key: k\r\nContent-Length: 2\r\n\r\n{}")
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		if err != nil || resp.StatusCode != 201 {
 			t.Fatalf("hijacked response: %v %v", resp, err)

@@ -36,5 +36,5 @@ func (m *middleware) problem(w http.ResponseWriter, status int, rule, title, det
 	h.Set("Cache-Control", "no-store")
 	h.Del("Content-Length")
 	w.WriteHeader(status)
-	w.Write(b)
+	_, _ = w.Write(b)
 }

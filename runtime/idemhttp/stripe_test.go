@@ -38,7 +38,7 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Request-Id", "req_"+r.Form.Get("amount"))
 		amount, _ := strconv.ParseInt(r.Form.Get("amount"), 10, 64)
-		json.NewEncoder(w).Encode(map[string]any{
+		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "ch_" + strconv.FormatInt(n, 10), "object": "charge",
 			"amount": amount, "currency": r.Form.Get("currency"), "paid": true,
 		})

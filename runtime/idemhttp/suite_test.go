@@ -257,8 +257,8 @@ func richHandler(e *env, w http.ResponseWriter, r *http.Request) {
 	for i := range 3 * 256 {
 		body = append(body, byte(i))
 	}
-	w.Write(body[:100])
-	w.Write(body[100:])
+	_, _ = w.Write(body[:100])
+	_, _ = w.Write(body[100:])
 }
 
 func testReplayByteForByte(t *testing.T, newStore newStoreFunc) {
@@ -417,7 +417,7 @@ func blockingHandler(started chan<- struct{}, release <-chan struct{}) func(e *e
 		}
 		<-release
 		w.WriteHeader(201)
-		io.WriteString(w, "done")
+		_, _ = io.WriteString(w, "done")
 	}
 }
 
@@ -591,7 +591,7 @@ func testOperationScope(t *testing.T, newStore newStoreFunc) {
 	count := func(w http.ResponseWriter, r *http.Request) {
 		e.runs.Add(1)
 		w.WriteHeader(201)
-		io.WriteString(w, r.Pattern)
+		_, _ = io.WriteString(w, r.Pattern)
 	}
 	mux.HandleFunc("POST /orders/{id}/pay", count)
 	mux.HandleFunc("POST /orders/{id}/refund", count)
@@ -635,7 +635,7 @@ func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("handler context ended with its client: %v", err)
 		}
 		w.WriteHeader(201)
-		io.WriteString(w, `{"order":"o-1"}`)
+		_, _ = io.WriteString(w, `{"order":"o-1"}`)
 		finished <- struct{}{}
 	})
 	srv := loopback(t, e.h)
@@ -720,7 +720,7 @@ func testPanicReleases(t *testing.T, newStore newStoreFunc) {
 			panic("boom")
 		}
 		w.WriteHeader(201)
-		io.WriteString(w, "second")
+		_, _ = io.WriteString(w, "second")
 	})
 	key := idemhttp.NewKey()
 	func() {
@@ -761,7 +761,7 @@ func testResponseTooLarge(t *testing.T, newStore newStoreFunc) {
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		for range 10 {
-			io.WriteString(w, big[:100])
+			_, _ = io.WriteString(w, big[:100])
 		}
 	}, idemhttp.WithMaxResponse(500))
 	key := idemhttp.NewKey()
@@ -779,7 +779,7 @@ func testResponseTooLarge(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("%d too-large events", n)
 	}
 	// At the limit exactly: stored.
-	e2 := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) { io.WriteString(w, big[:500]) },
+	e2 := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, big[:500]) },
 		idemhttp.WithMaxResponse(500))
 	e2.do("POST", "/report", key, "{}")
 	wantReplayed(t, e2.do("POST", "/report", key, "{}").Header(), true)
@@ -795,7 +795,7 @@ func testRequestBody(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("idem.KeyFrom in the handler: %q %v", k, ok)
 		}
 		w.WriteHeader(201)
-		w.Write(b)
+		_, _ = w.Write(b)
 	}, idemhttp.WithMaxBody(1000))
 	srv := loopback(t, e.h)
 	body := strings.Repeat("é", 500) // 1000 bytes
@@ -832,7 +832,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 			t.Errorf("EnableFullDuplex through the middleware: %v", err)
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: 1\n\n")
+		_, _ = io.WriteString(w, "data: 1\n\n")
 		if err := rc.Flush(); err != nil {
 			t.Errorf("Flush: %v", err)
 		}
@@ -843,7 +843,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 				t.Error("the first event did not reach the client before the handler finished")
 			}
 		}
-		io.WriteString(w, "data: 2\n\n")
+		_, _ = io.WriteString(w, "data: 2\n\n")
 		w.(http.Flusher).Flush()
 	})
 	srv := loopback(t, e.h)

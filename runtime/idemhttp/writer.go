@@ -81,7 +81,7 @@ func (r *recorder) Write(p []byte) (int, error) {
 			}
 		}
 	}
-	r.w.Write(p)
+	_, _ = r.w.Write(p)
 	// A client that went away does not fail the handler's writes: a handler
 	// that stopped at the error would leave a truncated body to be stored
 	// and replayed as if complete. The whole response is stored instead.
@@ -145,7 +145,7 @@ func (r *recorder) startStreaming() {
 	maps.Copy(h, r.snapshot)
 	r.w.WriteHeader(r.status)
 	if r.body.Len() > 0 {
-		r.w.Write(r.body.Bytes())
+		_, _ = r.w.Write(r.body.Bytes())
 	}
 }
 
@@ -164,7 +164,7 @@ func (r *recorder) send() {
 		}
 		r.w.WriteHeader(r.status)
 		if r.body.Len() > 0 && bodyAllowed(r.status) {
-			r.w.Write(r.body.Bytes())
+			_, _ = r.w.Write(r.body.Bytes())
 		}
 	}
 	r.sendTrailers()

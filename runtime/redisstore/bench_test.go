@@ -178,7 +178,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 					tok := idem.Token(i + 1)
 					cl, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: tok, Lease: 10 * time.Second, TTL: time.Minute})
 					if err != nil || !cl.Claimed {
-						return fmt.Errorf("claim: %v %v", cl.Claimed, err)
+						return fmt.Errorf("claim: claimed=%v: %w", cl.Claimed, err)
 					}
 					return s.Complete(ctx, k, tok, out, time.Minute)
 				},
@@ -187,7 +187,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 					tok := idem.Token(i + 1)
 					ok, err := bl.claim(ctx, k, tok, 10*time.Second)
 					if err != nil || !ok {
-						return fmt.Errorf("claim: %v %v", ok, err)
+						return fmt.Errorf("claim: ok=%v: %w", ok, err)
 					}
 					return bl.complete(ctx, k, tok, body, time.Minute)
 				})
