@@ -17,9 +17,14 @@ import (
 
 const shardCount = 64
 
-// sweepPerClaim is how many records a claim inspects for expiry in its shard,
-// so that memory held by expired keys stays bounded without a goroutine.
-const sweepPerClaim = 2
+// Every sweepEvery-th claim of a shard inspects sweepBatch of its records
+// for expiry, so that memory held by expired keys stays bounded without a
+// goroutine: two records per claim on average, paying for the start of a
+// map iteration once per batch instead of once per claim.
+const (
+	sweepEvery = 16
+	sweepBatch = 2 * sweepEvery
+)
 
 // Store is an in-memory idem.Store, safe for concurrent use.
 type Store struct {
@@ -28,8 +33,9 @@ type Store struct {
 }
 
 type shard struct {
-	mu   sync.Mutex
-	recs map[[32]byte]*record
+	mu     sync.Mutex
+	recs   map[[32]byte]*record
+	claims uint32 // claims since the last sweep
 }
 
 type record struct {
@@ -85,7 +91,10 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
-	sh.sweep(now, sweepPerClaim)
+	if sh.claims++; sh.claims == sweepEvery {
+		sh.claims = 0
+		sh.sweep(now, sweepBatch)
+	}
 	r := sh.live(req.Key.ID, now)
 	switch {
 	case r == nil:
