@@ -3,6 +3,7 @@ package templates
 import (
 	"fmt"
 	"go/types"
+	"reflect"
 	"strings"
 	"time"
 
@@ -547,11 +548,19 @@ func nilable(t types.Type) bool {
 }
 
 // fingerprint adds the hashed parameters to the request fingerprint, with
-// the typed adder of each basic kind and JSON for the rest:
+// the typed adder of each basic kind, the typed adders of the fields of a
+// flat struct (every JSON-visible field of a basic kind), and JSON for the
+// rest:
 //
 //	var h idem.Hasher
-//	h.Value(order)
+//	if order == nil {
+//		h.Nil()
+//	} else {
+//		h.String(order.ID)
+//		h.Int(order.Amount)
+//	}
 //	h.String(op)
+//	h.Value(meta)
 func (mg *methodGen) fingerprint() []jen.Code {
 	code := []jen.Code{jen.Var().Id(mg.h).Add(mg.rt("Hasher"))}
 	if mg.m.HashNone {
@@ -559,9 +568,71 @@ func (mg *methodGen) fingerprint() []jen.Code {
 	}
 	for _, i := range mg.m.Hash {
 		p := mg.m.Params[i]
-		code = append(code, hashAdd(jen.Id(mg.h), jen.Id(p.Name), p.Type))
+		code = append(code, hashParam(mg.h, p.Name, p.Type)...)
 	}
 	return code
+}
+
+// hashParam adds one parameter: a flat struct field by field (behind a nil
+// check for a pointer), anything else with hashAdd.
+func hashParam(h, name string, t types.Type) []jen.Code {
+	fieldAdds := func(fields []*types.Var) []jen.Code {
+		adds := make([]jen.Code, len(fields))
+		for i, f := range fields {
+			adds[i] = hashAdd(jen.Id(h), jen.Id(name).Dot(f.Name()), f.Type())
+		}
+		return adds
+	}
+	if fields, ok := flatFields(t); ok {
+		return fieldAdds(fields)
+	}
+	if ptr, ok := t.Underlying().(*types.Pointer); ok {
+		if fields, ok := flatFields(ptr.Elem()); ok {
+			return []jen.Code{jen.If(jen.Id(name).Op("==").Nil()).Block(jen.Id(h).Dot("Nil").Call()).Else().Block(fieldAdds(fields)...)}
+		}
+	}
+	return []jen.Code{hashAdd(jen.Id(h), jen.Id(name), t)}
+}
+
+// flatFields returns the JSON-visible fields of a struct type whose every
+// such field is of a basic kind, so that the fingerprint can hash them
+// without reflection; ok is false for anything else, and for types that
+// marshal themselves (MarshalJSON, MarshalText), whose JSON form is theirs
+// to choose.
+func flatFields(t types.Type) (fields []*types.Var, ok bool) {
+	st, isStruct := t.Underlying().(*types.Struct)
+	if !isStruct || marshalsItself(t) {
+		return nil, false
+	}
+	for i := range st.NumFields() {
+		f := st.Field(i)
+		if f.Embedded() {
+			return nil, false
+		}
+		if !f.Exported() || jsonName(st.Tag(i)) == "-" {
+			continue
+		}
+		b, isBasic := f.Type().Underlying().(*types.Basic)
+		if !isBasic || b.Info()&(types.IsString|types.IsInteger|types.IsFloat|types.IsBoolean) == 0 ||
+			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer || marshalsItself(f.Type()) {
+			return nil, false
+		}
+		fields = append(fields, f)
+	}
+	return fields, len(fields) > 0
+}
+
+// marshalsItself reports whether t or *t has a MarshalJSON or MarshalText
+// method.
+func marshalsItself(t types.Type) bool {
+	ms := types.NewMethodSet(types.NewPointer(t))
+	return ms.Lookup(nil, "MarshalJSON") != nil || ms.Lookup(nil, "MarshalText") != nil
+}
+
+// jsonName returns the name part of a field's json tag.
+func jsonName(tag string) string {
+	name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
+	return name
 }
 
 // hashAdd is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b), h.Value(v).

@@ -83,6 +83,10 @@ func (f *Hasher) Bool(v bool) {
 	}
 }
 
+// Nil adds a nil pointer: a parameter whose fields would otherwise be added
+// one by one (generated code hashes a flat struct field by field).
+func (f *Hasher) Nil() { f.header('n', 0) }
+
 // Bytes adds a byte slice.
 func (f *Hasher) Bytes(b []byte) { f.write('x', b) }
 

@@ -64,7 +64,13 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 	}
 	k.String("op", op)
 	var h idem.Hasher
-	h.Value(order)
+	if order == nil {
+		h.Nil()
+	} else {
+		h.String(order.ID)
+		h.String(order.Customer)
+		h.Int(order.Amount)
+	}
 	h.String(op)
 	return idem.Do(ctx, w.ex, &idemServicePay, &k, &h, func(ctx context.Context) (*Receipt, error) {
 		return w.Service.Pay(ctx, order, op)
@@ -98,7 +104,10 @@ func (w *IdempotentService) Refund(ctx context.Context, req RefundRequest) (*Ref
 	k.String("\"refund\"", "refund")
 	k.Int(int64(req.RefundNo))
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.CustomerID)
+	h.String(req.OrderID)
+	h.Int(int64(req.RefundNo))
+	h.Int(req.Amount)
 	return idem.Do(ctx, w.ex, &idemServiceRefund, &k, &h, func(ctx context.Context) (*Refund, error) {
 		return w.Service.Refund(ctx, req)
 	})
@@ -125,7 +134,9 @@ func (w *IdempotentService) HandleShipment(ctx context.Context, msg ShipmentMess
 	var k idem.KeyParts
 	k.String("msg.ID", string(msg.ID))
 	var h idem.Hasher
-	h.Value(msg)
+	h.String(string(msg.ID))
+	h.String(msg.OrderID)
+	h.Int(int64(msg.Points))
 	_, err := idem.Do(ctx, w.ex, &idemServiceHandleShipment, &k, &h, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, w.Service.HandleShipment(ctx, msg)
 	})

@@ -58,7 +58,14 @@ func (w *IdempotentService) Place(ctx context.Context, order *Order, op string) 
 	}
 	k.String("op", op)
 	var h idem.Hasher
-	h.Value(order)
+	if order == nil {
+		h.Nil()
+	} else {
+		h.String(order.ID)
+		h.String(order.Customer)
+		h.Int(order.Amount)
+		h.String(order.Currency)
+	}
 	h.String(op)
 	return idem.Do(ctx, w.ex, &idemServicePlace, &k, &h, func(ctx context.Context) (*Receipt, error) {
 		return w.Service.Place(ctx, order, op)

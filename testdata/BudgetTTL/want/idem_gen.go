@@ -55,7 +55,8 @@ func (w *IdempotentRefunds) Refund(ctx context.Context, req RefundRequest) (int,
 	k.String("\"refund\"", "refund")
 	k.String("req.RefundNo", req.RefundNo)
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.CustomerID)
+	h.String(req.RefundNo)
 	return idem.Do(ctx, w.ex, &idemRefundsRefund, &k, &h, func(ctx context.Context) (int, error) {
 		return w.Refunds.Refund(ctx, req)
 	})

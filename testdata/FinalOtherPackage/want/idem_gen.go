@@ -57,7 +57,8 @@ func (w *IdempotentCheckout) Pay(ctx context.Context, cartID string, card paymen
 	k.String("cartID", cartID)
 	var h idem.Hasher
 	h.String(cartID)
-	h.Value(card)
+	h.String(card.Number)
+	h.Int(int64(card.Limit))
 	h.Int(int64(cents))
 	return idem.Do(ctx, w.ex, &idemCheckoutPay, &k, &h, func(ctx context.Context) (string, error) {
 		return w.Checkout.Pay(ctx, cartID, card, cents)

@@ -55,7 +55,12 @@ func (w *IdempotentDesk) Open(ctx context2.Context, t *idem.Ticket) (*idem.Ticke
 		k.String("t.ID", t.ID)
 	}
 	var h idemrt.Hasher
-	h.Value(t)
+	if t == nil {
+		h.Nil()
+	} else {
+		h.String(t.ID)
+		h.String(t.Title)
+	}
 	return idemrt.Do(ctx, w.ex, &idemDeskOpen, &k, &h, func(ctx context2.Context) (*idem.Ticket, error) {
 		return w.Desk.Open(ctx, t)
 	})

@@ -53,7 +53,9 @@ func (w *IdempotentRefunds) Refund(ctx context.Context, req RefundRequest) (stri
 	k.String("\"refund\"", "refund")
 	k.String("req.RefundNo", req.RefundNo)
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.CustomerID)
+	h.String(req.RefundNo)
+	h.Int(int64(req.Cents))
 	return idem.Do(ctx, w.ex, &idemRefundsRefund, &k, &h, func(ctx context.Context) (string, error) {
 		return w.Refunds.Refund(ctx, req)
 	})

@@ -57,7 +57,12 @@ func (w *IdempotentOrderService) Pay(ctx context.Context, order *Order, op strin
 	}
 	k.String("op", op)
 	var h idem.Hasher
-	h.Value(order)
+	if order == nil {
+		h.Nil()
+	} else {
+		h.String(order.ID)
+		h.Int(int64(order.Amount))
+	}
 	h.String(op)
 	return idem.Do(ctx, w.ex, &idemOrderServicePay, &k, &h, func(ctx context.Context) (*Receipt, error) {
 		return w.OrderService.Pay(ctx, order, op)

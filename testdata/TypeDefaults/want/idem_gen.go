@@ -53,7 +53,8 @@ func (w *IdempotentAccounts) Open(ctx context.Context, req Request) (string, err
 	var k idem.KeyParts
 	k.String("req.AccountID", req.AccountID)
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.AccountID)
+	h.String(req.Email)
 	return idem.Do(ctx, w.ex, &idemAccountsOpen, &k, &h, func(ctx context.Context) (string, error) {
 		return w.Accounts.Open(ctx, req)
 	})
@@ -79,7 +80,8 @@ func (w *IdempotentAccounts) Close(ctx context.Context, req Request) (string, er
 	var k idem.KeyParts
 	k.String("req.AccountID", req.AccountID)
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.AccountID)
+	h.String(req.Email)
 	return idem.Do(ctx, w.ex, &idemAccountsClose, &k, &h, func(ctx context.Context) (string, error) {
 		return w.Accounts.Close(ctx, req)
 	})
@@ -105,7 +107,8 @@ func (w *IdempotentAccounts) Verify(ctx context.Context, req Request) (bool, err
 	k.String("req.Email", req.Email)
 	k.String("op", "Accounts.Verify")
 	var h idem.Hasher
-	h.Value(req)
+	h.String(req.AccountID)
+	h.String(req.Email)
 	return idem.Do(ctx, w.ex, &idemAccountsVerify, &k, &h, func(ctx context.Context) (bool, error) {
 		return w.Accounts.Verify(ctx, req)
 	})

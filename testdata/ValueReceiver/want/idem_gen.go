@@ -52,7 +52,9 @@ func (w *IdempotentLedger) Post(ctx context.Context, t Transfer) (int, error) {
 	k.String("t.Account", t.Account)
 	k.Int(t.Seq)
 	var h idem.Hasher
-	h.Value(t)
+	h.String(t.Account)
+	h.Int(t.Seq)
+	h.Int(int64(t.Cents))
 	return idem.Do(ctx, w.ex, &idemLedgerPost, &k, &h, func(ctx context.Context) (int, error) {
 		return w.Ledger.Post(ctx, t)
 	})
