@@ -33,9 +33,10 @@ type RedisServer struct {
 	bin, dir string
 	port     int
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	stopped bool // Stop was called: a restart still in flight must not leave a server behind
 }
 
 // StartRedis starts a redis-server of the harness's own.
@@ -81,6 +82,12 @@ func (s *RedisServer) start(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		return errors.New("redis-server: stopped")
+	}
 	s.cmd, s.done = cmd, done
 	s.mu.Unlock()
 	deadline := time.Now().Add(10 * time.Second)
@@ -120,7 +127,7 @@ func (s *RedisServer) Kill() {
 func (s *RedisServer) Restart(ctx context.Context) error {
 	var err error
 	for range 50 { // the port may linger a moment after the kill
-		if err = s.start(ctx); err == nil || ctx.Err() != nil {
+		if err = s.start(ctx); err == nil || ctx.Err() != nil || s.isStopped() {
 			return err
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -128,8 +135,12 @@ func (s *RedisServer) Restart(ctx context.Context) error {
 	return err
 }
 
-// Stop ends the server and removes its directory.
+// Stop ends the server and removes its directory. A Restart that races
+// with it (a fault injector still running) cannot leave a server behind.
 func (s *RedisServer) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
 	s.Kill()
 	_ = os.RemoveAll(s.dir)
 }
@@ -166,6 +177,10 @@ type PGServer struct {
 	script    string
 	port      string
 	asPostgre bool
+
+	// mu is held through a Restart, so that Stop waits for a restart in
+	// flight instead of racing it (and leaving a server behind).
+	mu sync.Mutex
 }
 
 // StartPG starts a PostgreSQL server of the harness's own (scripts/pg.sh
@@ -212,6 +227,8 @@ func StartPG(ctx context.Context) (*PGServer, error) {
 // same data directory and port. It waits until the server accepts
 // connections again.
 func (s *PGServer) Restart(ctx context.Context, outage time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.pgCtl(ctx, "-D", s.data(), "-m", "fast", "-w", "-t", "30", "stop"); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w", err)
 	}
@@ -252,6 +269,8 @@ func (s *PGServer) pgCtl(ctx context.Context, args ...string) error {
 
 // Stop stops the server (scripts/pg.sh stop) and removes its directory.
 func (s *PGServer) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	cmd := exec.Command(s.script, "stop", s.dir)
 	_ = cmd.Run()
 	_ = os.RemoveAll(s.dir)
@@ -305,4 +324,10 @@ func repoFile(rel string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+func (s *RedisServer) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
 }

@@ -167,7 +167,7 @@ func serveFiber(name string, app *fiber.App, rtt *benchcmp.RedisCounter, closers
 	}
 	go app.Listener(ln, fiber.ListenConfig{DisableStartupMessage: true})
 	return &server{name: name, url: "http://" + ln.Addr().String() + "/orders", rtt: rtt, close: func() {
-		_ = app.Shutdown()
+		_ = app.ShutdownWithTimeout(2 * time.Second) // keep-alive clients may hold connections open
 		for _, c := range closers {
 			c()
 		}
