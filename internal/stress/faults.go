@@ -3,6 +3,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -45,12 +46,17 @@ func RedisKill() Scenario {
 				outage = 150 * time.Millisecond
 			}
 			s.Faults, s.HoldAt = 2, 0.8
+			// The two kills never overlap: the second waits for the
+			// server the first one restarted, and kills that.
+			var one sync.Mutex
 			for _, at := range []float64{0.30, 0.65} {
 				s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
 					defer env.FaultDone()
 					if err := env.WaitProgress(ctx, at); err != nil {
 						return fmt.Errorf("redis-kill: the storm ended before %.0f%% of its calls", at*100)
 					}
+					one.Lock()
+					defer one.Unlock()
 					t0 := time.Now()
 					env.Redis.Kill()
 					env.LostAll()

@@ -125,6 +125,12 @@ func (s *RedisServer) Kill() {
 
 // Restart starts the server again on the same port, after Kill.
 func (s *RedisServer) Restart(ctx context.Context) error {
+	s.mu.Lock()
+	running := s.cmd != nil
+	s.mu.Unlock()
+	if running { // never start a second server on the port of a live one
+		return nil
+	}
 	var err error
 	for range 50 { // the port may linger a moment after the kill
 		if err = s.start(ctx); err == nil || ctx.Err() != nil || s.isStopped() {
