@@ -107,12 +107,6 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	return e
 }
 
-// Store returns the executor's store.
-func (e *Executor) Store() Store { return e.store }
-
-// Codec returns the executor's codec.
-func (e *Executor) Codec() Codec { return e.codec }
-
 // Tenant returns the tenant the executor reads from ctx (see WithTenant).
 // Generated wrappers call it for a `tenant` key part; every key is already
 // scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
