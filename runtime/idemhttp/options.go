@@ -19,13 +19,16 @@ const (
 	DefaultMaxBody = 1 << 20
 )
 
-// DefaultStoredHeaders is the allow-list of response header fields stored
-// and replayed, unless WithStoredHeaders replaces it. Content-Length is not
-// in it: it is computed from the stored body on replay.
-var DefaultStoredHeaders = []string{
-	"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
-	"Content-Location", "Content-Type", "ETag", "Expires", "Last-Modified", "Link",
-	"Location", "Retry-After", "Vary",
+// DefaultStoredHeaders returns the allow-list of response header fields
+// stored and replayed, unless WithStoredHeaders replaces it (a new slice on
+// each call: there is no package-level state to change). Content-Length is
+// not in it: it is computed from the stored body on replay.
+func DefaultStoredHeaders() []string {
+	return []string{
+		"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language",
+		"Content-Location", "Content-Type", "ETag", "Expires", "Last-Modified", "Link",
+		"Location", "Retry-After", "Vary",
+	}
 }
 
 // neverStored are header fields that are never stored, whatever the
@@ -96,7 +99,7 @@ func defaultConfig() config {
 		observe:     func(Event) {},
 		problemBase: DefaultProblemBase,
 	}
-	WithStoredHeaders(DefaultStoredHeaders...)(&c)
+	WithStoredHeaders(DefaultStoredHeaders()...)(&c)
 	return c
 }
 

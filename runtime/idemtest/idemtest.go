@@ -54,6 +54,7 @@ type Options struct {
 
 type suite struct {
 	Options
+	tokens atomic.Uint64
 }
 
 // Run runs the conformance suite against the stores o.NewStore returns.
@@ -70,7 +71,7 @@ func Run(t *testing.T, o Options) {
 	if o.Goroutines == 0 {
 		o.Goroutines = 64
 	}
-	s := &suite{o}
+	s := &suite{Options: o}
 	cases := []struct {
 		name string
 		fn   func(t *testing.T)
@@ -140,12 +141,11 @@ func fp(s string) idem.Fingerprint {
 	return f
 }
 
-var tokens atomic.Uint64
-
-func newToken() idem.Token { return idem.Token(tokens.Add(1)<<8 | 0x5a) }
+// newToken returns a token no other request of this suite run carries.
+func (s *suite) newToken() idem.Token { return idem.Token(s.tokens.Add(1)<<8 | 0x5a) }
 
 func (s *suite) req(k idem.Key, f string) idem.ClaimRequest {
-	return idem.ClaimRequest{Key: k, Fingerprint: fp(f), Token: newToken(), Lease: s.Unit, TTL: 20 * s.Unit}
+	return idem.ClaimRequest{Key: k, Fingerprint: fp(f), Token: s.newToken(), Lease: s.Unit, TTL: 20 * s.Unit}
 }
 
 func (e *env) claim(r idem.ClaimRequest) idem.Claim {
