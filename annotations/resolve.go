@@ -443,20 +443,38 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 			return false
 		}
 		// Expand fields promoted through embedded structs, so a nil
-		// embedded pointer on the way is checked too.
+		// embedded pointer on the way is checked too. An embedded field
+		// the package cannot name (unexported, of another package) is
+		// left implicit, as in the promoted selector req.ID; the nil check
+		// its value would need cannot be written, so a pointer there is
+		// refused.
+		pendingNil := false
 		for _, idx := range index[:len(index)-1] {
 			st, ok := deref(cur).Underlying().(*types.Struct)
 			if !ok {
 				break
 			}
 			f := st.Field(idx)
-			part.Steps = append(part.Steps, Step{Name: f.Name(), NilCheck: nilable(cur)})
 			if _, isPtr := cur.Underlying().(*types.Pointer); isPtr {
 				addressable = true
 			}
+			if !f.Exported() && f.Pkg() != r.pkg {
+				if nilable(f.Type()) {
+					r.add(sel.Pos, "key: %s is promoted through the embedded field %s of %s, an unexported %s of package %s: "+
+						"the generated code cannot check it for nil, nor name it; key on a field the package can reach "+
+						"without it, or on a method of %s that returns the value", sel.Name, f.Name(), r.typeString(deref(cur)),
+						r.typeString(f.Type()), f.Pkg().Path(), r.typeString(deref(cur)))
+					return false
+				}
+				pendingNil = pendingNil || nilable(cur)
+				cur = f.Type()
+				continue
+			}
+			part.Steps = append(part.Steps, Step{Name: f.Name(), NilCheck: pendingNil || nilable(cur)})
+			pendingNil = false
 			cur = f.Type()
 		}
-		step := Step{Name: sel.Name, NilCheck: nilable(cur)}
+		step := Step{Name: sel.Name, NilCheck: pendingNil || nilable(cur)}
 		switch obj := obj.(type) {
 		case *types.Var:
 			if sel.Call {

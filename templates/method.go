@@ -17,10 +17,20 @@ type methodGen struct {
 	*typeGen
 	m    *annotations.Method
 	desc string // the package-level idem.Method variable
+	// pnames are the wrapper's parameter names: the method's own, except
+	// where one would shadow a name the wrapper refers to (a predeclared
+	// identifier, a package-level or import name, a generated name).
+	pnames []string
 
 	// Locals of the wrapper method, never equal to a parameter name.
 	k, h, err string
 	names     *namer
+}
+
+// errorf returns an error at the method: the generator cannot write its
+// wrapper.
+func (mg *methodGen) errorf(format string, args ...any) error {
+	return &annotations.Error{Pos: mg.m.Pos, Msg: fmt.Sprintf("%s: ", mg.original()) + fmt.Sprintf(format, args...)}
 }
 
 // original names the wrapped method as prose: (*OrderService).Pay,
@@ -142,7 +152,7 @@ func (mg *methodGen) methodDoc() *jen.Statement {
 	} else {
 		var names []string
 		for _, i := range m.Hash {
-			names = append(names, m.Params[i].Name)
+			names = append(names, mg.pnames[i])
 		}
 		second = append(second, fmt.Sprintf("A retry with the same key and a different %s gets %s.ErrPayloadMismatch.",
 			strings.Join(names, " or "), mg.idem))
@@ -201,13 +211,13 @@ func andList(names []string) string {
 func (mg *methodGen) method() (jen.Code, error) {
 	m := mg.m
 	if len(m.Params) == 0 {
-		return nil, fmt.Errorf("%s: %s has no context parameter", m.Pos, mg.original())
-	}
-	params := map[string]bool{}
-	for _, p := range m.Params {
-		params[p.Name] = true
+		return nil, mg.errorf("no context parameter")
 	}
 	// The locals' layer over the file's package scope: nothing is copied.
+	params := map[string]bool{}
+	for _, n := range mg.pnames {
+		params[n] = true
+	}
 	mg.names = mg.scope.child(params)
 	mg.names.reserve(mg.recv)
 	mg.k = mg.names.name("k", "key")
@@ -218,25 +228,26 @@ func (mg *methodGen) method() (jen.Code, error) {
 
 	var sig []jen.Code
 	for i, p := range m.Params {
-		t, err := typeCode(p.Type)
-		if err != nil {
-			return nil, fmt.Errorf("%s: parameter %s of %s: %w", m.Pos, p.Name, mg.original(), err)
+		t := p.Type
+		variadic := mg.variadic() && i == len(m.Params)-1
+		if variadic {
+			t = t.(*types.Slice).Elem()
 		}
-		if mg.variadic() && i == len(m.Params)-1 {
-			t, err = typeCode(p.Type.(*types.Slice).Elem())
-			if err != nil {
-				return nil, err
-			}
-			sig = append(sig, jen.Id(p.Name).Op("...").Add(t))
+		c, err := mg.typeCode(t)
+		if err != nil {
+			return nil, mg.errorf("parameter %s: %v", p.Name, err)
+		}
+		if variadic {
+			sig = append(sig, jen.Id(mg.pnames[i]).Op("...").Add(c))
 			continue
 		}
-		sig = append(sig, jen.Id(p.Name).Add(t))
+		sig = append(sig, jen.Id(mg.pnames[i]).Add(c))
 	}
 	var results []jen.Code
 	if m.Result != nil {
-		t, err := typeCode(m.Result)
+		t, err := mg.typeCode(m.Result)
 		if err != nil {
-			return nil, fmt.Errorf("%s: result of %s: %w", m.Pos, mg.original(), err)
+			return nil, mg.errorf("result: %v", err)
 		}
 		results = append(results, t)
 	}
@@ -326,7 +337,7 @@ func (mg *methodGen) keyPart(p annotations.KeyPart) ([]jen.Code, error) {
 		return []jen.Code{k.Dot("String").Call(jen.Lit(p.Expr), jen.Lit(mg.m.Op))}, nil
 	case annotations.PartTenant:
 		return []jen.Code{k.Dot("String").Call(jen.Lit(p.Expr),
-			jen.Id(mg.recv).Dot(mg.field).Dot("Tenant").Call(jen.Id(mg.m.Params[0].Name)))}, nil
+			jen.Id(mg.recv).Dot(mg.field).Dot("Tenant").Call(jen.Id(mg.pnames[0])))}, nil
 	case annotations.PartPath:
 		if p.Param < 0 || p.Param >= len(mg.m.Params) {
 			return nil, fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
@@ -361,7 +372,7 @@ type clause struct {
 //		k.String("req.Customer.Account().ID", string(v.ID))
 //	}
 func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
-	base, start := mg.m.Params[p.Param].Name, 0
+	base, start := mg.pnames[p.Param], 0
 	sel := func(base string, steps []annotations.Step) *jen.Statement {
 		s := jen.Id(base)
 		for _, st := range steps {
@@ -497,10 +508,7 @@ func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, 
 	case annotations.EncBool:
 		return k.Dot("Bool").Call(convert(v, p.Type, types.Typ[types.Bool])), nil
 	case annotations.EncBytes:
-		if _, ok := p.Type.Underlying().(*types.Array); ok {
-			return k.Dot("Bytes").Call(path, v.Index(jen.Empty(), jen.Empty())), nil
-		}
-		return k.Dot("Bytes").Call(path, convert(v, p.Type, types.NewSlice(types.Typ[types.Byte]))), nil
+		return k.Dot("Bytes").Call(path, bytesCode(v, p.Type)), nil
 	case annotations.EncStringer:
 		return k.Dot("Stringer").Call(path, addressIfNeeded(v, p.Type, "String")), nil
 	case annotations.EncTextMarshal:
@@ -508,6 +516,30 @@ func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, 
 	default:
 		return nil, fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}
+}
+
+// bytesCode converts a byte-like value to []byte: an array of bytes is
+// sliced, v[:]; an array or slice of a named byte type (type B byte) goes
+// through string, which converts from any slice of a byte kind, since
+// []B does not convert to []byte; a slice of bytes is converted as needed.
+//
+//	id[:]   []byte(string(id[:]))   []byte(string(bs))   []byte(raw)
+func bytesCode(v *jen.Statement, t types.Type) jen.Code {
+	byteT := types.Typ[types.Byte]
+	switch u := t.Underlying().(type) {
+	case *types.Array:
+		s := v.Clone().Index(jen.Empty(), jen.Empty())
+		if types.Identical(u.Elem(), byteT) {
+			return s
+		}
+		return jen.Index().Byte().Call(jen.String().Call(s))
+	case *types.Slice:
+		if types.Identical(u.Elem(), byteT) {
+			return convert(v, t, types.NewSlice(byteT))
+		}
+		return jen.Index().Byte().Call(jen.String().Call(v))
+	}
+	return convert(v, t, types.NewSlice(byteT))
 }
 
 // convert returns v, or T(v) when v's type is not identical to to.
@@ -567,8 +599,7 @@ func (mg *methodGen) fingerprint() []jen.Code {
 		return code
 	}
 	for _, i := range mg.m.Hash {
-		p := mg.m.Params[i]
-		code = append(code, hashParam(mg.h, p.Name, p.Type)...)
+		code = append(code, hashParam(mg.h, mg.pnames[i], mg.m.Params[i].Type)...)
 	}
 	return code
 }
@@ -673,21 +704,21 @@ func hashAdd(h, v *jen.Statement, t types.Type) jen.Code {
 //	return err
 func (mg *methodGen) call() ([]jen.Code, error) {
 	m := mg.m
-	ctx := m.Params[0].Name
+	ctx := mg.pnames[0]
 	var args []jen.Code
-	for i, p := range m.Params {
+	for i, name := range mg.pnames {
 		if mg.variadic() && i == len(m.Params)-1 {
-			args = append(args, jen.Id(p.Name).Op("..."))
+			args = append(args, jen.Id(name).Op("..."))
 			continue
 		}
-		args = append(args, jen.Id(p.Name))
+		args = append(args, jen.Id(name))
 	}
-	inner := jen.Id(mg.recv).Dot(mg.t.Name).Dot(m.Name).Call(args...)
+	inner := jen.Id(mg.recv).Dot(mg.inner()).Dot(m.Name).Call(args...)
 	var result jen.Code = jen.Struct()
 	if m.Result != nil {
 		var err error
-		if result, err = typeCode(m.Result); err != nil {
-			return nil, err
+		if result, err = mg.typeCode(m.Result); err != nil {
+			return nil, mg.errorf("result: %v", err)
 		}
 	}
 	var ret jen.Code = jen.Return(inner)

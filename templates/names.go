@@ -1,6 +1,10 @@
 package templates
 
-import "strconv"
+import (
+	"go/types"
+	"strconv"
+	"strings"
+)
 
 // namer hands out identifiers that differ from every name it was seeded with
 // and from every name it handed out before (goverter's namer/namer.go). The
@@ -74,18 +78,20 @@ func (n *namer) name(candidates ...string) string {
 	}
 }
 
-// predeclared are the universe names generated code uses; a generated name
-// never shadows them.
-var predeclared = map[string]bool{
-	"bool": true, "byte": true, "error": true, "false": true, "float64": true,
-	"int64": true, "nil": true, "string": true, "true": true, "uint64": true,
-	"any": true, "struct": true, "func": true, "var": true, "if": true,
-	"else": true, "return": true, "type": true, "const": true, "package": true,
-	"import": true, "map": true, "chan": true, "interface": true, "go": true,
-	"range": true, "for": true, "switch": true, "case": true, "default": true,
-	"select": true, "defer": true, "goto": true, "break": true, "continue": true,
-	"fallthrough": true,
-}
+// predeclared are the names generated code must never shadow or be
+// shadowed by: every name of the universe scope (types, constants,
+// builtins such as len or min, not only those generated code uses: a type
+// of the signature may use any of them) and the keywords.
+var predeclared = func() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range types.Universe.Names() {
+		m[name] = true
+	}
+	for _, kw := range strings.Fields(`break case chan const continue default defer else fallthrough for func go goto if import interface map package range return select struct switch type var`) {
+		m[kw] = true
+	}
+	return m
+}()
 
 // universe is the read-only root scope of predeclared names.
 var universe = &namer{taken: predeclared}

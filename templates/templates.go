@@ -9,6 +9,7 @@ package templates
 import (
 	"bytes"
 	"cmp"
+	"errors"
 	"fmt"
 	"go/format"
 	"go/token"
@@ -76,7 +77,7 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 		f := g.newFile()
 		f.NoFormat = true
 		for i := lo; i < hi; i++ {
-			code, err := decls[i]()
+			code, err := decls[i].build()
 			if err != nil {
 				errs[w] = err
 				return
@@ -100,7 +101,7 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 			src = append(src[:len(declPackage)], part...)
 			out, err := format.Source(src)
 			if err != nil {
-				errs[w] = fmt.Errorf("idemgen: formatting generated code for %s: %w\n%s", pkg.Path, err, part)
+				errs[w] = internalError(decls[lo+i].pos, err)
 				return
 			}
 			pieces[lo+i] = bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(declPackage)), []byte("\n"))
@@ -119,7 +120,7 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 	// order is the first in file order, the one File returns.
 	for _, err := range errs {
 		if err != nil {
-			return nil, err
+			return nil, positioned(err)
 		}
 	}
 	head, err := mergeImports(heads)
@@ -130,7 +131,11 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 		head, err = format.Source(head)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("idemgen: formatting generated code for %s: %w", pkg.Path, err)
+		var pos token.Position
+		if len(pkg.Types) > 0 {
+			pos = pkg.Types[0].Pos
+		}
+		return nil, internalError(pos, err)
 	}
 	n := len(head)
 	for _, p := range pieces {
@@ -144,6 +149,24 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 		out = append(out, '\n')
 	}
 	return out, nil
+}
+
+// internalError reports generated code that does not format: a defect of
+// idemgen, not of the input, reported at the declaration it was generating
+// with a request to report it (and never with the generated source).
+func internalError(pos token.Position, err error) error {
+	return annotations.ErrorList{{Pos: pos, Msg: fmt.Sprintf(
+		"internal error: idemgen generated code for this declaration that does not format (%v); "+
+			"please report it at https://github.com/idemgen/idemgen/issues with this declaration and its annotation", err)}}
+}
+
+// positioned returns err as an ErrorList when it is one *annotations.Error.
+func positioned(err error) error {
+	var one *annotations.Error
+	if errors.As(err, &one) {
+		return annotations.ErrorList{one}
+	}
+	return err
 }
 
 // declMark separates the declarations in jennifer's rendering. Go source
@@ -301,9 +324,9 @@ func File(pkg *annotations.Package) (*jen.File, error) {
 	}
 	f := g.newFile()
 	for _, decl := range g.decls() {
-		code, err := decl()
+		code, err := decl.build()
 		if err != nil {
-			return nil, err
+			return nil, positioned(err)
 		}
 		f.Add(code)
 	}
@@ -334,24 +357,34 @@ func (g *gen) newFile() *jen.File {
 // decls returns the top-level declarations of the file in order, each
 // built when called. Those of different methods share nothing they write,
 // so that they can be built concurrently.
-func (g *gen) decls() []func() (jen.Code, error) {
-	var ds []func() (jen.Code, error)
-	add := func(build func() jen.Code) {
-		ds = append(ds, func() (jen.Code, error) { return build(), nil })
+func (g *gen) decls() []decl {
+	var ds []decl
+	add := func(pos token.Position, build func() jen.Code) {
+		ds = append(ds, decl{pos: pos, build: func() (jen.Code, error) { return build(), nil }})
 	}
-	add(g.handshake)
+	add(g.types[0].t.Pos, g.handshake)
 	for _, tg := range g.types {
-		add(tg.wrapperType)
+		add(tg.t.Pos, tg.wrapperType)
 		if tg.t.Interface {
-			add(tg.interfaceAssertion)
+			add(tg.t.Pos, tg.interfaceAssertion)
 		}
-		add(tg.constructor)
+		add(tg.t.Pos, tg.constructor)
 		for _, mg := range tg.methods {
-			add(mg.descriptor)
-			ds = append(ds, mg.method)
+			add(mg.m.Pos, mg.descriptor)
+			ds = append(ds, decl{pos: mg.m.Pos, build: mg.method})
+		}
+		for _, fn := range tg.passes {
+			ds = append(ds, decl{pos: tg.t.Pos, build: func() (jen.Code, error) { return tg.passThrough(fn) }})
 		}
 	}
 	return ds
+}
+
+// decl is one top-level declaration of the file: where its errors are
+// reported, and how it is built.
+type decl struct {
+	pos   token.Position
+	build func() (jen.Code, error)
 }
 
 func mapsKeys[V any](m map[string]V) func(func(string) bool) {
@@ -401,8 +434,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 
 // planImports names every package the file may import. A package keeps its
 // own name unless that name is declared at package level, is the name of
-// another package imported elsewhere in the package, is a parameter name of
-// a wrapped method, or is taken by an earlier import of this file; then it
+// another package imported elsewhere in the package, or is taken by an earlier import of this file; then it
 // gets a deterministic alternative (idem → idemrt, others → name2, name3…).
 // The runtime is named last, so user packages keep their names.
 func (g *gen) planImports() error {
@@ -412,11 +444,9 @@ func (g *gen) planImports() error {
 			need[p.Path()] = p
 		}
 	}
-	params := map[string]bool{}
 	for _, t := range g.pkg.Types {
 		for _, m := range t.Methods {
 			for _, p := range m.Params {
-				params[p.Name] = true
 				walkPackages(p.Type, visit)
 			}
 			walkPackages(m.Result, visit)
@@ -442,7 +472,7 @@ func (g *gen) planImports() error {
 	}
 	assigned := map[string]bool{}
 	free := func(path, name string) bool {
-		if predeclared[name] || level[name] || params[name] || assigned[name] {
+		if predeclared[name] || level[name] || assigned[name] {
 			return false
 		}
 		for _, p := range otherImports[name] {
@@ -573,7 +603,14 @@ func (g *gen) planDecls() error {
 	}
 	g.scope = decls
 	for _, tg := range g.types {
+		if err := tg.planNext(); err != nil {
+			errs = append(errs, err.(*annotations.Error))
+			continue
+		}
 		tg.planNames()
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }

@@ -282,8 +282,9 @@ func TestHashAdd(t *testing.T) {
 func TestImportNames(t *testing.T) {
 	// The package imports packages of its own named idem and time, and has
 	// a parameter named context: the user's packages keep the names the
-	// package uses for them, and the runtime and the standard time and
-	// context packages step aside.
+	// package uses for them, the runtime and the standard time package
+	// step aside, and the parameter is renamed (it would shadow the import
+	// of context in the wrapper's body).
 	pkg := check(t, "example.com/desk", `package desk
 
 import (
@@ -303,12 +304,13 @@ func (d *Desk) Open(c ctx.Context, t idem.Token, context time.Stamp) (string, er
 	g, err := newGen(&annotations.Package{Name: "desk", Path: "example.com/desk", Types: []*annotations.Type{b.typ("Desk", m)}})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
-		"context":                  "context2",
+		"context":                  "context",
 		"time":                     "time2",
 		"example.com/ctxless/time": "time",
 		"example.com/other/idem":   "idem",
 		RuntimePath:                "idemrt",
 	}, g.imports)
+	assert.Equal(t, []string{"c", "t", "contextArg"}, g.types[0].methods[0].pnames)
 }
 
 func TestAssumedName(t *testing.T) {

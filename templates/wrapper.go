@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"go/types"
 	"strconv"
 
@@ -18,6 +19,79 @@ type typeGen struct {
 	field   string // the executor field: ex, or another name on a clash
 	recv    string // the receiver of the wrapper's methods: w, or another
 	methods []*methodGen
+	// next is the name of the wrapper's field holding the wrapped value
+	// when it cannot be embedded, because the type has a method named like
+	// itself (an embedded field Pay and a method Pay would clash); then
+	// every method without an annotation gets a pass-through method. ""
+	// when the wrapped value is embedded.
+	next string
+	// passes are the methods passed through when next is set, by name.
+	passes []*types.Func
+}
+
+// methodSet returns the methods of the wrapped type (*T, or the interface),
+// sorted by name; nil without type information.
+func (tg *typeGen) methodSet() []*types.Func {
+	if tg.t.Obj == nil {
+		return nil
+	}
+	recv := tg.t.Obj.Type()
+	if !tg.t.Interface {
+		recv = types.NewPointer(recv)
+	}
+	ms := types.NewMethodSet(recv)
+	fns := make([]*types.Func, 0, ms.Len())
+	for i := range ms.Len() {
+		fns = append(fns, ms.At(i).Obj().(*types.Func))
+	}
+	return fns
+}
+
+// planNext decides whether the wrapped value is embedded or held in a named
+// field (see typeGen.next), and lists the pass-through methods.
+func (tg *typeGen) planNext() error {
+	fns := tg.methodSet()
+	clash := false
+	for _, fn := range fns {
+		clash = clash || fn.Name() == tg.t.Name
+	}
+	if !clash {
+		return nil
+	}
+	annotated := map[string]bool{}
+	for _, m := range tg.t.Methods {
+		annotated[m.Name] = true
+	}
+	taken := map[string]bool{}
+	for _, fn := range fns {
+		taken[fn.Name()] = true
+		if annotated[fn.Name()] {
+			continue
+		}
+		if !fn.Exported() && fn.Pkg() != nil && fn.Pkg().Path() != tg.pkg.Path {
+			if tg.t.Interface {
+				return &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf(
+					"interface %s has a method named %s, like itself, so idemgen cannot embed it and must pass every other method through, "+
+						"but method %s of package %s is unexported; rename the method %s", tg.t.Name, tg.t.Name, fn.Name(), fn.Pkg().Path(), tg.t.Name)}
+			}
+			continue // not callable from here, and not part of any interface the wrapper could meet
+		}
+		tg.passes = append(tg.passes, fn)
+	}
+	tg.next = "next"
+	for i := 2; taken[tg.next]; i++ {
+		tg.next = "next" + strconv.Itoa(i)
+	}
+	return nil
+}
+
+// inner is the selector of the wrapped value on the wrapper: the embedded
+// field (named like the type) or the next field.
+func (tg *typeGen) inner() string {
+	if tg.next != "" {
+		return tg.next
+	}
+	return tg.t.Name
 }
 
 // planNames picks the executor field and the receiver name. The field must
@@ -28,6 +102,9 @@ func (tg *typeGen) planNames() {
 	taken := map[string]bool{tg.t.Name: true}
 	for _, m := range tg.t.Methods {
 		taken[m.Name] = true
+	}
+	if tg.next != "" {
+		taken[tg.next] = true
 	}
 	clash := func(name string) bool {
 		if taken[name] || tg.t.Obj == nil {
@@ -49,9 +126,10 @@ func (tg *typeGen) planNames() {
 	}
 
 	params := map[string]bool{}
-	for _, m := range tg.t.Methods {
-		for _, p := range m.Params {
-			params[p.Name] = true
+	for _, mg := range tg.methods {
+		mg.planParams()
+		for _, n := range mg.pnames {
+			params[n] = true
 		}
 	}
 	tg.recv = tg.scope.child(params).name("w", "wr", "wrapper")
@@ -98,12 +176,19 @@ func (tg *typeGen) wrapperType() jen.Code {
 	text := tg.wrapper + " wraps " + tg.wrappedText() + " so that " + what +
 		" at most once per key, replaying the stored outcome to retries. Methods without an annotation are promoted from the embedded " +
 		tg.wrappedText() + " unchanged."
+	inner := tg.wrapped()
+	if tg.next != "" {
+		text = tg.wrapper + " wraps " + tg.wrappedText() + " so that " + what +
+			" at most once per key, replaying the stored outcome to retries. " + tg.wrappedText() + " has a method named " + tg.t.Name +
+			", like itself, so it is held in the field " + tg.next + " rather than embedded: methods without an annotation pass through to it unchanged."
+		inner = jen.Id(tg.next).Add(inner)
+	}
 	if tg.t.Interface {
 		text += " It implements " + tg.t.Name + "."
 	}
 	return doc(text).Line().
 		Type().Id(tg.wrapper).Struct(
-		tg.wrapped(),
+		inner,
 		jen.Id(tg.field).Op("*").Add(tg.rt("Executor")),
 	)
 }
@@ -130,8 +215,85 @@ func (tg *typeGen) constructor() jen.Code {
 		jen.Id("ex").Op("*").Add(tg.rt("Executor")),
 	).Op("*").Id(tg.wrapper).Block(
 		jen.Return(jen.Op("&").Id(tg.wrapper).Values(jen.Dict{
-			jen.Id(tg.t.Name): jen.Id("next"),
+			jen.Id(tg.inner()): jen.Id("next"),
 			jen.Id(tg.field):  jen.Id("ex"),
 		})),
 	)
+}
+
+// planParams names the wrapper's parameters: a parameter keeps its name
+// unless the name is one the wrapper's body or signature may refer to in
+// the file's scope (a predeclared identifier such as string or nil, a
+// package-level name such as a type of the signature or a descriptor, an
+// import name such as idem or context), which the parameter would shadow;
+// then it is renamed (nilArg, contextArg). Parameter names are not part of
+// the method's type, so the wrapper still has the same method.
+func (mg *methodGen) planParams() {
+	keep := map[string]bool{}
+	for _, p := range mg.m.Params {
+		if !mg.scope.isTaken(p.Name) {
+			keep[p.Name] = true
+		}
+	}
+	names := mg.scope.child(keep)
+	mg.pnames = make([]string, len(mg.m.Params))
+	for i, p := range mg.m.Params {
+		if keep[p.Name] {
+			mg.pnames[i] = p.Name
+			continue
+		}
+		mg.pnames[i] = names.name(p.Name + "Arg")
+	}
+}
+
+// passThrough forwards a method without an annotation to the wrapped value
+// held in the next field:
+//
+//	// Other calls (*Pay).Other.
+//	func (w *IdempotentPay) Other(p0 int, p1 ...string) (int, error) {
+//		return w.next.Other(p0, p1...)
+//	}
+func (tg *typeGen) passThrough(fn *types.Func) (jen.Code, error) {
+	sig := fn.Type().(*types.Signature)
+	names := tg.scope.child(nil)
+	names.reserve(tg.recv)
+	var params, args, results []jen.Code
+	for i := range sig.Params().Len() {
+		t := sig.Params().At(i).Type()
+		variadic := sig.Variadic() && i == sig.Params().Len()-1
+		if variadic {
+			t = t.(*types.Slice).Elem()
+		}
+		c, err := tg.typeCode(t)
+		if err != nil {
+			return nil, &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: parameter %d: %v", fn.Name(), i+1, err)}
+		}
+		name := names.name("p" + strconv.Itoa(i))
+		if variadic {
+			params = append(params, jen.Id(name).Op("...").Add(c))
+			args = append(args, jen.Id(name).Op("..."))
+			continue
+		}
+		params = append(params, jen.Id(name).Add(c))
+		args = append(args, jen.Id(name))
+	}
+	for v := range sig.Results().Variables() {
+		c, err := tg.typeCode(v.Type())
+		if err != nil {
+			return nil, &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: result: %v", fn.Name(), err)}
+		}
+		results = append(results, c)
+	}
+	call := jen.Id(tg.recv).Dot(tg.next).Dot(fn.Name()).Call(args...)
+	var body jen.Code = call
+	if len(results) > 0 {
+		body = jen.Return(call)
+	}
+	what := "(" + tg.wrappedText() + ")." + fn.Name()
+	if tg.t.Interface {
+		what = tg.t.Name + "." + fn.Name()
+	}
+	return doc(fn.Name()+" calls "+what+".").Line().
+		Func().Params(jen.Id(tg.recv).Op("*").Id(tg.wrapper)).Id(fn.Name()).Params(params...).Params(results...).
+		Block(body), nil
 }

@@ -8,24 +8,24 @@ import (
 	"context"
 	"time"
 
-	idemrt "github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // Compile-time check that this file was generated for a compatible runtime.
-const _ = idemrt.GeneratedCodeVersion1
+const _ = idem.GeneratedCodeVersion1
 
 // IdempotentWeird wraps *Weird so that its annotated methods (Do and Drop) run
 // at most once per key, replaying the stored outcome to retries. Methods
 // without an annotation are promoted from the embedded *Weird unchanged.
 type IdempotentWeird struct {
 	*Weird
-	ex *idemrt.Executor
+	ex *idem.Executor
 }
 
 // NewIdempotentWeird returns a wrapper of next whose annotated methods run
 // through ex: each key is claimed in ex's store, the method runs once, and its
 // outcome is replayed to retries.
-func NewIdempotentWeird(next *Weird, ex *idemrt.Executor) *IdempotentWeird {
+func NewIdempotentWeird(next *Weird, ex *idem.Executor) *IdempotentWeird {
 	return &IdempotentWeird{
 		Weird: next,
 		ex:    ex,
@@ -33,7 +33,7 @@ func NewIdempotentWeird(next *Weird, ex *idemrt.Executor) *IdempotentWeird {
 }
 
 // idemWeirdDo is the annotation of (*Weird).Do, for the runtime.
-var idemWeirdDo = idemrt.Method{
+var idemWeirdDo = idem.Method{
 	Op:  "Weird.Do",
 	TTL: time.Minute,
 }
@@ -43,12 +43,12 @@ var idemWeirdDo = idemrt.Method{
 // replayed.
 //
 // A retry with the same key and a different k or h or w or ex or err or key or
-// hash or next or idem or v gets idemrt.ErrPayloadMismatch. A duplicate of a
-// call still running gets idemrt.ErrInProgress. A nil or empty key part returns
-// idemrt.ErrMissingKey without calling the method. Errors release the key, so
-// that a retry runs the method again, except those marked with idemrt.Final.
-func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex string, err string, key string, hash string, next string, idem string, v bool) (string, error) {
-	var key2 idemrt.KeyParts
+// hash or next or idemArg or v gets idem.ErrPayloadMismatch. A duplicate of a
+// call still running gets idem.ErrInProgress. A nil or empty key part returns
+// idem.ErrMissingKey without calling the method. Errors release the key, so
+// that a retry runs the method again, except those marked with idem.Final.
+func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex string, err string, key string, hash string, next string, idemArg string, v bool) (string, error) {
+	var key2 idem.KeyParts
 	key2.String("k", k)
 	key2.Int(int64(h))
 	if w.In == nil {
@@ -57,7 +57,7 @@ func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex s
 		key2.String("w.In.V", w.In.V)
 	}
 	key2.String("ex", ex)
-	var hash2 idemrt.Hasher
+	var hash2 idem.Hasher
 	hash2.String(k)
 	hash2.Int(int64(h))
 	hash2.Value(w)
@@ -66,15 +66,15 @@ func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex s
 	hash2.String(key)
 	hash2.String(hash)
 	hash2.String(next)
-	hash2.String(idem)
+	hash2.String(idemArg)
 	hash2.Bool(v)
-	return idemrt.Do(ctx, wr.ex, &idemWeirdDo, &key2, &hash2, func(ctx context.Context) (string, error) {
-		return wr.Weird.Do(ctx, k, h, w, ex, err, key, hash, next, idem, v)
+	return idem.Do(ctx, wr.ex, &idemWeirdDo, &key2, &hash2, func(ctx context.Context) (string, error) {
+		return wr.Weird.Do(ctx, k, h, w, ex, err, key, hash, next, idemArg, v)
 	})
 }
 
 // idemWeirdDrop is the annotation of (*Weird).Drop, for the runtime.
-var idemWeirdDrop = idemrt.Method{
+var idemWeirdDrop = idem.Method{
 	Op:  "Weird.Drop",
 	TTL: time.Minute,
 }
@@ -83,17 +83,17 @@ var idemWeirdDrop = idemrt.Method{
 // run it once, and for 1m every retry gets its outcome replayed.
 //
 // A retry with the same key and a different id or p2 gets
-// idemrt.ErrPayloadMismatch. A duplicate of a call still running gets
-// idemrt.ErrInProgress. A nil or empty key part returns idemrt.ErrMissingKey
+// idem.ErrPayloadMismatch. A duplicate of a call still running gets
+// idem.ErrInProgress. A nil or empty key part returns idem.ErrMissingKey
 // without calling the method. Errors release the key, so that a retry runs the
-// method again, except those marked with idemrt.Final.
+// method again, except those marked with idem.Final.
 func (wr *IdempotentWeird) Drop(ctx context.Context, id string, p2 int) error {
-	var k idemrt.KeyParts
+	var k idem.KeyParts
 	k.String("id", id)
-	var h idemrt.Hasher
+	var h idem.Hasher
 	h.String(id)
 	h.Int(int64(p2))
-	_, err := idemrt.Do(ctx, wr.ex, &idemWeirdDrop, &k, &h, func(ctx context.Context) (struct{}, error) {
+	_, err := idem.Do(ctx, wr.ex, &idemWeirdDrop, &k, &h, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, wr.Weird.Drop(ctx, id, p2)
 	})
 	return err

@@ -1,0 +1,565 @@
+package generate
+
+import (
+	"errors"
+	"fmt"
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+
+	"github.com/idemgen/idemgen/annotations"
+	"github.com/idemgen/idemgen/templates"
+)
+
+// The generative test builds random service packages from a grammar of Go
+// types and annotations and checks the generator's contract on each: either
+// the generated file type-checks with the package, or every error is a
+// positioned file:line:col. Each case is pure go/types on in-memory sources
+// (no go command per case): the standard library and the runtime are loaded
+// once from export data.
+
+// generativeSeeds is the number of seeds TestGenerative runs in make test.
+const generativeSeeds = 1000
+
+// Two packages with the same name, a, that the service imports in
+// different files.
+const (
+	depP = `package a
+
+type T struct {
+	ID string
+	N  int
+}
+
+type B byte
+type ID [4]B
+type Bytes []B
+type Str string
+
+type base struct {
+	ID  string
+	Seq int64
+}
+
+// Req has fields promoted from an unexported embedded struct.
+type Req struct {
+	base
+	Name string
+}
+
+// PReq promotes through an unexported embedded pointer.
+type PReq struct {
+	*base
+	Name string
+}
+
+type Inner struct{ ID string }
+
+type Exp struct {
+	Inner
+	X int
+}
+
+type PExp struct{ *Inner }
+
+type List[E any] struct{ Items []E }
+
+type Pair[K comparable, V any] struct {
+	K K
+	V V
+}
+
+type Keyer struct{ id string }
+
+func (k Keyer) Key() string { return k.id }
+
+type WithSecret struct {
+	secret string
+	Pub    string
+}
+`
+	depQ = `package a
+
+type T struct{ X int }
+
+type ID string
+`
+)
+
+// genEnv is what every case shares: the imported packages.
+type genEnv struct {
+	std  map[string]*types.Package // context, errors, time, the runtime...
+	p, q *types.Package
+}
+
+var (
+	genEnvOnce sync.Once
+	genEnvVal  *genEnv
+	genEnvErr  error
+)
+
+func loadGenEnv() (*genEnv, error) {
+	genEnvOnce.Do(func() {
+		pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedName | packages.NeedTypes},
+			"context", "errors", "time", templates.RuntimePath)
+		if err != nil {
+			genEnvErr = err
+			return
+		}
+		env := &genEnv{std: map[string]*types.Package{}}
+		var visit func(*types.Package)
+		visit = func(p *types.Package) {
+			if env.std[p.Path()] != nil {
+				return
+			}
+			env.std[p.Path()] = p
+			for _, i := range p.Imports() {
+				visit(i)
+			}
+		}
+		for _, p := range pkgs {
+			if len(p.Errors) > 0 {
+				genEnvErr = fmt.Errorf("%s: %v", p.PkgPath, p.Errors)
+				return
+			}
+			visit(p.Types)
+		}
+		check := func(path, src string) (*types.Package, error) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "/dep/"+path+"/a.go", src, 0)
+			if err != nil {
+				return nil, err
+			}
+			return (&types.Config{Importer: importer.Default()}).Check(path, fset, []*ast.File{f}, nil)
+		}
+		if env.p, genEnvErr = check("ex.com/p/a", depP); genEnvErr != nil {
+			return
+		}
+		if env.q, genEnvErr = check("ex.com/q/a", depQ); genEnvErr != nil {
+			return
+		}
+		genEnvVal = env
+	})
+	return genEnvVal, genEnvErr
+}
+
+func (e *genEnv) Import(path string) (*types.Package, error) {
+	switch path {
+	case "ex.com/p/a":
+		return e.p, nil
+	case "ex.com/q/a":
+		return e.q, nil
+	}
+	if p := e.std[path]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("generative test: no package %q", path)
+}
+
+// progGen writes one random service package.
+type progGen struct {
+	r *rand.Rand
+}
+
+// paramNames are drawn for parameters: predeclared identifiers, the
+// runtime's and the wrapper's names, package-level and import names, and
+// ordinary ones.
+var paramNames = []string{
+	"string", "error", "int64", "uint64", "bool", "byte", "nil", "any", "int", "len",
+	"true", "false", "float64", "make", "new", "panic", "append", "struct_", "comparable",
+	"idem", "idemrt", "context", "time", "errors", "ctx", "k", "h", "err", "v", "v2", "w", "wr", "wrapper",
+	"next", "ex", "key", "hash", "a", "Order", "S", "B", "Arr", "ErrX", "Svc",
+	"IdempotentSvc", "NewIdempotentSvc", "idemSvcM0", "idemSvcM1", "IdempotentÜberweisung",
+	"id", "req", "x", "p0", "p1", "Überweisung", "M0",
+}
+
+// keyable is a parameter type with the key paths it offers; in is "p" or
+// "q" when it names package a of that file.
+type keyable struct {
+	typ   string
+	paths []string
+	in    string
+}
+
+var keyables = []keyable{
+	{"string", []string{""}, ""},
+	{"int64", []string{""}, ""},
+	{"uint8", []string{""}, ""},
+	{"bool", []string{""}, ""},
+	{"S", []string{""}, ""},
+	{"*Order", []string{".ID", ".Seq"}, ""},
+	{"Order", []string{".ID"}, ""},
+	{"Arr", []string{""}, ""},
+	{"Sl", []string{""}, ""},
+	{"[16]byte", []string{""}, ""},
+	{"[4]B", []string{""}, ""},
+	{"a.T", []string{".ID", ".N"}, "p"},
+	{"a.T", []string{".X"}, "q"},
+	{"a.ID", []string{""}, "p"},
+	{"a.ID", []string{""}, "q"},
+	{"a.Str", []string{""}, "p"},
+	{"a.Req", []string{".ID", ".Seq", ".Name"}, "p"},
+	{"*a.Req", []string{".ID", ".Seq"}, "p"},
+	{"*a.PReq", []string{".ID", ".Name"}, "p"},
+	{"a.Exp", []string{".ID", ".Inner.ID"}, "p"},
+	{"*a.PExp", []string{".ID"}, "p"},
+	{"a.Keyer", []string{".Key()"}, "p"},
+	{"*a.WithSecret", []string{".Pub", ".secret"}, "p"},
+	{"*Nested", []string{".O.ID", ".P.ID", ".Deep.ID"}, ""},
+}
+
+func (g *progGen) pick(n int) int { return g.r.IntN(n) }
+
+func (g *progGen) chance(pct int) bool { return g.r.IntN(100) < pct }
+
+// typ returns a random type expression valid in a file of package a = in.
+func (g *progGen) typ(depth int, in string) string {
+	leaves := []string{"int", "string", "bool", "byte", "error", "any", "int64", "float64",
+		"Order", "*Order", "S", "B", "a.T", "a.ID", "Sl", "Arr", "context.Context", "time.Duration"}
+	if in == "p" {
+		leaves = append(leaves, "a.Req", "*a.PReq", "a.Bytes", "a.List[int]")
+	}
+	if depth <= 0 || g.chance(35) {
+		return leaves[g.pick(len(leaves))]
+	}
+	e := func() string { return g.typ(depth-1, in) }
+	paren := func(s string) string {
+		if strings.HasPrefix(s, "<-") {
+			return "(" + s + ")"
+		}
+		return s
+	}
+	switch g.pick(13) {
+	case 0:
+		return "*" + e()
+	case 1:
+		return "[]" + e()
+	case 2:
+		return fmt.Sprintf("[%d]%s", 1+g.pick(3), e())
+	case 3:
+		keys := []string{"string", "int", "S", "a.T", "[2]byte", "*Order", "struct{ X int }"}
+		return "map[" + keys[g.pick(len(keys))] + "]" + e()
+	case 4:
+		return "chan " + paren(e())
+	case 5:
+		return "chan<- " + e()
+	case 6:
+		return "<-chan " + e()
+	case 7:
+		return "func(" + e() + ", ..." + e() + ") (" + e() + ", error)"
+	case 8:
+		return "struct {\n\tX " + e() + " `json:\"x,omitempty\"`\n\ty, Z " + e() + "\n\ta.T\n}"
+	case 9:
+		if in == "p" {
+			return "a.List[" + e() + "]"
+		}
+		return "func() " + e()
+	case 10:
+		if in == "p" {
+			return "a.Pair[string, " + e() + "]"
+		}
+		return "[]" + e()
+	case 11:
+		return "interface{ M(" + e() + ") " + e() + " }"
+	default:
+		return "func(" + e() + ")"
+	}
+}
+
+// results are result types, mostly ones the codec round-trips.
+func (g *progGen) result(in string) string {
+	rs := []string{"string", "int", "*Order", "[]Order", "map[string]int", "struct{ X int }", "S", "[]byte", "Arr"}
+	if in == "p" {
+		rs = append(rs, "a.List[string]", "[]a.T", "a.T")
+	}
+	if g.chance(15) {
+		return g.typ(2, in)
+	}
+	return rs[g.pick(len(rs))]
+}
+
+// program returns the files of a random service package.
+func (g *progGen) program() map[string]string {
+	typeName := "Svc"
+	if g.chance(20) {
+		typeName = "Überweisung"
+	}
+	iface := g.chance(25)
+	var files [2]strings.Builder
+	files[0].WriteString(`package svc
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"ex.com/p/a"
+)
+
+var (
+	_ = time.Second
+	_ a.T
+	_ context.Context
+)
+
+// ErrX is a sentinel.
+var ErrX = errors.New("x")
+
+type Order struct {
+	ID  string
+	Seq int
+}
+
+type S string
+type B byte
+type Arr [4]B
+type Sl []B
+
+type Nested struct {
+	O    Order
+	P    *Order
+	Deep struct{ *Order }
+}
+
+`)
+	files[1].WriteString(`package svc
+
+import (
+	"context"
+	"time"
+
+	"ex.com/q/a"
+)
+
+var (
+	_ = time.Second
+	_ a.T
+	_ context.Context
+)
+
+`)
+	if g.chance(15) {
+		files[0].WriteString("//idem:defaults ttl=1h\n")
+	}
+	if iface {
+		fmt.Fprintf(&files[0], "type %s interface {\n", typeName)
+	} else {
+		fmt.Fprintf(&files[0], "type %s struct{ n int }\n\n", typeName)
+	}
+	declared := map[string]bool{}
+	nMethods := 1 + g.pick(3)
+	for i := range nMethods + g.pick(3) {
+		annotated := i < nMethods
+		name := fmt.Sprintf("M%d", i)
+		if g.chance(10) {
+			name = typeName
+		}
+		if g.chance(10) && !iface && name[0] == 'M' {
+			name = "m" + name[1:]
+		}
+		fi := 0
+		if !iface && g.chance(40) {
+			fi = 1
+		}
+		in := []string{"p", "q"}[fi]
+		sig, ann := g.method(in, annotated)
+		if declared[name] {
+			continue
+		}
+		declared[name] = true
+		w := &files[fi]
+		if iface {
+			if ann != "" {
+				fmt.Fprintf(w, "\t// %s is annotated.\n\t//\n\t%s\n", name, ann)
+			}
+			fmt.Fprintf(w, "\t%s%s\n", name, sig)
+			continue
+		}
+		recv := "*" + typeName
+		if g.chance(20) {
+			recv = typeName
+		}
+		if ann != "" {
+			fmt.Fprintf(w, "// %s is annotated.\n//\n%s\n", name, ann)
+		}
+		fmt.Fprintf(w, "func (s_ %s) %s%s { for {} }\n\n", recv, name, sig)
+	}
+	if iface {
+		files[0].WriteString("}\n")
+	}
+	return map[string]string{"/svc/s1.go": files[0].String(), "/svc/s2.go": files[1].String()}
+}
+
+// method returns a random signature and, when annotated, its //idem: line.
+func (g *progGen) method(in string, annotated bool) (sig, ann string) {
+	used := map[string]bool{"s_": true}
+	name := func() string {
+		for {
+			n := paramNames[g.pick(len(paramNames))]
+			if !used[n] {
+				used[n] = true
+				return n
+			}
+		}
+	}
+	type param struct{ name, typ string }
+	params := []param{{name(), "context.Context"}}
+	var keyParts, hashable []string
+	for range 1 + g.pick(2) {
+		var ks []keyable
+		for _, k := range keyables {
+			if k.in == "" || k.in == in {
+				ks = append(ks, k)
+			}
+		}
+		k := ks[g.pick(len(ks))]
+		p := param{name(), k.typ}
+		params = append(params, p)
+		keyParts = append(keyParts, p.name+k.paths[g.pick(len(k.paths))])
+		hashable = append(hashable, p.name)
+	}
+	for range g.pick(4) {
+		n := name()
+		if g.chance(10) {
+			n = "_"
+		}
+		params = append(params, param{n, g.typ(3, in)})
+	}
+	g.r.Shuffle(len(params)-1, func(i, j int) { params[i+1], params[j+1] = params[j+1], params[i+1] })
+	var ps []string
+	for _, p := range params {
+		ps = append(ps, p.name+" "+p.typ)
+	}
+	result := "error"
+	if g.chance(75) {
+		result = "(" + g.result(in) + ", error)"
+	}
+	sig = "(" + strings.Join(ps, ", ") + ") " + result
+	if !annotated {
+		return sig, ""
+	}
+	key := strings.Join(keyParts, "+")
+	if g.chance(30) {
+		key += []string{"+op", `+"lit"`, "+tenant"}[g.pick(3)]
+	}
+	opts := []string{"key=" + key}
+	if g.chance(97) {
+		opts = append(opts, []string{"ttl=155s", "ttl=7d", "ttl=90m", "retries=3 timeout=2s backoff=1s"}[g.pick(4)])
+	}
+	switch g.pick(4) {
+	case 0:
+		opts = append(opts, "hash=none")
+	case 1, 2:
+		opts = append(opts, "hash="+strings.Join(hashable, ","))
+	}
+	if g.chance(20) && in == "p" {
+		opts = append(opts, "final=ErrX")
+	}
+	if g.chance(20) {
+		opts = append(opts, "inflight=wait:2s")
+	}
+	return sig, "//idem:" + strings.Join(opts, " ")
+}
+
+// genOutcome is what one case did.
+type genOutcome int
+
+const (
+	genGenerated genOutcome = iota
+	genRefused
+)
+
+// runGenerative builds the program of seed, generates, and checks the
+// contract; it returns what happened.
+func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
+	t.Helper()
+	g := &progGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	srcs := g.program()
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range []string{"/svc/s1.go", "/svc/s2.go"} {
+		f, err := parser.ParseFile(fset, name, srcs[name], parser.ParseComments)
+		if err != nil {
+			t.Fatalf("seed %d: the test wrote a program that does not parse: %v\n%s", seed, err, srcs[name])
+		}
+		files = append(files, f)
+	}
+	info := &types.Info{
+		Types: map[ast.Expr]types.TypeAndValue{}, Defs: map[*ast.Ident]types.Object{},
+		Uses: map[*ast.Ident]types.Object{}, Implicits: map[ast.Node]types.Object{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{},
+	}
+	pkg, err := (&types.Config{Importer: env}).Check("ex.com/svc", fset, files, info)
+	if err != nil {
+		t.Fatalf("seed %d: the test wrote a program that does not type-check: %v\n%s\n%s", seed, err, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+	}
+	model, err := annotations.ResolvePackage(fset, files, pkg, info)
+	var content []byte
+	if err == nil {
+		content, err = templates.Render(model)
+	}
+	if err != nil {
+		var list annotations.ErrorList
+		if !errors.As(err, &list) {
+			t.Fatalf("seed %d: error without a position: %v\n%s\n%s", seed, err, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+		}
+		for _, e := range list {
+			if e.Pos.Filename == "" || e.Pos.Line <= 0 || e.Pos.Column <= 0 {
+				t.Fatalf("seed %d: error without a file:line:col: %v\n%s\n%s", seed, e, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+			}
+		}
+		return genRefused
+	}
+	gen, err := parser.ParseFile(fset, "/svc/"+templates.FileName, content, parser.ParseComments)
+	if err != nil {
+		t.Fatalf("seed %d: generated code does not parse: %v\n%s", seed, err, content)
+	}
+	var typeErrs []string
+	conf := &types.Config{Importer: env, Error: func(err error) { typeErrs = append(typeErrs, err.Error()) }}
+	_, _ = conf.Check("ex.com/svc", fset, append(files, gen), nil)
+	if len(typeErrs) > 0 {
+		t.Fatalf("seed %d: generated code does not type-check:\n%s\n--- s1.go\n%s\n--- s2.go\n%s\n--- %s\n%s",
+			seed, strings.Join(typeErrs, "\n"), srcs["/svc/s1.go"], srcs["/svc/s2.go"], templates.FileName, content)
+	}
+	return genGenerated
+}
+
+// TestGenerative runs generativeSeeds random programs through the
+// generator (FuzzGenerate runs more).
+func TestGenerative(t *testing.T) {
+	env, err := loadGenEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[genOutcome]int{}
+	for seed := range uint64(generativeSeeds) {
+		counts[runGenerative(t, env, seed)]++
+	}
+	t.Logf("%d seeds: %d generated and type-checked, %d refused at a position", generativeSeeds, counts[genGenerated], counts[genRefused])
+	if counts[genGenerated] < generativeSeeds/4 {
+		t.Errorf("only %d of %d programs generated: the grammar mostly tests refusals", counts[genGenerated], generativeSeeds)
+	}
+}
+
+// FuzzGenerate maps a seed to a random program and checks the generator's
+// contract on it (make fuzz).
+func FuzzGenerate(f *testing.F) {
+	for seed := range uint64(8) {
+		f.Add(seed)
+	}
+	env, err := loadGenEnv()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) {
+		runGenerative(t, env, seed)
+	})
+}

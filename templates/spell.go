@@ -1,0 +1,201 @@
+package templates
+
+import (
+	"fmt"
+	"go/types"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dave/jennifer/jen"
+)
+
+// walkPackages calls visit for the package of every named type that t
+// mentions, so that imports can be named before any code is emitted.
+func walkPackages(t types.Type, visit func(*types.Package)) {
+	seen := map[types.Type]bool{}
+	var walk func(types.Type)
+	walk = func(t types.Type) {
+		if t == nil || seen[t] {
+			return
+		}
+		seen[t] = true
+		switch t := t.(type) {
+		case *types.Basic:
+			if t.Kind() == types.UnsafePointer {
+				visit(types.Unsafe)
+			}
+		case *types.Alias:
+			if p := t.Obj().Pkg(); p != nil {
+				visit(p)
+			}
+			for i := range t.TypeArgs().Len() {
+				walk(t.TypeArgs().At(i))
+			}
+		case *types.Named:
+			if p := t.Obj().Pkg(); p != nil {
+				visit(p)
+			}
+			for i := range t.TypeArgs().Len() {
+				walk(t.TypeArgs().At(i))
+			}
+		case *types.Pointer:
+			walk(t.Elem())
+		case *types.Slice:
+			walk(t.Elem())
+		case *types.Array:
+			walk(t.Elem())
+		case *types.Map:
+			walk(t.Key())
+			walk(t.Elem())
+		case *types.Chan:
+			walk(t.Elem())
+		case *types.Signature:
+			for v := range t.Params().Variables() {
+				walk(v.Type())
+			}
+			for v := range t.Results().Variables() {
+				walk(v.Type())
+			}
+		case *types.Struct:
+			for f := range t.Fields() {
+				walk(f.Type())
+			}
+		case *types.Interface:
+			for i := range t.NumEmbeddeds() {
+				walk(t.EmbeddedType(i))
+			}
+			for m := range t.ExplicitMethods() {
+				walk(m.Type())
+			}
+		}
+	}
+	walk(t)
+}
+
+
+// typeCode spells t as go/types does (types.TypeString), with every package
+// name the one this file imports it under: the qualifier marks each package
+// path, and each qualified name becomes a jen.Qual, so that jennifer writes
+// the chosen import name and records the import (google/wire spells types
+// the same way). A type generated code cannot name is an error: a type
+// declared inside a function, an unexported type or struct field or
+// interface method of another package, a type parameter.
+//
+//	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
+func (g *gen) typeCode(t types.Type) (jen.Code, error) {
+	if err := g.spellable(t); err != nil {
+		return nil, err
+	}
+	const mark = "\x00"
+	s := types.TypeString(t, func(p *types.Package) string {
+		if p.Path() == g.pkg.Path {
+			return ""
+		}
+		return mark + p.Path() + mark
+	})
+	code := jen.Null()
+	for s != "" {
+		i := strings.Index(s, mark)
+		if i < 0 {
+			code.Op(s)
+			break
+		}
+		if i > 0 {
+			code.Op(s[:i])
+		}
+		s = s[i+len(mark):]
+		j := strings.Index(s, mark)
+		path := s[:j]
+		s = strings.TrimPrefix(s[j+len(mark):], ".")
+		n := 0
+		for n < len(s) {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+				break
+			}
+			n += size
+		}
+		code.Qual(path, s[:n])
+		s = s[n:]
+	}
+	return code, nil
+}
+
+// spellable returns an error when a package other than that of the
+// generated file cannot write t.
+func (g *gen) spellable(t types.Type) error {
+	var err error
+	seen := map[types.Type]bool{}
+	foreign := func(p *types.Package) bool { return p != nil && p.Path() != g.pkg.Path }
+	var walk func(types.Type)
+	walk = func(t types.Type) {
+		if t == nil || seen[t] || err != nil {
+			return
+		}
+		seen[t] = true
+		named := func(obj *types.TypeName, args *types.TypeList) {
+			switch {
+			case obj.Pkg() == nil:
+			case obj.Parent() != nil && obj.Parent() != obj.Pkg().Scope():
+				err = fmt.Errorf("type %s is declared inside a function; generated code cannot name it", obj.Name())
+			case foreign(obj.Pkg()) && !obj.Exported():
+				err = fmt.Errorf("type %s of package %s is unexported; generated code cannot name it", obj.Name(), obj.Pkg().Path())
+			}
+			for i := range args.Len() {
+				walk(args.At(i))
+			}
+		}
+		switch t := t.(type) {
+		case *types.Alias:
+			named(t.Obj(), t.TypeArgs())
+		case *types.Named:
+			named(t.Obj(), t.TypeArgs())
+		case *types.TypeParam:
+			err = fmt.Errorf("type parameter %s cannot be named outside its declaration", t.Obj().Name())
+		case *types.Basic:
+			if t.Info()&types.IsUntyped != 0 {
+				err = fmt.Errorf("untyped %s has no spelling in a signature", t.Name())
+			}
+		case *types.Pointer:
+			walk(t.Elem())
+		case *types.Slice:
+			walk(t.Elem())
+		case *types.Array:
+			walk(t.Elem())
+		case *types.Map:
+			walk(t.Key())
+			walk(t.Elem())
+		case *types.Chan:
+			walk(t.Elem())
+		case *types.Signature:
+			for v := range t.Params().Variables() {
+				walk(v.Type())
+			}
+			for v := range t.Results().Variables() {
+				walk(v.Type())
+			}
+		case *types.Struct:
+			for f := range t.Fields() {
+				if !f.Exported() && foreign(f.Pkg()) {
+					err = fmt.Errorf("struct field %s of package %s is unexported; generated code cannot write the struct type", f.Name(), f.Pkg().Path())
+					return
+				}
+				walk(f.Type())
+			}
+		case *types.Interface:
+			for i := range t.NumEmbeddeds() {
+				walk(t.EmbeddedType(i))
+			}
+			for m := range t.ExplicitMethods() {
+				if !m.Exported() && foreign(m.Pkg()) {
+					err = fmt.Errorf("interface method %s of package %s is unexported; generated code cannot write the interface type", m.Name(), m.Pkg().Path())
+					return
+				}
+				walk(m.Type())
+			}
+		}
+	}
+	walk(t)
+	return err
+}
