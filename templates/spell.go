@@ -73,7 +73,6 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 	walk(t)
 }
 
-
 // typeCode spells t as go/types does (types.TypeString), with every package
 // name the one this file imports it under: the qualifier marks each package
 // path, and each qualified name becomes a jen.Qual, so that jennifer writes

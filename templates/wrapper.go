@@ -216,7 +216,7 @@ func (tg *typeGen) constructor() jen.Code {
 	).Op("*").Id(tg.wrapper).Block(
 		jen.Return(jen.Op("&").Id(tg.wrapper).Values(jen.Dict{
 			jen.Id(tg.inner()): jen.Id("next"),
-			jen.Id(tg.field):  jen.Id("ex"),
+			jen.Id(tg.field):   jen.Id("ex"),
 		})),
 	)
 }
@@ -293,7 +293,7 @@ func (tg *typeGen) passThrough(fn *types.Func) (jen.Code, error) {
 	if tg.t.Interface {
 		what = tg.t.Name + "." + fn.Name()
 	}
-	return doc(fn.Name()+" calls "+what+".").Line().
+	return doc(fn.Name() + " calls " + what + ".").Line().
 		Func().Params(jen.Id(tg.recv).Op("*").Id(tg.wrapper)).Id(fn.Name()).Params(params...).Params(results...).
 		Block(body), nil
 }
