@@ -206,17 +206,31 @@ func isOption(name string) bool {
 
 // unknown reports an unknown option, suggesting the nearest known one.
 func (p *lineParser) unknown(pos token.Pos, name string) {
-	best, bestD := "", math.MaxInt
-	for _, n := range optionNames {
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	if bestD <= max(1, min(len(name), len(best))/2) {
+	if best := nearest(name, optionNames); best != "" {
 		p.add(pos, "unknown option %q; did you mean %q?", name, best)
 		return
 	}
 	p.add(pos, "unknown option %q; options are %s", name, strings.Join(optionNames, ", "))
+}
+
+// nearest is idemgen's one "did you mean" rule: the candidate nearest to
+// name (by editDistance, the first on a tie) when it is within half the
+// length of the shorter of the two (at least 1) and differs from name;
+// otherwise "".
+func nearest(name string, candidates []string) string {
+	best, bestD := "", math.MaxInt
+	for _, c := range candidates {
+		if c == name {
+			continue
+		}
+		if d := editDistance(name, c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	if best == "" || bestD > max(1, min(len(name), len(best))/2) {
+		return ""
+	}
+	return best
 }
 
 // editDistance is the Damerau-Levenshtein (optimal string alignment)
@@ -407,6 +421,11 @@ func optName(sep string) string {
 // positive requires it to be > 0.
 func (p *lineParser) duration(pos token.Pos, name, s string, positive bool) (time.Duration, bool) {
 	d, ok := parseDuration(s)
+	if !ok && tooLarge(s) {
+		const day = 24 * time.Hour
+		p.add(pos, "duration %s=%s exceeds the maximum a duration can hold, about %s (292 years)", name, s, FormatDuration(math.MaxInt64/day*day))
+		return 0, false
+	}
 	if !ok {
 		p.add(pos, "malformed duration %s=%s: want a Go duration like 500ms, 2m30s or 72h, optionally with leading days like 7d or 1d12h", name, s)
 		return 0, false
@@ -416,6 +435,23 @@ func (p *lineParser) duration(pos token.Pos, name, s string, positive bool) (tim
 		return 0, false
 	}
 	return d, true
+}
+
+// tooLarge reports whether s is a well-formed duration too large for a
+// time.Duration: with every run of digits made 1, it parses.
+func tooLarge(s string) bool {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if i == 0 || s[i-1] < '0' || s[i-1] > '9' {
+				b.WriteByte('1')
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	_, ok := parseDuration(b.String())
+	return ok
 }
 
 // parseDuration parses a Go duration with no sign, optionally preceded by a

@@ -198,7 +198,15 @@ func TestParseErrors(t *testing.T) {
 		{"days last", []string{"//idem:key=a ttl=1h2d"},
 			[]string{`3:18: malformed duration ttl=1h2d: want a Go duration like 500ms, 2m30s or 72h, optionally with leading days like 7d or 1d12h`}},
 		{"huge days", []string{"//idem:key=a ttl=999999999d"},
-			[]string{`3:18: malformed duration ttl=999999999d: want a Go duration like 500ms, 2m30s or 72h, optionally with leading days like 7d or 1d12h`}},
+			[]string{`3:18: duration ttl=999999999d exceeds the maximum a duration can hold, about 106751d (292 years)`}},
+		{"huge days 200000d", []string{"//idem:key=a ttl=200000d"},
+			[]string{`3:18: duration ttl=200000d exceeds the maximum a duration can hold, about 106751d (292 years)`}},
+		{"huge days plus hours", []string{"//idem:key=a ttl=106751d24h"},
+			[]string{`3:18: duration ttl=106751d24h exceeds the maximum a duration can hold, about 106751d (292 years)`}},
+		{"huge hours", []string{"//idem:key=a lease=99999999999h"},
+			[]string{`3:20: duration lease=99999999999h exceeds the maximum a duration can hold, about 106751d (292 years)`}},
+		{"huge and malformed", []string{"//idem:key=a ttl=99999999999x"},
+			[]string{`3:18: malformed duration ttl=99999999999x: want a Go duration like 500ms, 2m30s or 72h, optionally with leading days like 7d or 1d12h`}},
 		{"zero ttl", []string{"//idem:key=a ttl=0s"},
 			[]string{`3:18: ttl must be positive, not 0s`}},
 		{"zero timeout", []string{"//idem:key=a retries=1 timeout=0s"},
@@ -294,6 +302,6 @@ func TestFormatDuration(t *testing.T) {
 		0: "0s", 155 * time.Second: "155s", 120 * time.Second: "2m", 36 * time.Hour: "36h",
 		48 * time.Hour: "2d", 1500 * time.Millisecond: "1500ms", 3 * time.Microsecond: "3µs", 7: "7ns",
 	} {
-		assert.Equal(t, want, formatDuration(d))
+		assert.Equal(t, want, FormatDuration(d))
 	}
 }

@@ -182,11 +182,33 @@ func (r *resolver) resolveType(e *typeEntry) *Type {
 		if e.defaults != nil {
 			spec = merge(e.defaults.Spec, spec)
 		}
+		n0 := len(r.list)
 		if m := r.resolveMethod(t, me, spec); m != nil {
 			t.Methods = append(t.Methods, m)
 		}
+		if e.defaults != nil {
+			r.nameMethod(r.list[n0:], e.defaults, obj, me.fn)
+		}
 	}
 	return t
+}
+
+// nameMethod names the method in the errors of list raised at the type's
+// //idem:defaults: one line of defaults applies to several methods, and
+// the error would not say which one it failed for.
+func (r *resolver) nameMethod(list ErrorList, defaults *Annotation, obj *types.TypeName, fn *types.Func) {
+	from, to := r.fset.Position(defaults.Spec.Pos), r.fset.Position(obj.Pos())
+	name := obj.Name() + "." + fn.Name()
+	for _, e := range list {
+		if e.Pos.Filename != from.Filename || e.Pos.Line < from.Line || e.Pos.Line >= to.Line {
+			continue
+		}
+		if strings.Contains(e.Msg, name) {
+			e.Msg += " (from the //idem:defaults of " + obj.Name() + ")"
+		} else {
+			e.Msg = "for method " + name + " (from the //idem:defaults of " + obj.Name() + "): " + e.Msg
+		}
+	}
 }
 
 // merge returns own with every option it lacks taken from defaults.
@@ -208,6 +230,16 @@ func merge(defaults, own *Spec) *Spec {
 
 func (r *resolver) typeString(t types.Type) string {
 	return types.TypeString(t, types.RelativeTo(r.pkg))
+}
+
+// shortType writes t with package names rather than paths: *dep.Req.
+func (r *resolver) shortType(t types.Type) string {
+	return types.TypeString(t, func(p *types.Package) string {
+		if p == r.pkg {
+			return ""
+		}
+		return p.Name()
+	})
 }
 
 func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
@@ -346,18 +378,12 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 
 func (r *resolver) suggestParam(params *types.Tuple, name string) string {
 	var names []string
-	best, bestD := "", math.MaxInt
 	for i := range params.Len() {
-		n := params.At(i).Name()
-		if n == "" || n == "_" {
-			continue
-		}
-		names = append(names, n)
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
+		if n := params.At(i).Name(); n != "" && n != "_" {
+			names = append(names, n)
 		}
 	}
-	if best != "" && bestD <= max(1, len(name)/2) {
+	if best := nearest(name, names); best != "" {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
 	if len(names) == 0 {
@@ -437,6 +463,10 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 				r.add(sel.Pos, "key: %s is ambiguous in %s (several embedded fields have it)", sel.Name, r.typeString(cur))
 			case indirect:
 				r.add(sel.Pos, "key: method %s has a pointer receiver, and the %s value it would be called on is not addressable", sel.Name, r.typeString(cur))
+			case r.unexportedMember(cur, sel.Name) != nil:
+				p := r.unexportedMember(cur, sel.Name)
+				r.add(sel.Pos, "key: %s has a field or method %s, but it is unexported in package %s, so the generated wrapper cannot read it; "+
+					"key on an exported field or method of %s", r.shortType(cur), sel.Name, p.Path(), r.shortType(cur))
 			default:
 				r.add(sel.Pos, "key: %s has no field or method %s%s", r.typeString(cur), sel.Name, r.suggestMember(cur, sel.Name))
 			}
@@ -460,10 +490,10 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 			}
 			if !f.Exported() && f.Pkg() != r.pkg {
 				if nilable(f.Type()) {
-					r.add(sel.Pos, "key: %s is promoted through the embedded field %s of %s, an unexported %s of package %s: "+
-						"the generated code cannot check it for nil, nor name it; key on a field the package can reach "+
-						"without it, or on a method of %s that returns the value", sel.Name, f.Name(), r.typeString(deref(cur)),
-						r.typeString(f.Type()), f.Pkg().Path(), r.typeString(deref(cur)))
+					r.add(sel.Pos, "key: %s is promoted through the embedded %s of %s, unexported in package %s: "+
+						"the generated code can neither name it nor check it for nil; key on a field reachable without it, "+
+						"or on a method of %s that returns the value", sel.Name, r.shortType(f.Type()), r.shortType(deref(cur)),
+						f.Pkg().Path(), r.shortType(deref(cur)))
 					return false
 				}
 				pendingNil = pendingNil || nilable(cur)
@@ -511,17 +541,16 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 	return true
 }
 
-// suggestMember suggests a field or method of t near name.
+// suggestMember suggests a field or method of t near name, among those the
+// package can use.
 func (r *resolver) suggestMember(t types.Type, name string) string {
-	best, bestD := "", math.MaxInt
-	try := func(n string) {
-		if d := editDistance(name, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
+	var names []string
+	usable := func(o types.Object) bool { return o.Exported() || o.Pkg() == r.pkg }
 	if st, ok := deref(t).Underlying().(*types.Struct); ok {
 		for i := range st.NumFields() {
-			try(st.Field(i).Name())
+			if f := st.Field(i); usable(f) {
+				names = append(names, f.Name())
+			}
 		}
 	}
 	ms := types.NewMethodSet(types.NewPointer(deref(t)))
@@ -529,12 +558,30 @@ func (r *resolver) suggestMember(t types.Type, name string) string {
 		ms = types.NewMethodSet(t)
 	}
 	for i := range ms.Len() {
-		try(ms.At(i).Obj().Name())
+		if o := ms.At(i).Obj(); usable(o) {
+			names = append(names, o.Name())
+		}
 	}
-	if best != "" && bestD <= max(1, len(name)/2) {
+	if best := nearest(name, names); best != "" {
 		return fmt.Sprintf("; did you mean %s?", best)
 	}
 	return ""
+}
+
+// unexportedMember returns the package of an unexported field or method
+// name of t that the package cannot use, or nil.
+func (r *resolver) unexportedMember(t types.Type, name string) *types.Package {
+	if token.IsExported(name) {
+		return nil
+	}
+	n, ok := types.Unalias(deref(t)).(*types.Named)
+	if !ok || n.Obj().Pkg() == nil || n.Obj().Pkg() == r.pkg {
+		return nil
+	}
+	if obj, _, _ := types.LookupFieldOrMethod(t, true, n.Obj().Pkg(), name); obj != nil {
+		return n.Obj().Pkg()
+	}
+	return nil
 }
 
 // The interfaces key-ability and codec checks look for, built structurally
@@ -711,7 +758,7 @@ func (r *resolver) resolveTimes(m *Method, s *Spec) {
 	case s.TTL != nil:
 		m.TTL = s.TTL.D
 		if budgetOK && m.TTL < total {
-			r.add(s.TTL.NamePos, "ttl=%s is shorter than the retry budget %s = %s", s.TTL.Text, formatDuration(total), budgetFormula(s))
+			r.add(s.TTL.NamePos, "ttl=%s is shorter than the retry budget %s = %s", s.TTL.Text, FormatDuration(total), budgetFormula(s))
 		}
 	case budgetOK:
 		m.TTL = total
@@ -728,7 +775,7 @@ func (r *resolver) resolveTimes(m *Method, s *Spec) {
 		case s.TTL != nil && m.Lease > m.TTL:
 			r.add(s.Lease.NamePos, "lease=%s is longer than ttl=%s", s.Lease.Text, s.TTL.Text)
 		case s.TTL == nil && m.Lease > m.TTL:
-			r.add(s.Lease.NamePos, "lease=%s is longer than the ttl %s derived from the retry budget", s.Lease.Text, formatDuration(m.TTL))
+			r.add(s.Lease.NamePos, "lease=%s is longer than the ttl %s derived from the retry budget", s.Lease.Text, FormatDuration(m.TTL))
 		}
 	}
 	if s.Inflight != nil && s.Inflight.Wait {
@@ -771,9 +818,11 @@ func budgetFormula(s *Spec) string {
 	return b.String()
 }
 
-// formatDuration writes d in the largest unit that divides it: 155s, 2m,
-// 36h, 7d, 1500ms.
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d in the largest unit that divides it: 155s, 2m,
+// 36h, 7d, 1500ms. It is the one spelling of a duration in idemgen's
+// messages and in the documentation of generated code, and it parses back
+// as an annotation duration.
+func FormatDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
 	}

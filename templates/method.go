@@ -137,11 +137,25 @@ func durationCode(d time.Duration) jen.Code {
 // methodDoc is the doc comment of the wrapper method.
 func (mg *methodGen) methodDoc() *jen.Statement {
 	m := mg.m
-	ttl := human(m.TTL)
-	if m.Budget != nil {
-		b := m.Budget
-		ttl += fmt.Sprintf(" (the retry budget %d×(%s+%s)+%s+%s)", b.Retries,
-			human(b.Timeout), human(b.Backoff), human(b.Downstream), human(b.Margin))
+	ttl := annotations.FormatDuration(m.TTL)
+	if b := m.Budget; b != nil {
+		formula := fmt.Sprintf("%d×%s", b.Retries, annotations.FormatDuration(b.Timeout))
+		if b.Backoff > 0 {
+			formula = fmt.Sprintf("%d×(%s+%s)", b.Retries, annotations.FormatDuration(b.Timeout), annotations.FormatDuration(b.Backoff))
+		}
+		for _, d := range []time.Duration{b.Downstream, b.Margin} {
+			if d > 0 {
+				formula += "+" + annotations.FormatDuration(d)
+			}
+		}
+		if b.Total() == m.TTL {
+			ttl += " (the retry budget " + formula + ")"
+		} else {
+			// The ttl is given (on the method or as a type default) and
+			// covers the budget: the arithmetic is the budget's, not the
+			// ttl's.
+			ttl += " (covering the retry budget " + formula + " = " + annotations.FormatDuration(b.Total()) + ")"
+		}
 	}
 	first := fmt.Sprintf("%s is the idempotent form of %s: calls with the same key (%s) run it once, and for %s every retry gets its outcome replayed.",
 		m.Name, mg.original(), mg.keyText(), ttl)
@@ -158,7 +172,7 @@ func (mg *methodGen) methodDoc() *jen.Statement {
 			strings.Join(names, " or "), mg.idem))
 	}
 	if m.Inflight == annotations.InflightWait {
-		second = append(second, fmt.Sprintf("A duplicate of a call still running waits up to %s for its outcome.", human(m.Wait)))
+		second = append(second, fmt.Sprintf("A duplicate of a call still running waits up to %s for its outcome.", annotations.FormatDuration(m.Wait)))
 	} else {
 		second = append(second, fmt.Sprintf("A duplicate of a call still running gets %s.ErrInProgress.", mg.idem))
 	}
@@ -178,18 +192,6 @@ func (mg *methodGen) methodDoc() *jen.Statement {
 		second = append(second, "Errors release the key, so that a retry runs the method again, except those marked with "+mg.idem+".Final.")
 	}
 	return doc(first, strings.Join(second, " "))
-}
-
-// human writes d without trailing zero units: 168h, 1h30m, 2m35s, 500ms.
-func human(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // andList joins names as prose: a, b and c.

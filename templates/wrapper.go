@@ -250,8 +250,8 @@ func (mg *methodGen) planParams() {
 // held in the next field:
 //
 //	// Other calls (*Pay).Other.
-//	func (w *IdempotentPay) Other(p0 int, p1 ...string) (int, error) {
-//		return w.next.Other(p0, p1...)
+//	func (w *IdempotentPay) Other(n int, names ...string) (int, error) {
+//		return w.next.Other(n, names...)
 //	}
 func (tg *typeGen) passThrough(fn *types.Func) (jen.Code, error) {
 	sig := fn.Type().(*types.Signature)
@@ -268,7 +268,17 @@ func (tg *typeGen) passThrough(fn *types.Func) (jen.Code, error) {
 		if err != nil {
 			return nil, &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: parameter %d: %v", fn.Name(), i+1, err)}
 		}
-		name := names.name("p" + strconv.Itoa(i))
+		// The method's own parameter names where they are free, as in
+		// planParams.
+		name := sig.Params().At(i).Name()
+		switch {
+		case name == "" || name == "_":
+			name = names.name("p" + strconv.Itoa(i))
+		case names.isTaken(name):
+			name = names.name(name + "Arg")
+		default:
+			names.reserve(name)
+		}
 		if variadic {
 			params = append(params, jen.Id(name).Op("...").Add(c))
 			args = append(args, jen.Id(name).Op("..."))

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
@@ -97,6 +98,12 @@ func Generate(ctx context.Context, cfg Config) ([]File, error) {
 		if errs.load(pkg, dir) {
 			continue
 		}
+		if list := testFileAnnotations(fset, pkg); len(list) > 0 {
+			for _, e := range list {
+				errs.push(e)
+			}
+			continue
+		}
 		f, err := generatePackage(fset, pkg)
 		if err != nil {
 			errs.add(pkg, err)
@@ -149,6 +156,44 @@ func generatePackage(fset *token.FileSet, pkg *packages.Package) (*File, error) 
 	return &File{Path: path, PkgPath: pkg.PkgPath, Content: content}, nil
 }
 
+// testFileAnnotations reports every //idem: line in a _test.go file of
+// pkg's directory. idemgen wraps a package's non-test files only (the
+// wrapper lives in idem_gen.go, which the package's tests see too), so such
+// a line would silently do nothing.
+func testFileAnnotations(fset *token.FileSet, pkg *packages.Package) annotations.ErrorList {
+	dir := pkg.Dir
+	if dir == "" && len(pkg.GoFiles) > 0 {
+		dir = filepath.Dir(pkg.GoFiles[0])
+	}
+	if dir == "" {
+		return nil
+	}
+	names, _ := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	var list annotations.ErrorList
+	for _, name := range names {
+		src, err := os.ReadFile(name)
+		if err != nil || !bytes.Contains(src, []byte("//idem:")) {
+			continue
+		}
+		// A file with a syntax error still yields the comments read so
+		// far; go test reports the error itself.
+		f, _ := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+		if f == nil {
+			continue
+		}
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if annotations.IsDirective(c.Text) {
+					list = append(list, &annotations.Error{Pos: fset.Position(c.Pos()), Msg: "//idem: in a _test.go file: idemgen wraps " +
+						"the package's non-test files only, so this annotation would do nothing; move the annotated method " +
+						"(and its type) to a non-test file, or make the line a plain comment"})
+				}
+			}
+		}
+	}
+	return list
+}
+
 // IsGenerated reports whether content starts with idemgen's header line.
 func IsGenerated(content []byte) bool {
 	line, _, _ := bytes.Cut(content, []byte("\n"))
@@ -196,6 +241,28 @@ func (c *errorCollector) add(pkg *packages.Package, err error) {
 // only when there are none, split into one error per line. dir is the
 // directory the go command ran in, which the compiler's paths are relative to.
 func (c *errorCollector) load(pkg *packages.Package, dir string) bool {
+	// A syntax error makes every later error of the package a guess (a
+	// type error about the broken declaration, names it should have
+	// declared, the parser's own follow-on errors): report the first
+	// syntax error of each file, and nothing else.
+	syntaxFiles := map[string]bool{}
+	for _, e := range pkg.Errors {
+		if e.Kind != packages.ParseError {
+			continue
+		}
+		pos := parsePos(e.Pos)
+		if syntaxFiles[pos.Filename] {
+			continue
+		}
+		syntaxFiles[pos.Filename] = true
+		if pos.Filename == "" {
+			pos.Filename = pkg.PkgPath
+		}
+		c.push(&annotations.Error{Pos: pos, Msg: "syntax error: " + e.Msg})
+	}
+	if len(syntaxFiles) > 0 {
+		return true
+	}
 	typeErrors := false
 	for _, e := range pkg.Errors {
 		typeErrors = typeErrors || e.Kind == packages.TypeError
@@ -248,7 +315,8 @@ var compilerLine = regexp.MustCompile(`^(\S+?:\d+(?::\d+)?): (.*)$`)
 // undefinedGenerated matches the type error of a reference to a wrapper or
 // constructor idemgen generates: undefined: NewIdempotentOrderService, or
 // undefined: orders.IdempotentOrderService.
-var undefinedGenerated = regexp.MustCompile(`^(?:\S+:\d+:\d+: )?undefined: (?:\w+\.)?(?:[Nn]ewIdempotent|[Ii]dempotent)\w*$`)
+// Identifiers are Unicode: undefined: NewIdempotentÜberweisung.
+var undefinedGenerated = regexp.MustCompile(`^(?:\S+:\d+:\d+: )?undefined: (?:[\pL_][\pL\pN_]*\.)?(?:[Nn]ewIdempotent|[Ii]dempotent)[\pL\pN_]*$`)
 
 // parsePos parses go/packages' "file:line:col", "file:line", "" or "-".
 func parsePos(s string) token.Position {

@@ -524,7 +524,28 @@ func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
 	}
 	var typeErrs []string
 	conf := &types.Config{Importer: env, Error: func(err error) { typeErrs = append(typeErrs, err.Error()) }}
-	_, _ = conf.Check("ex.com/svc", fset, append(files, gen), nil)
+	out, _ := conf.Check("ex.com/svc", fset, append(files, gen), nil)
+	// The wrapper is a drop-in replacement: it has every method of the
+	// wrapped type, with the same signature.
+	for _, t := range model.Types {
+		if len(typeErrs) > 0 {
+			break
+		}
+		wrapperName, _ := templates.WrapperNames(t.Name)
+		wrapper := types.NewPointer(out.Scope().Lookup(wrapperName).Type())
+		wrapped := out.Scope().Lookup(t.Name).Type()
+		if !t.Interface {
+			wrapped = types.NewPointer(wrapped)
+		}
+		ms := types.NewMethodSet(wrapped)
+		for i := range ms.Len() {
+			fn := ms.At(i).Obj()
+			got, _, _ := types.LookupFieldOrMethod(wrapper, false, out, fn.Name())
+			if gf, ok := got.(*types.Func); !ok || !types.Identical(gf.Type(), fn.Type()) {
+				typeErrs = append(typeErrs, fmt.Sprintf("%s lacks method %s%s (has %v)", wrapperName, fn.Name(), fn.Type(), got))
+			}
+		}
+	}
 	if len(typeErrs) > 0 {
 		t.Fatalf("seed %d: generated code does not type-check:\n%s\n--- s1.go\n%s\n--- s2.go\n%s\n--- %s\n%s",
 			seed, strings.Join(typeErrs, "\n"), srcs["/svc/s1.go"], srcs["/svc/s2.go"], templates.FileName, content)

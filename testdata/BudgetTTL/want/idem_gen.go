@@ -41,7 +41,7 @@ var idemRefundsRefund = idem.Method{
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key
-// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 2m35s (the retry
+// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 155s (the retry
 // budget 2×(2s+500ms)+2m+30s) every retry gets its outcome replayed.
 //
 // A retry with the same key and a different req gets idem.ErrPayloadMismatch. A
@@ -69,7 +69,7 @@ var idemRefundsVoid = idem.Method{
 }
 
 // Void is the idempotent form of (*Refunds).Void: calls with the same key (id)
-// run it once, and for 24h (the retry budget 3×(10s+0s)+0s+0s) every retry
+// run it once, and for 1d (covering the retry budget 3×10s = 30s) every retry
 // gets its outcome replayed.
 //
 // A retry with the same key and a different id gets idem.ErrPayloadMismatch. A

@@ -43,7 +43,7 @@ var idemBankDebit = idem.Method{
 }
 
 // Debit is the idempotent form of (*Bank).Debit: calls with the same key
-// (orderID) run it once, and for 24h every retry gets its outcome replayed.
+// (orderID) run it once, and for 1d every retry gets its outcome replayed.
 //
 // A retry with the same key and a different orderID or cents gets
 // idem.ErrPayloadMismatch. A duplicate of a call still running gets

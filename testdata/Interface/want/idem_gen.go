@@ -42,7 +42,7 @@ var idemMailerSend = idem.Method{
 }
 
 // Send is the idempotent form of Mailer.Send: calls with the same key
-// (to+subject) run it once, and for 24h every retry gets its outcome replayed.
+// (to+subject) run it once, and for 1d every retry gets its outcome replayed.
 //
 // A retry with the same key and a different to or subject or body gets
 // idem.ErrPayloadMismatch. A duplicate of a call still running gets

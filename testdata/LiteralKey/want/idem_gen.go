@@ -39,7 +39,7 @@ var idemRefundsRefund = idem.Method{
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key
-// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 72h every retry
+// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 3d every retry
 // gets its outcome replayed.
 //
 // A retry with the same key and a different req gets idem.ErrPayloadMismatch. A

@@ -40,7 +40,7 @@ var idemConsumerHandle = idem.Method{
 }
 
 // Handle is the idempotent form of (*Consumer).Handle: calls with the same key
-// (m.ID()) run it once, and for 168h every retry gets its outcome replayed.
+// (m.ID()) run it once, and for 7d every retry gets its outcome replayed.
 //
 // A retry with the same key and a different m gets idem.ErrPayloadMismatch. A
 // duplicate of a call still running gets idem.ErrInProgress. A nil or empty key

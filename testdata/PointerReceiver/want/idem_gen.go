@@ -40,7 +40,7 @@ var idemOrderServicePay = idem.Method{
 }
 
 // Pay is the idempotent form of (*OrderService).Pay: calls with the same key
-// (order.ID+op) run it once, and for 2m35s every retry gets its outcome
+// (order.ID+op) run it once, and for 155s every retry gets its outcome
 // replayed.
 //
 // A retry with the same key and a different order or op gets

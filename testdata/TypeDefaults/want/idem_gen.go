@@ -41,7 +41,7 @@ var idemAccountsOpen = idem.Method{
 }
 
 // Open is the idempotent form of (*Accounts).Open: calls with the same key
-// (req.AccountID) run it once, and for 48h every retry gets its outcome
+// (req.AccountID) run it once, and for 2d every retry gets its outcome
 // replayed.
 //
 // A retry with the same key and a different req gets idem.ErrPayloadMismatch. A
