@@ -40,6 +40,7 @@ func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, 
 	if !any && len(r.list) == 0 {
 		return nil, nil
 	}
+	r.checkShadowedUniverse()
 	p := &Package{Name: pkg.Name(), Path: pkg.Path()}
 	if len(files) > 0 {
 		p.Dir = filepath.Dir(fset.Position(files[0].Package).Filename)
@@ -59,6 +60,25 @@ func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, 
 		return nil, r.err()
 	}
 	return p, nil
+}
+
+// checkShadowedUniverse refuses a package-level declaration of a
+// predeclared type name or nil: generated code spells types with them
+// (error, string, int64, []byte, and any type of the signatures written by
+// another package) and cannot qualify them, so in this package they would
+// mean the package's own declaration.
+func (r *resolver) checkShadowedUniverse() {
+	for _, name := range r.pkg.Scope().Names() {
+		u := types.Universe.Lookup(name)
+		if u == nil {
+			continue
+		}
+		if _, isType := u.(*types.TypeName); !isType && name != "nil" {
+			continue
+		}
+		obj := r.pkg.Scope().Lookup(name)
+		r.add(obj.Pos(), "package-level %s shadows the predeclared %s, which generated code refers to and cannot qualify; rename it", name, name)
+	}
 }
 
 type resolver struct {

@@ -378,3 +378,30 @@ func TestEmitters(t *testing.T) {
 	k.Bytes("msg.Meta().UUID", v.UUID[:])
 }`, fmt.Sprintf("%#v", jen.Add(pc.code("k")...)))
 }
+
+// TestRenderInternalError: generated code that does not format (here from a
+// model no resolver would build, a method name with a space) is an internal
+// error at the method, asking for a report, never a dump of generated code.
+func TestRenderInternalError(t *testing.T) {
+	pkg := check(t, "example.com/desk", `package desk
+
+import "context"
+
+type Desk struct{}
+
+func (d *Desk) Open(ctx context.Context, id string) (string, error) { return "", nil }
+`)
+	b := builder{t, pkg}
+	m := b.method("Desk", "Open", time.Hour, "id")
+	m.Name = "Open Now"
+	m.Pos = token.Position{Filename: "desk.go", Line: 7, Column: 16}
+	_, err := Render(&annotations.Package{Name: "desk", Path: "example.com/desk", Types: []*annotations.Type{b.typ("Desk", m)}})
+	var list annotations.ErrorList
+	require.ErrorAs(t, err, &list)
+	require.Len(t, list, 1)
+	assert.Equal(t, m.Pos, list[0].Pos)
+	assert.Contains(t, list[0].Msg, "internal error")
+	assert.Contains(t, list[0].Msg, "please report it")
+	assert.NotContains(t, list[0].Msg, "func (", "no generated source in the message")
+	assert.NotContains(t, list[0].Msg, "\n")
+}

@@ -23,11 +23,14 @@ func TestParsePos(t *testing.T) {
 
 func TestUndefinedGenerated(t *testing.T) {
 	for msg, want := range map[string]bool{
-		"undefined: NewIdempotentOrderService":                                true,
-		"undefined: orders.IdempotentOrderService":                            true,
-		"main.go:3:4: undefined: NewIdempotentOrderService":                   true,
-		"undefined: newIdempotentOrderService":                                true,
-		"undefined: nope":                                                     false,
+		"undefined: NewIdempotentOrderService":                      true,
+		"undefined: orders.IdempotentOrderService":                  true,
+		"main.go:3:4: undefined: NewIdempotentOrderService":         true,
+		"undefined: newIdempotentOrderService":                      true,
+		"undefined: NewIdempotentÜberweisung":                       true,
+		"main.go:3:4: undefined: überweisung.IdempotentÜberweisung": true,
+		"undefined: newIdempotentДенежныйПеревод2":                  true,
+		"undefined: nope": false,
 		"main.go:3:4: undefined: Idempotently or not":                         false,
 		"x.IdempotentS undefined (type T has no field or method IdempotentS)": false,
 	} {

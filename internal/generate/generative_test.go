@@ -2,6 +2,8 @@ package generate
 
 import (
 	"errors"
+	"maps"
+	"slices"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -482,13 +484,25 @@ const (
 func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
 	t.Helper()
 	g := &progGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
-	srcs := g.program()
+	return checkProgram(t, env, fmt.Sprintf("seed %d", seed), g.program())
+}
+
+// checkProgram type-checks the package of srcs (file name → source, all
+// in /svc/, package ex.com/svc), generates, and checks the contract: the
+// generated file type-checks with the package and the wrapper has every
+// method of the wrapped type, or every error has a file:line:col.
+func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string) genOutcome {
+	t.Helper()
 	fset := token.NewFileSet()
 	var files []*ast.File
-	for _, name := range []string{"/svc/s1.go", "/svc/s2.go"} {
+	all := ""
+	for _, name := range slices.Sorted(maps.Keys(srcs)) {
+		all += "--- " + name + "\n" + srcs[name] + "\n"
+	}
+	for _, name := range slices.Sorted(maps.Keys(srcs)) {
 		f, err := parser.ParseFile(fset, name, srcs[name], parser.ParseComments)
 		if err != nil {
-			t.Fatalf("seed %d: the test wrote a program that does not parse: %v\n%s", seed, err, srcs[name])
+			t.Fatalf("%s: the test wrote a program that does not parse: %v\n%s", what, err, srcs[name])
 		}
 		files = append(files, f)
 	}
@@ -499,7 +513,7 @@ func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
 	}
 	pkg, err := (&types.Config{Importer: env}).Check("ex.com/svc", fset, files, info)
 	if err != nil {
-		t.Fatalf("seed %d: the test wrote a program that does not type-check: %v\n%s\n%s", seed, err, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+		t.Fatalf("%s: the test wrote a program that does not type-check: %v\n%s", what, err, all)
 	}
 	model, err := annotations.ResolvePackage(fset, files, pkg, info)
 	var content []byte
@@ -509,18 +523,18 @@ func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
 	if err != nil {
 		var list annotations.ErrorList
 		if !errors.As(err, &list) {
-			t.Fatalf("seed %d: error without a position: %v\n%s\n%s", seed, err, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+			t.Fatalf("%s: error without a position: %v\n%s", what, err, all)
 		}
 		for _, e := range list {
 			if e.Pos.Filename == "" || e.Pos.Line <= 0 || e.Pos.Column <= 0 {
-				t.Fatalf("seed %d: error without a file:line:col: %v\n%s\n%s", seed, e, srcs["/svc/s1.go"], srcs["/svc/s2.go"])
+				t.Fatalf("%s: error without a file:line:col: %v\n%s", what, e, all)
 			}
 		}
 		return genRefused
 	}
 	gen, err := parser.ParseFile(fset, "/svc/"+templates.FileName, content, parser.ParseComments)
 	if err != nil {
-		t.Fatalf("seed %d: generated code does not parse: %v\n%s", seed, err, content)
+		t.Fatalf("%s: generated code does not parse: %v\n%s", what, err, content)
 	}
 	var typeErrs []string
 	conf := &types.Config{Importer: env, Error: func(err error) { typeErrs = append(typeErrs, err.Error()) }}
@@ -547,8 +561,8 @@ func runGenerative(t testing.TB, env *genEnv, seed uint64) genOutcome {
 		}
 	}
 	if len(typeErrs) > 0 {
-		t.Fatalf("seed %d: generated code does not type-check:\n%s\n--- s1.go\n%s\n--- s2.go\n%s\n--- %s\n%s",
-			seed, strings.Join(typeErrs, "\n"), srcs["/svc/s1.go"], srcs["/svc/s2.go"], templates.FileName, content)
+		t.Fatalf("%s: generated code does not type-check:\n%s\n%s--- %s\n%s",
+			what, strings.Join(typeErrs, "\n"), all, templates.FileName, content)
 	}
 	return genGenerated
 }
@@ -583,4 +597,53 @@ func FuzzGenerate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64) {
 		runGenerative(t, env, seed)
 	})
+}
+
+// TestParamNamesShadowNothing gives a parameter, in turn, every name of the
+// universe scope and every name the wrapper refers to or declares (imports,
+// package-level types of the signature, the wrapper, constructor and
+// descriptor, the receiver and locals), as the context, as a key path root
+// and as a plain parameter, and a pass-through method the same names: every
+// program must generate and type-check.
+func TestParamNamesShadowNothing(t *testing.T) {
+	env, err := loadGenEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := append(types.Universe.Names(), "idem", "idemrt", "context", "time", "a", "Order", "Svc", "Pay",
+		"IdempotentSvc", "NewIdempotentSvc", "IdempotentPay", "NewIdempotentPay", "idemSvcM", "idemSvcN", "idemPayPay",
+		"w", "wr", "wrapper", "k", "key", "h", "hash", "err", "v", "v2", "next", "ex", "idemEx", "p0", "p1", "s_")
+	for _, name := range names {
+		if name == "s_" || name == "Svc" || name == "Pay" {
+			continue // the receiver and the types declared below; a parameter cannot share their names here
+		}
+		src := strings.NewReplacer("NAME", name).Replace(`package svc
+
+import (
+	"context"
+
+	"ex.com/p/a"
+)
+
+type Order struct{ ID string }
+
+type Svc struct{}
+
+//idem:key=NAME.ID+x.ID ttl=1m hash=NAME,x
+func (s_ *Svc) M(ctx context.Context, NAME *Order, x a.T, c chan (<-chan Order)) (Order, error) { for {} }
+
+//idem:key=id ttl=1m
+func (s_ *Svc) N(NAME context.Context, id string) error { for {} }
+
+type Pay struct{}
+
+//idem:key=id ttl=1m
+func (s_ *Pay) Pay(ctx context.Context, id [4]byte) (map[string]a.T, error) { for {} }
+
+func (s_ *Pay) Other(NAME int, x ...a.T) (a.T, error) { for {} }
+`)
+		if got := checkProgram(t, env, "parameter "+name, map[string]string{"/svc/s.go": src}); got != genGenerated {
+			t.Errorf("parameter %s: refused", name)
+		}
+	}
 }
