@@ -36,8 +36,13 @@ staticcheck:
 lint: staticcheck
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
 
+# FuzzGenerate maps seeds to random service packages (the grammar of
+# internal/generate/generative_test.go) and checks that each generates and
+# type-checks or is refused at a position; make test runs a fixed number of
+# its seeds (TestGenerative).
 fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz=FuzzParse -fuzztime=60s
+	$(GO) test ./internal/generate -run '^$$' -fuzz=FuzzGenerate -fuzztime=60s
 
 bench:
 	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && cd bench && $(GO) run ./cmd/peers'
