@@ -29,7 +29,7 @@ import (
 // once from export data.
 
 // generativeSeeds is the number of seeds TestGenerative runs in make test.
-const generativeSeeds = 1000
+const generativeSeeds = 300
 
 // Two packages with the same name, a, that the service imports in
 // different files.
@@ -180,7 +180,7 @@ var paramNames = []string{
 	"idem", "idemrt", "context", "time", "errors", "ctx", "k", "h", "err", "v", "v2", "w", "wr", "wrapper",
 	"next", "ex", "key", "hash", "a", "Order", "S", "B", "Arr", "ErrX", "Svc",
 	"IdempotentSvc", "NewIdempotentSvc", "idemSvcM0", "idemSvcM1", "IdempotentÜberweisung",
-	"id", "req", "x", "p0", "p1", "Überweisung", "M0",
+	"id", "req", "x", "p0", "p1", "Überweisung", "M0", "a2", "idem2", "context2", "stringArg", "nilArg",
 }
 
 // keyable is a parameter type with the key paths it offers; in is "p" or
@@ -348,13 +348,26 @@ var (
 )
 
 `)
+	// Package-level names the generated file may want for itself.
+	for _, n := range []string{"idem", "idemrt", "w", "k", "h", "v", "ex", "next", "key", "hash", "a2",
+		"idemSvcM0", "idemSvcM1", "stringArg", "nilArg", "contextArg", "errorArg", "p0", "v2", "err2"} {
+		if g.chance(15) {
+			fmt.Fprintf(&files[0], "var %s = 0\n\n", n)
+		}
+	}
 	if g.chance(15) {
 		files[0].WriteString("//idem:defaults ttl=1h\n")
 	}
 	if iface {
 		fmt.Fprintf(&files[0], "type %s interface {\n", typeName)
 	} else {
-		fmt.Fprintf(&files[0], "type %s struct{ n int }\n\n", typeName)
+		fields := []string{"n int"}
+		for _, f := range []string{"ex int", "next string", "idemEx bool", "Order", "*a.Inner"} {
+			if g.chance(20) {
+				fields = append(fields, f)
+			}
+		}
+		fmt.Fprintf(&files[0], "type %s struct {\n\t%s\n}\n\n", typeName, strings.Join(fields, "\n\t"))
 	}
 	declared := map[string]bool{}
 	nMethods := 1 + g.pick(3)
