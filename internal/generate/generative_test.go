@@ -2,15 +2,15 @@ package generate
 
 import (
 	"errors"
-	"maps"
-	"slices"
 	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
