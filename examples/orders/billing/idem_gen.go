@@ -46,7 +46,7 @@ var idemServicePay = idem.Method{
 }
 
 // Pay is the idempotent form of (*Service).Pay: calls with the same key
-// (order.ID+op) run it once, and for 2m35s every retry gets its outcome
+// (order.ID+op) run it once, and for 155s every retry gets its outcome
 // replayed.
 //
 // A retry with the same key and a different order or op gets
@@ -89,7 +89,7 @@ var idemServiceRefund = idem.Method{
 }
 
 // Refund is the idempotent form of (*Service).Refund: calls with the same key
-// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 2m35s (the retry
+// (req.CustomerID+"refund"+req.RefundNo) run it once, and for 155s (the retry
 // budget 2×(2s+500ms)+2m+30s) every retry gets its outcome replayed.
 //
 // A retry with the same key and a different req gets idem.ErrPayloadMismatch. A
@@ -122,7 +122,7 @@ var idemServiceHandleShipment = idem.Method{
 }
 
 // HandleShipment is the idempotent form of (*Service).HandleShipment: calls
-// with the same key (msg.ID) run it once, and for 168h every retry gets its
+// with the same key (msg.ID) run it once, and for 7d every retry gets its
 // outcome replayed.
 //
 // A retry with the same key and a different msg gets idem.ErrPayloadMismatch. A
