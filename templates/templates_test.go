@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -404,4 +405,84 @@ func (d *Desk) Open(ctx context.Context, id string) (string, error) { return "",
 	assert.Contains(t, list[0].Msg, "please report it")
 	assert.NotContains(t, list[0].Msg, "func (", "no generated source in the message")
 	assert.NotContains(t, list[0].Msg, "\n")
+}
+
+// TestBytesCode: every byte-like form converts to []byte; an array or
+// slice of a named byte type goes through string, since []B does not
+// convert to []byte.
+func TestBytesCode(t *testing.T) {
+	pkg := check(t, "example.com/b", "package b\ntype B byte\ntype A = byte\ntype ID [4]B\ntype UUID [16]byte\ntype Raw []byte\ntype Bs []B")
+	lookup := func(name string) types.Type { return pkg.Scope().Lookup(name).Type() }
+	for _, c := range []struct {
+		t    types.Type
+		want string
+	}{
+		{types.NewArray(types.Typ[types.Byte], 4), "x[:]"},
+		{types.NewArray(lookup("A"), 4), "x[:]"},
+		{lookup("UUID"), "x[:]"},
+		{lookup("ID"), "[]byte(string(x[:]))"},
+		{types.NewArray(lookup("B"), 2), "[]byte(string(x[:]))"},
+		{types.NewSlice(types.Typ[types.Byte]), "x"},
+		{lookup("Raw"), "[]byte(x)"},
+		{lookup("Bs"), "[]byte(string(x))"},
+		{types.NewSlice(lookup("B")), "[]byte(string(x))"},
+	} {
+		assert.Equal(t, c.want, fmt.Sprintf("%#v", bytesCode(jen.Id("x"), c.t)), c.t.String())
+	}
+}
+
+// TestTypeCode: types are spelled by go/types, with the file's import
+// names (here idem for the user's package example.com/other/idem, and the
+// runtime as idemrt), and types the file cannot name are errors.
+func TestTypeCode(t *testing.T) {
+	pkg := check(t, "example.com/desk", `package desk
+
+import (
+	"context"
+	"example.com/other/idem"
+	"example.com/pay"
+)
+
+type Box[T any] struct{ V T }
+
+type Desk struct{}
+
+func (d *Desk) Open(ctx context.Context, t idem.Token, a pay.Amount) (string, error) { return "", nil }
+
+type (
+	C1 chan (<-chan int)
+	C2 chan<- <-chan int
+	F  func(int, ...pay.Amount) (Box[idem.Token], error)
+	S  struct {
+		Box[int]
+		Tag string `+"`json:\"tag\"`"+`
+	}
+	I interface{ M(chan<- idem.Token) }
+)
+`)
+	b := builder{t, pkg}
+	g, err := newGen(&annotations.Package{Name: "desk", Path: "example.com/desk",
+		Types: []*annotations.Type{b.typ("Desk", b.method("Desk", "Open", time.Hour, "t"))}})
+	require.NoError(t, err)
+	spell := func(typ types.Type) string {
+		c, err := g.typeCode(typ)
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		f := jen.NewFilePathName("example.com/desk", "desk")
+		f.ImportName("example.com/other/idem", "idem")
+		f.ImportName("example.com/pay", "pay")
+		f.Type().Id("T").Add(c)
+		var buf bytes.Buffer
+		require.NoError(t, f.Render(&buf))
+		src := buf.String()
+		return strings.TrimSpace(src[strings.Index(src, "type T ")+len("type T "):])
+	}
+	under := func(name string) types.Type { return pkg.Scope().Lookup(name).Type().Underlying() }
+	assert.Equal(t, "chan (<-chan int)", spell(under("C1")))
+	assert.Equal(t, "chan<- <-chan int", spell(under("C2")))
+	assert.Equal(t, "func(int, ...pay.Amount) (Box[idem.Token], error)", spell(under("F")))
+	assert.Equal(t, "struct {\n\tBox[int]\n\tTag string \"json:\\\"tag\\\"\"\n}", spell(under("S")))
+	assert.Equal(t, "interface{ M(chan<- idem.Token) }", spell(under("I")))
+	assert.Contains(t, spell(types.NewStruct([]*types.Var{types.NewField(0, pkg.Imports()[1], "secret", types.Typ[types.Int], false)}, nil)), "error: struct field secret of package")
 }
