@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
-	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
@@ -35,6 +34,35 @@ const generativeSeeds = 300
 // different files.
 const (
 	depP = `package a
+
+import "context"
+
+// Doer is an interface a service interface may embed.
+type Doer interface {
+	Do(ctx context.Context) error
+	Name() string
+}
+
+// Helper has methods a service struct may promote, one unexported.
+type Helper struct{}
+
+func (Helper) Help(n int, rest ...string) string { return "" }
+
+func (*Helper) hidden() {}
+
+type Stamp int64
+
+func (s *Stamp) String() string { return "" }
+
+type Tm struct{ X int }
+
+func (Tm) MarshalText() ([]byte, error) { return nil, nil }
+
+type Ptr struct{ O *T }
+
+func (p Ptr) Get() *T { return p.O }
+
+func (p Ptr) Raw() ID { return ID{} }
 
 type T struct {
 	ID string
@@ -140,7 +168,7 @@ func loadGenEnv() (*genEnv, error) {
 			if err != nil {
 				return nil, err
 			}
-			return (&types.Config{Importer: importer.Default()}).Check(path, fset, []*ast.File{f}, nil)
+			return (&types.Config{Importer: env}).Check(path, fset, []*ast.File{f}, nil)
 		}
 		if env.p, genEnvErr = check("ex.com/p/a", depP); genEnvErr != nil {
 			return
@@ -216,6 +244,10 @@ var keyables = []keyable{
 	{"a.Keyer", []string{".Key()"}, "p"},
 	{"*a.WithSecret", []string{".Pub", ".secret"}, "p"},
 	{"*Nested", []string{".O.ID", ".P.ID", ".Deep.ID"}, ""},
+	{"*a.Stamp", []string{""}, "p"},
+	{"a.Stamp", []string{""}, "p"},
+	{"a.Tm", []string{""}, "p"},
+	{"*a.Ptr", []string{".Get().ID", ".O.ID", ".Raw()", ".Get().N"}, "p"},
 }
 
 func (g *progGen) pick(n int) int { return g.r.IntN(n) }
@@ -360,9 +392,12 @@ var (
 	}
 	if iface {
 		fmt.Fprintf(&files[0], "type %s interface {\n", typeName)
+		if g.chance(30) {
+			files[0].WriteString("\ta.Doer\n")
+		}
 	} else {
 		fields := []string{"n int"}
-		for _, f := range []string{"ex int", "next string", "idemEx bool", "Order", "*a.Inner"} {
+		for _, f := range []string{"ex int", "next string", "idemEx bool", "Order", "*a.Inner", "a.Helper"} {
 			if g.chance(20) {
 				fields = append(fields, f)
 			}
@@ -466,6 +501,12 @@ func (g *progGen) method(in string, annotated bool) (sig, ann string) {
 		key += []string{"+op", `+"lit"`, "+tenant"}[g.pick(3)]
 	}
 	opts := []string{"key=" + key}
+	if g.chance(10) {
+		opts = append(opts, fmt.Sprintf("op=op%d", g.pick(1000)))
+	}
+	if g.chance(10) {
+		opts = append(opts, "lease=1s")
+	}
 	if g.chance(97) {
 		opts = append(opts, []string{"ttl=155s", "ttl=7d", "ttl=90m", "retries=3 timeout=2s backoff=1s"}[g.pick(4)])
 	}
@@ -567,6 +608,9 @@ func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string
 		ms := types.NewMethodSet(wrapped)
 		for i := range ms.Len() {
 			fn := ms.At(i).Obj()
+			if !fn.Exported() && fn.Pkg() != out {
+				continue // not passed through; see docs/ANNOTATIONS.md
+			}
 			got, _, _ := types.LookupFieldOrMethod(wrapper, false, out, fn.Name())
 			if gf, ok := got.(*types.Func); !ok || !types.Identical(gf.Type(), fn.Type()) {
 				typeErrs = append(typeErrs, fmt.Sprintf("%s lacks method %s%s (has %v)", wrapperName, fn.Name(), fn.Type(), got))
