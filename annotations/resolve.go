@@ -66,7 +66,8 @@ func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, 
 // predeclared type name or nil: generated code spells types with them
 // (error, string, int64, []byte, and any type of the signatures written by
 // another package) and cannot qualify them, so in this package they would
-// mean the package's own declaration.
+// mean the package's own declaration. An alias of the same type (type any =
+// interface{}) changes nothing and is accepted.
 func (r *resolver) checkShadowedUniverse() {
 	for _, name := range r.pkg.Scope().Names() {
 		u := types.Universe.Lookup(name)
@@ -77,6 +78,9 @@ func (r *resolver) checkShadowedUniverse() {
 			continue
 		}
 		obj := r.pkg.Scope().Lookup(name)
+		if tn, ok := obj.(*types.TypeName); ok && tn.IsAlias() && types.Identical(tn.Type(), u.Type()) {
+			continue // type any = interface{}: the same type either way
+		}
 		r.add(obj.Pos(), "package-level %s shadows the predeclared %s, which generated code refers to and cannot qualify; rename it", name, name)
 	}
 }

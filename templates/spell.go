@@ -3,6 +3,8 @@ package templates
 import (
 	"fmt"
 	"go/types"
+	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -97,11 +99,11 @@ func (g *gen) typeCode(t types.Type) (jen.Code, error) {
 	for s != "" {
 		i := strings.Index(s, mark)
 		if i < 0 {
-			code.Op(s)
+			code.Op(rawTags(s))
 			break
 		}
 		if i > 0 {
-			code.Op(s[:i])
+			code.Op(rawTags(s[:i]))
 		}
 		s = s[i+len(mark):]
 		j := strings.Index(s, mark)
@@ -119,6 +121,23 @@ func (g *gen) typeCode(t types.Type) (jen.Code, error) {
 		s = s[n:]
 	}
 	return code, nil
+}
+
+// quoted matches an interpreted string literal; the only ones in a type's
+// spelling are struct tags.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// rawTags writes the struct tags of a piece of a type's spelling as raw
+// strings, as they are written in source (json:"id" rather than
+// "json:\"id\""), where a raw string can hold the tag.
+func rawTags(s string) string {
+	return quoted.ReplaceAllStringFunc(s, func(lit string) string {
+		v, err := strconv.Unquote(lit)
+		if err != nil || strings.ContainsAny(v, "`\r") {
+			return lit
+		}
+		return "`" + v + "`"
+	})
 }
 
 // spellable returns an error when a package other than that of the

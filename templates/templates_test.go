@@ -482,7 +482,8 @@ type (
 	assert.Equal(t, "chan (<-chan int)", spell(under("C1")))
 	assert.Equal(t, "chan<- <-chan int", spell(under("C2")))
 	assert.Equal(t, "func(int, ...pay.Amount) (Box[idem.Token], error)", spell(under("F")))
-	assert.Equal(t, "struct {\n\tBox[int]\n\tTag string \"json:\\\"tag\\\"\"\n}", spell(under("S")))
+	assert.Equal(t, "struct {\n\tBox[int]\n\tTag string `json:\"tag\"`\n}", spell(under("S")))
+	assert.Equal(t, "struct {\n\tX int \"a`b\"\n}", spell(types.NewStruct([]*types.Var{types.NewField(0, pkg, "X", types.Typ[types.Int], false)}, []string{"a`b"})))
 	assert.Equal(t, "interface{ M(chan<- idem.Token) }", spell(under("I")))
 	assert.Contains(t, spell(types.NewStruct([]*types.Var{types.NewField(0, pkg.Imports()[1], "secret", types.Typ[types.Int], false)}, nil)), "error: struct field secret of package")
 }

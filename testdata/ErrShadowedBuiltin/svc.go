@@ -13,3 +13,6 @@ type S struct{}
 
 //idem:key=id ttl=1m
 func (s *S) Pay(ctx context.Context, id int) error { return nil }
+
+// any is an alias of the predeclared any's type: accepted.
+type any = interface{}

@@ -48,7 +48,7 @@ var idemSvcRoute = idem.Method{
 // idem.Final.
 func (w *IdempotentSvc) Route(ctx context.Context, id string, in chan (<-chan int), out chan<- <-chan int, f func(chan<- int, ...string) (<-chan Box[int], error), meta struct {
 	Inner
-	Tag string "json:\"tag,omitempty\""
+	Tag string `json:"tag,omitempty"`
 }) (map[string][]Box[*Inner], error) {
 	var k idem.KeyParts
 	k.String("id", id)
