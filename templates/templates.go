@@ -87,12 +87,12 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 		}
 		var buf bytes.Buffer
 		if err := f.Render(&buf); err != nil {
-			errs[w] = fmt.Errorf("idemgen: rendering generated code for %s: %w", pkg.Path, err)
+			errs[w] = internalError(decls[lo].pos, err)
 			return
 		}
 		parts := bytes.Split(buf.Bytes(), []byte("\n"+declMark+"\n"))
 		if len(parts) != hi-lo+1 {
-			errs[w] = fmt.Errorf("idemgen: rendering generated code for %s: %d declarations, %d parts", pkg.Path, hi-lo, len(parts)-1)
+			errs[w] = internalError(decls[lo].pos, fmt.Errorf("%d declarations rendered as %d", hi-lo, len(parts)-1))
 			return
 		}
 		heads[w] = parts[0]
@@ -151,8 +151,8 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 	return out, nil
 }
 
-// internalError reports generated code that does not format: a defect of
-// idemgen, not of the input, reported at the declaration it was generating
+// internalError reports generated code that does not render or format: a
+// defect of idemgen, not of the input, reported at the declaration it was generating
 // with a request to report it (and never with the generated source).
 func internalError(pos token.Position, err error) error {
 	return annotations.ErrorList{{Pos: pos, Msg: fmt.Sprintf(
