@@ -156,7 +156,7 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 // with a request to report it (and never with the generated source).
 func internalError(pos token.Position, err error) error {
 	return annotations.ErrorList{{Pos: pos, Msg: fmt.Sprintf(
-		"internal error: idemgen generated code for this declaration that does not format (%v); "+
+		"internal error: idemgen generated code for this declaration that does not render or format (%v); "+
 			"please report it at https://github.com/idemgen/idemgen/issues with this declaration and its annotation", err)}}
 }
 
