@@ -208,7 +208,7 @@ var paramNames = []string{
 	"idem", "idemrt", "context", "time", "errors", "ctx", "k", "h", "err", "v", "v2", "w", "wr", "wrapper",
 	"next", "ex", "key", "hash", "a", "Order", "S", "B", "Arr", "ErrX", "Svc",
 	"IdempotentSvc", "NewIdempotentSvc", "idemSvcM0", "idemSvcM1", "IdempotentÜberweisung",
-	"id", "req", "x", "p0", "p1", "Überweisung", "M0", "a2", "idem2", "context2", "stringArg", "nilArg",
+	"id", "req", "x", "p0", "p1", "Überweisung", "M0", "a2", "Pay", "IdempotentPay", "idemPayPay", "idem2", "context2", "stringArg", "nilArg",
 }
 
 // keyable is a parameter type with the key paths it offers; in is "p" or
@@ -444,6 +444,16 @@ var (
 	}
 	if iface {
 		files[0].WriteString("}\n")
+	}
+	// A second annotated type, in the file that imports the other package
+	// a, with a method named like itself or not.
+	if g.chance(20) {
+		files[1].WriteString("type Pay struct{}\n\n")
+		for i := range 1 + g.pick(2) {
+			name := []string{"Pay", "Charge"}[i]
+			sig, ann := g.method("q", true)
+			fmt.Fprintf(&files[1], "// %s is annotated.\n//\n%s\nfunc (s_ *Pay) %s%s { for {} }\n\n", name, ann, name, sig)
+		}
 	}
 	return map[string]string{"/svc/s1.go": files[0].String(), "/svc/s2.go": files[1].String()}
 }
