@@ -74,7 +74,7 @@ func (tg *typeGen) planNext() error {
 					"interface %s has a method named %s, like itself, so idemgen cannot embed it and must pass every other method through, "+
 						"but method %s of package %s is unexported; rename the method %s", tg.t.Name, tg.t.Name, fn.Name(), fn.Pkg().Path(), tg.t.Name)}
 			}
-			continue // not callable from here, and not part of any interface the wrapper could meet
+			continue // not callable from this package: the wrapper lacks it (docs/ANNOTATIONS.md)
 		}
 		tg.passes = append(tg.passes, fn)
 	}
