@@ -1,0 +1,278 @@
+package idem
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+	"unsafe"
+)
+
+// fingerprintMaxDepth bounds how deep Hasher.Value follows a value, so that
+// a cycle through slices or interfaces (which have no identity to detect
+// it by) is an error rather than a stack overflow.
+const fingerprintMaxDepth = 4096
+
+var timeType = reflect.TypeFor[time.Time]()
+
+// canon writes the canonical encoding of a value for Hasher.Value: every
+// field, exported or not, in declaration order; strings and byte slices as
+// their exact bytes; floats by their bits (so -0 and +0 differ); nil apart
+// from empty; map entries sorted by the encoding of their keys; the dynamic
+// type of an interface by name; a time.Time as its instant, zone name and
+// offset (not its monotonic reading). Functions, channels and unsafe
+// pointers cannot be compared and are an error unless nil; a pointer or map
+// cycle is encoded as a reference to the depth it returns to.
+type canon struct {
+	buf   []byte
+	seen  map[unsafe.Pointer]int // pointers and maps on the current path, to their depth
+	path  []string               // where the walk is, for errors
+	depth int
+	err   error
+}
+
+func (c *canon) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("idem: fingerprint: %s%s", fmt.Sprintf(format, args...), c.where())
+	}
+}
+
+func (c *canon) where() string {
+	if len(c.path) == 0 {
+		return ""
+	}
+	var b bytes.Buffer
+	b.WriteString(" at ")
+	for i, p := range c.path {
+		if i > 0 && p[0] != '[' {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func (c *canon) tag(kind byte)      { c.buf = append(c.buf, kind) }
+func (c *canon) uvarint(n uint64)   { c.buf = binary.AppendUvarint(c.buf, n) }
+func (c *canon) word(v uint64)      { c.buf = binary.BigEndian.AppendUint64(c.buf, v) }
+func (c *canon) bytes(b []byte)     { c.uvarint(uint64(len(b))); c.buf = append(c.buf, b...) }
+func (c *canon) str(s string)       { c.uvarint(uint64(len(s))); c.buf = append(c.buf, s...) }
+func (c *canon) push(p string)      { c.path = append(c.path, p) }
+func (c *canon) pop()               { c.path = c.path[:len(c.path)-1] }
+func (c *canon) index(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// interfaceable returns v so that Interface may be called on it: a value read
+// from an unexported field is re-read through its address (every value the
+// walk reaches is addressable, or a copy that is).
+func interfaceable(v reflect.Value) reflect.Value {
+	if v.CanInterface() || !v.CanAddr() {
+		return v
+	}
+	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
+}
+
+// addressable returns an addressable copy of v (a map key or value, an
+// interface's dynamic value), so that its fields can be read.
+func addressable(v reflect.Value) reflect.Value {
+	if v.CanAddr() {
+		return v
+	}
+	cp := reflect.New(v.Type()).Elem()
+	cp.Set(v)
+	return cp
+}
+
+func (c *canon) value(v reflect.Value) {
+	if c.err != nil {
+		return
+	}
+	if c.depth++; c.depth > fingerprintMaxDepth {
+		c.fail("value nested deeper than %d levels (a cycle through a slice or an interface?)", fingerprintMaxDepth)
+		return
+	}
+	defer func() { c.depth-- }()
+	v = interfaceable(v)
+	switch v.Kind() {
+	case reflect.Bool:
+		c.tag('b')
+		if v.Bool() {
+			c.buf = append(c.buf, 1)
+		} else {
+			c.buf = append(c.buf, 0)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		c.tag('i')
+		c.word(uint64(v.Int()))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		c.tag('u')
+		c.word(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		c.tag('f')
+		c.word(math.Float64bits(v.Float()))
+	case reflect.Complex64, reflect.Complex128:
+		c.tag('c')
+		c.word(math.Float64bits(real(v.Complex())))
+		c.word(math.Float64bits(imag(v.Complex())))
+	case reflect.String:
+		c.tag('s')
+		c.str(v.String())
+	case reflect.Slice:
+		if v.IsNil() {
+			c.tag('N')
+			return
+		}
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			c.tag('x')
+			c.bytes(v.Bytes())
+			return
+		}
+		c.tag('l')
+		c.elems(v)
+	case reflect.Array:
+		c.tag('a')
+		c.elems(addressable(v))
+	case reflect.Pointer:
+		if v.IsNil() {
+			c.tag('n')
+			return
+		}
+		if c.cycle(v.UnsafePointer()) {
+			return
+		}
+		c.tag('p')
+		c.value(v.Elem())
+		delete(c.seen, v.UnsafePointer())
+	case reflect.Map:
+		c.mapValue(v)
+	case reflect.Struct:
+		c.structValue(v)
+	case reflect.Interface:
+		if v.IsNil() {
+			c.tag('n')
+			return
+		}
+		e := v.Elem()
+		c.tag('I')
+		c.str(typeName(e.Type()))
+		c.value(addressable(e))
+	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
+		if v.IsNil() {
+			c.tag('n')
+			return
+		}
+		c.fail("a %s cannot be compared; leave it out of the fingerprint (hash=)", v.Type())
+	default:
+		c.fail("cannot encode a %s", v.Type())
+	}
+}
+
+// cycle reports whether p is already on the path, encoding a reference to
+// it; otherwise it records p at the current depth.
+func (c *canon) cycle(p unsafe.Pointer) bool {
+	if d, ok := c.seen[p]; ok {
+		c.tag('r')
+		c.uvarint(uint64(c.depth - d))
+		return true
+	}
+	if c.seen == nil {
+		c.seen = map[unsafe.Pointer]int{}
+	}
+	c.seen[p] = c.depth
+	return false
+}
+
+func (c *canon) elems(v reflect.Value) {
+	c.uvarint(uint64(v.Len()))
+	for i := range v.Len() {
+		c.push(c.index(i))
+		c.value(v.Index(i))
+		c.pop()
+	}
+}
+
+func (c *canon) structValue(v reflect.Value) {
+	t := v.Type()
+	if t == timeType {
+		at := v.Interface().(time.Time)
+		name, offset := at.Zone()
+		c.tag('t')
+		c.word(uint64(at.Unix()))
+		c.word(uint64(at.Nanosecond()))
+		c.str(name)
+		c.word(uint64(int64(offset)))
+		return
+	}
+	c.tag('S')
+	c.uvarint(uint64(t.NumField()))
+	for i := range t.NumField() {
+		c.push(t.Field(i).Name)
+		c.value(v.Field(i))
+		c.pop()
+	}
+}
+
+func (c *canon) mapValue(v reflect.Value) {
+	if v.IsNil() {
+		c.tag('N')
+		return
+	}
+	if c.cycle(v.UnsafePointer()) {
+		return
+	}
+	defer delete(c.seen, v.UnsafePointer())
+	entries := make([][]byte, 0, v.Len())
+	outer := c.buf
+	for it := v.MapRange(); it.Next(); {
+		c.buf = nil
+		c.push(mapIndex(it.Key()))
+		c.value(addressable(it.Key()))
+		k := len(c.buf)
+		c.value(addressable(it.Value()))
+		c.pop()
+		entries = append(entries, binary.AppendUvarint(c.buf, uint64(k)))
+	}
+	c.buf = outer
+	// Sorted by key: keys are distinct, and their encodings are not
+	// prefixes of one another, so the order never depends on the values.
+	slices.SortFunc(entries, bytes.Compare)
+	c.tag('m')
+	c.uvarint(uint64(len(entries)))
+	for _, e := range entries {
+		c.bytes(e)
+	}
+}
+
+// mapIndex names a map entry in an error: [key] for a string or integer
+// key, [...] for others.
+func mapIndex(k reflect.Value) string {
+	switch k.Kind() {
+	case reflect.String:
+		return "[" + strconv.Quote(k.String()) + "]"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "[" + strconv.FormatInt(k.Int(), 10) + "]"
+	}
+	return "[...]"
+}
+
+// typeName names a dynamic type: its package path and name, or its literal.
+func typeName(t reflect.Type) string {
+	if t.Name() != "" && t.PkgPath() != "" {
+		return t.PkgPath() + "." + t.Name()
+	}
+	return t.String()
+}
+
+// canonical returns the canonical encoding of v (see canon).
+func canonical(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return []byte{'n'}, nil
+	}
+	c := &canon{}
+	c.value(addressable(rv))
+	return c.buf, c.err
+}
