@@ -559,6 +559,9 @@ func isContext(t types.Type) bool {
 // addressable (a parameter, or a field reached from one without a method
 // call): the wrapper takes its address.
 func (r *resolver) keyEncoding(t types.Type, addressable bool) (Encoding, string) {
+	if enc, msg, ok := r.canonicalKey(t, addressable); ok {
+		return enc, msg
+	}
 	u := t.Underlying()
 	if b, ok := u.(*types.Basic); ok {
 		info := b.Info()

@@ -410,7 +410,7 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 	for _, st := range rest {
 		calls = calls || st.Method
 	}
-	if (p.Encoding == annotations.EncStringer || p.Encoding == annotations.EncTextMarshal) && nilable(p.Type) {
+	if (p.Encoding == annotations.EncStringer || p.Encoding == annotations.EncTextMarshal || p.Encoding == annotations.EncTime) && nilable(p.Type) {
 		if len(rest) > 0 && rest[len(rest)-1].Method {
 			base, rest, calls = bind(sel(base, rest)), nil, false
 		} else {
@@ -484,6 +484,7 @@ func (pc *pathCode) code(k string) []jen.Code {
 //	k.String("req.ID", req.ID)          k.String("id", string(id))   // a named string type
 //	k.Int(int64(req.Seq))               k.Uint(uint64(n))            k.Bool(flag)
 //	k.Bytes("req.UUID", req.UUID[:])    k.Stringer("id", id)         k.Text("at", at)
+//	k.Time("at", at)                    k.Time("req.At", *req.At)    k.Time("d", time.Time(d))
 func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, error) {
 	k := jen.Id(mg.k)
 	path := jen.Lit(p.Expr)
@@ -505,6 +506,8 @@ func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, 
 		return k.Dot("Stringer").Call(path, addressIfNeeded(v, p.Type, "String")), nil
 	case annotations.EncTextMarshal:
 		return k.Dot("Text").Call(path, addressIfNeeded(v, p.Type, "MarshalText")), nil
+	case annotations.EncTime:
+		return k.Dot("Time").Call(path, timeValue(v, p.Type)), nil
 	default:
 		return nil, fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}

@@ -51,7 +51,7 @@ var idemQuotesQuote = idem.Method{
 func (w *IdempotentQuotes) Quote(ctx context.Context, client netip.Addr, at time.Time, amounts map[string][]money.Amount, tags []string) (Page[*money.Amount], error) {
 	var k idem.KeyParts
 	k.Stringer("client", client)
-	k.Stringer("at", at)
+	k.Time("at", at)
 	var h idem.Hasher
 	h.Value(client)
 	h.Value(at)
