@@ -25,7 +25,7 @@ import (
 // files are the package's syntax trees, type-checked into pkg and info
 // (Defs, Uses, Types and Implicits are read).
 func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, info *types.Info) (*Package, error) {
-	r := &resolver{errs: errs{fset: fset}, pkg: pkg, info: info, types: map[*types.TypeName]*typeEntry{}}
+	r := &resolver{errs: errs{fset: fset}, pkg: pkg, info: info, files: files, types: map[*types.TypeName]*typeEntry{}}
 	any := false
 	for _, f := range files {
 		anns, err := ScanFile(fset, f)
@@ -65,6 +65,7 @@ type resolver struct {
 	errs
 	pkg   *types.Package
 	info  *types.Info
+	files []*ast.File
 	types map[*types.TypeName]*typeEntry
 	// ops maps each Method to where its op was written (or its spec, for a
 	// default op), for the duplicate-op error.
@@ -326,6 +327,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		}
 	}
 
+	m.Sentinels = r.sentinels(m.Final)
 	r.resolveTimes(m, spec)
 
 	if spec.Op != nil {

@@ -18,3 +18,20 @@ func timeValue(v *jen.Statement, t types.Type) jen.Code {
 	}
 	return jen.Qual(timePath, "Time").Call(v)
 }
+
+// sentinels lists the package's other exported error variables, so that a
+// replayed idem.Final error keeps errors.Is for them:
+//
+//	Sentinels: []idem.FinalError{
+//		{Name: "ErrCardDeclined", Err: ErrCardDeclined},
+//		{Name: "ErrTimeout", Err: ErrTimeout},
+//	},
+func (mg *methodGen) sentinels() jen.Code {
+	var items []jen.Code
+	for _, s := range mg.m.Sentinels {
+		items = append(items, jen.Values(jen.Id("Name").Op(":").Lit(s.Name), jen.Id("Err").Op(":").Add(mg.finalVar(s))))
+	}
+	return jen.Id("Sentinels").Op(":").Index().Add(mg.rt("FinalError")).Custom(jen.Options{
+		Open: "{", Close: "}", Separator: ",", Multi: true,
+	}, items...)
+}

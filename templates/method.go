@@ -3,7 +3,6 @@ package templates
 import (
 	"fmt"
 	"go/types"
-	"reflect"
 	"strings"
 	"time"
 
@@ -88,6 +87,10 @@ func (mg *methodGen) descriptor() jen.Code {
 			Open: "{", Close: "}", Separator: ",", Multi: len(items) > 1,
 		}, items...))
 	}
+	if len(mg.m.Sentinels) > 0 {
+		fields = append(fields, mg.sentinels())
+	}
+	fields = append(fields, mg.scheme())
 	return doc(mg.desc+" is the annotation of "+mg.original()+", for the runtime.").Line().
 		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(jen.Options{
 		Open: "{", Close: "}", Separator: ",", Multi: true,
@@ -552,8 +555,8 @@ func nilable(t types.Type) bool {
 
 // fingerprint adds the hashed parameters to the request fingerprint, with
 // the typed adder of each basic kind, the typed adders of the fields of a
-// flat struct (every JSON-visible field of a basic kind), and JSON for the
-// rest:
+// flat struct (every field of a basic kind, exported or not), and the
+// runtime's canonical encoding for the rest:
 //
 //	var h idem.Hasher
 //	if order == nil {
@@ -571,14 +574,14 @@ func (mg *methodGen) fingerprint() []jen.Code {
 	}
 	for _, i := range mg.m.Hash {
 		p := mg.m.Params[i]
-		code = append(code, hashParam(mg.h, p.Name, p.Type)...)
+		code = append(code, hashParam(mg.h, p.Name, p.Type, mg.pkg.Path)...)
 	}
 	return code
 }
 
 // hashParam adds one parameter: a flat struct field by field (behind a nil
 // check for a pointer), anything else with hashAdd.
-func hashParam(h, name string, t types.Type) []jen.Code {
+func hashParam(h, name string, t types.Type, pkg string) []jen.Code {
 	fieldAdds := func(fields []*types.Var) []jen.Code {
 		adds := make([]jen.Code, len(fields))
 		for i, f := range fields {
@@ -586,56 +589,41 @@ func hashParam(h, name string, t types.Type) []jen.Code {
 		}
 		return adds
 	}
-	if fields, ok := flatFields(t); ok {
+	if fields, ok := flatFields(t, pkg); ok {
 		return fieldAdds(fields)
 	}
 	if ptr, ok := t.Underlying().(*types.Pointer); ok {
-		if fields, ok := flatFields(ptr.Elem()); ok {
+		if fields, ok := flatFields(ptr.Elem(), pkg); ok {
 			return []jen.Code{jen.If(jen.Id(name).Op("==").Nil()).Block(jen.Id(h).Dot("Nil").Call()).Else().Block(fieldAdds(fields)...)}
 		}
 	}
 	return []jen.Code{hashAdd(jen.Id(h), jen.Id(name), t)}
 }
 
-// flatFields returns the JSON-visible fields of a struct type whose every
-// such field is of a basic kind, so that the fingerprint can hash them
-// without reflection; ok is false for anything else, and for types that
-// marshal themselves (MarshalJSON, MarshalText), whose JSON form is theirs
-// to choose.
-func flatFields(t types.Type) (fields []*types.Var, ok bool) {
+// flatFields returns the fields of a struct type whose every field is of a
+// basic kind (string, integer, float or bool), so that the fingerprint can
+// hash them without reflection: all of them, exported or not and whatever
+// their json tag, as the method sees them all. ok is false for anything
+// else, and for a struct with an unexported field of another package than
+// pkg (the generated code's), which the wrapper cannot name.
+func flatFields(t types.Type, pkg string) (fields []*types.Var, ok bool) {
 	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct || marshalsItself(t) {
+	if !isStruct {
 		return nil, false
 	}
 	for i := range st.NumFields() {
 		f := st.Field(i)
-		if f.Embedded() {
+		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || f.Pkg().Path() != pkg) || f.Name() == "_" {
 			return nil, false
-		}
-		if !f.Exported() || jsonName(st.Tag(i)) == "-" {
-			continue
 		}
 		b, isBasic := f.Type().Underlying().(*types.Basic)
 		if !isBasic || b.Info()&(types.IsString|types.IsInteger|types.IsFloat|types.IsBoolean) == 0 ||
-			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer || marshalsItself(f.Type()) {
+			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer {
 			return nil, false
 		}
 		fields = append(fields, f)
 	}
 	return fields, len(fields) > 0
-}
-
-// marshalsItself reports whether t or *t has a MarshalJSON or MarshalText
-// method.
-func marshalsItself(t types.Type) bool {
-	ms := types.NewMethodSet(types.NewPointer(t))
-	return ms.Lookup(nil, "MarshalJSON") != nil || ms.Lookup(nil, "MarshalText") != nil
-}
-
-// jsonName returns the name part of a field's json tag.
-func jsonName(tag string) string {
-	name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
-	return name
 }
 
 // hashAdd is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b), h.Value(v).

@@ -36,8 +36,9 @@ func NewIdempotentBooker(next *Booker, ex *idem.Executor) *IdempotentBooker {
 
 // idemBookerBook is the annotation of (*Booker).Book, for the runtime.
 var idemBookerBook = idem.Method{
-	Op:  "Booker.Book",
-	TTL: time.Hour,
+	Op:     "Booker.Book",
+	TTL:    time.Hour,
+	Scheme: 0xbf2eea57,
 }
 
 // Book is the idempotent form of (*Booker).Book: calls with the same key
@@ -72,8 +73,9 @@ func (w *IdempotentBooker) Book(ctx context.Context, at time.Time, slot *Slot) (
 
 // idemBookerCancel is the annotation of (*Booker).Cancel, for the runtime.
 var idemBookerCancel = idem.Method{
-	Op:  "Booker.Cancel",
-	TTL: time.Hour,
+	Op:     "Booker.Cancel",
+	TTL:    time.Hour,
+	Scheme: 0x97afcbf8,
 }
 
 // Cancel is the idempotent form of (*Booker).Cancel: calls with the same key
@@ -100,8 +102,9 @@ func (w *IdempotentBooker) Cancel(ctx context.Context, ref fmt.Stringer) (string
 
 // idemBookerRemind is the annotation of (*Booker).Remind, for the runtime.
 var idemBookerRemind = idem.Method{
-	Op:  "Booker.Remind",
-	TTL: time.Hour,
+	Op:     "Booker.Remind",
+	TTL:    time.Hour,
+	Scheme: 0x0979e730,
 }
 
 // Remind is the idempotent form of (*Booker).Remind: calls with the same key

@@ -36,8 +36,9 @@ func NewIdempotentQuotes(next *Quotes, ex *idem.Executor) *IdempotentQuotes {
 
 // idemQuotesQuote is the annotation of (*Quotes).Quote, for the runtime.
 var idemQuotesQuote = idem.Method{
-	Op:  "Quotes.Quote",
-	TTL: time.Hour,
+	Op:     "Quotes.Quote",
+	TTL:    time.Hour,
+	Scheme: 0x545c6ec1,
 }
 
 // Quote is the idempotent form of (*Quotes).Quote: calls with the same key
