@@ -162,7 +162,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown with suggestion", []string{"//idem:key=order.ID+op tll=155s"},
 			[]string{`3:24: unknown option "tll"; did you mean "ttl"?`}},
 		{"unknown far", []string{"//idem:key=a ttl=1s zzzzzzzz=1"},
-			[]string{`3:21: unknown option "zzzzzzzz"; options are key, ttl, retries, timeout, backoff, downstream, margin, lease, inflight, hash, final, op`}},
+			[]string{`3:21: unknown option "zzzzzzzz"; options are key, ttl, retries, timeout, backoff, downstream, margin, lease, inflight, hash, final, op, codec`}},
 		{"unknown bare word", []string{"//idem:key=a retires"},
 			[]string{`3:14: unknown option "retires"; did you mean "retries"?`}},
 		{"repeated", []string{"//idem:key=a ttl=1s", "//idem:ttl=2s"},
