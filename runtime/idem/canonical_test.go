@@ -55,6 +55,25 @@ func TestKeyPartsTimeIsTheInstant(t *testing.T) {
 		assert.NotEqual(t, want.ID, got.ID, "%s: another instant is another key", name)
 	}
 	assert.Contains(t, want.Text, now.UTC().Format(time.RFC3339Nano), "the readable form is RFC 3339 in UTC")
+
+	// A time inside an interface part (a fmt.Stringer or TextMarshaler
+	// parameter) is keyed by its instant too.
+	for name, add := range map[string]func(*idem.KeyParts, time.Time){
+		"Stringer":           func(p *idem.KeyParts, at time.Time) { p.Stringer("at", at) },
+		"Text":               func(p *idem.KeyParts, at time.Time) { p.Text("at", at) },
+		"Stringer (pointer)": func(p *idem.KeyParts, at time.Time) { p.Stringer("at", &at) },
+	} {
+		var p idem.KeyParts
+		add(&p, decoded)
+		got, err := p.Key("t", "op")
+		require.NoError(t, err, name)
+		assert.Equal(t, want.ID, got.ID, name)
+	}
+	var nilTime *time.Time
+	var np idem.KeyParts
+	np.Stringer("at", nilTime)
+	_, err = np.Key("t", "op")
+	assert.ErrorIs(t, err, idem.ErrMissingKey)
 	_, err = key(time.Time{})
 	assert.ErrorIs(t, err, idem.ErrMissingKey, "the zero time is a missing part")
 }
@@ -167,6 +186,17 @@ func TestHasherValueSeesEverything(t *testing.T) {
 		assert.NotEqual(t, sum(p), sum(q), "%q and %q", pair[0], pair[1])
 		assert.NotEqual(t, sum(map[string]string{pair[0]: "v"}), sum(map[string]string{pair[1]: "v"}), "map keys %q and %q", pair[0], pair[1])
 	}
+
+	// The typed adders are exact too.
+	typed := func(s string) idem.Fingerprint {
+		var h idem.Hasher
+		h.String(s)
+		fp, err := h.Sum()
+		require.NoError(t, err)
+		return fp
+	}
+	assert.NotEqual(t, typed("\xff"), typed("\xfe"))
+	assert.NotEqual(t, typed("\xff"), typed("\uFFFD"))
 
 	same := base()
 	same.Map = map[string]int{}

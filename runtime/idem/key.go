@@ -163,8 +163,12 @@ func (p *KeyParts) Bytes(path string, b []byte) {
 }
 
 // Stringer adds the String() form of v. A nil v, or a nil pointer in v, is
-// a missing part (its String method is not called).
+// a missing part (its String method is not called); a time.Time in v is
+// added by its instant, as Time does.
 func (p *KeyParts) Stringer(path string, v fmt.Stringer) {
+	if p.time(path, v) {
+		return
+	}
 	if isNil(v) {
 		p.markMissing(path)
 		return
@@ -172,9 +176,31 @@ func (p *KeyParts) Stringer(path string, v fmt.Stringer) {
 	p.String(path, v.String())
 }
 
+// time adds v by its instant when it is a time.Time or *time.Time (an
+// interface part holding one), and reports whether it was.
+func (p *KeyParts) time(path string, v any) bool {
+	switch t := v.(type) {
+	case time.Time:
+		p.Time(path, t)
+	case *time.Time:
+		if t == nil {
+			p.markMissing(path)
+		} else {
+			p.Time(path, *t)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
 // Text adds the MarshalText form of v; a marshalling error is returned by
-// Key. A nil v, or a nil pointer in v, is a missing part.
+// Key. A nil v, or a nil pointer in v, is a missing part; a time.Time in v
+// is added by its instant, as Time does.
 func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
+	if p.time(path, v) {
+		return
+	}
 	if isNil(v) {
 		p.markMissing(path)
 		return
