@@ -31,14 +31,22 @@ var timeType = reflect.TypeFor[time.Time]()
 type canon struct {
 	buf   []byte
 	seen  map[unsafe.Pointer]int // pointers and maps on the current path, to their depth
-	path  []string               // where the walk is, for errors
+	path  []step                 // where the error is, innermost first, recorded as the walk unwinds
 	depth int
 	err   error
 }
 
+// step is one level of the walk's path: a field name, an index, or a map
+// key.
+type step struct {
+	field string
+	index int
+	key   reflect.Value
+}
+
 func (c *canon) fail(format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("idem: fingerprint: %s%s", fmt.Sprintf(format, args...), c.where())
+		c.err = fmt.Errorf(format, args...)
 	}
 }
 
@@ -47,24 +55,40 @@ func (c *canon) where() string {
 		return ""
 	}
 	var b bytes.Buffer
-	b.WriteString(" at ")
-	for i, p := range c.path {
-		if i > 0 && p[0] != '[' {
-			b.WriteByte('.')
+	b.WriteString("at ")
+	for i := len(c.path) - 1; i >= 0; i-- {
+		st := c.path[i]
+		switch {
+		case st.field != "":
+			if i < len(c.path)-1 {
+				b.WriteByte('.')
+			}
+			b.WriteString(st.field)
+		case st.key.IsValid():
+			b.WriteString(mapIndex(st.key))
+		default:
+			b.WriteString("[" + strconv.Itoa(st.index) + "]")
 		}
-		b.WriteString(p)
 	}
+	b.WriteString(": ")
 	return b.String()
 }
 
-func (c *canon) tag(kind byte)      { c.buf = append(c.buf, kind) }
-func (c *canon) uvarint(n uint64)   { c.buf = binary.AppendUvarint(c.buf, n) }
-func (c *canon) word(v uint64)      { c.buf = binary.BigEndian.AppendUint64(c.buf, v) }
-func (c *canon) bytes(b []byte)     { c.uvarint(uint64(len(b))); c.buf = append(c.buf, b...) }
-func (c *canon) str(s string)       { c.uvarint(uint64(len(s))); c.buf = append(c.buf, s...) }
-func (c *canon) push(p string)      { c.path = append(c.path, p) }
-func (c *canon) pop()               { c.path = c.path[:len(c.path)-1] }
-func (c *canon) index(i int) string { return "[" + strconv.Itoa(i) + "]" }
+func (c *canon) tag(kind byte)    { c.buf = append(c.buf, kind) }
+func (c *canon) uvarint(n uint64) { c.buf = binary.AppendUvarint(c.buf, n) }
+func (c *canon) word(v uint64)    { c.buf = binary.BigEndian.AppendUint64(c.buf, v) }
+func (c *canon) bytes(b []byte)   { c.uvarint(uint64(len(b))); c.buf = append(c.buf, b...) }
+func (c *canon) str(s string)     { c.uvarint(uint64(len(s))); c.buf = append(c.buf, s...) }
+
+// failed records st on the path of an error found below it, and reports
+// whether there is one.
+func (c *canon) failed(st step) bool {
+	if c.err == nil {
+		return false
+	}
+	c.path = append(c.path, st)
+	return true
+}
 
 // interfaceable returns v so that Interface may be called on it: a value read
 // from an unexported field is re-read through its address (every value the
@@ -76,10 +100,11 @@ func interfaceable(v reflect.Value) reflect.Value {
 	return reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem()
 }
 
-// addressable returns an addressable copy of v (a map key or value, an
-// interface's dynamic value), so that its fields can be read.
+// addressable returns v, or an addressable copy of it when it is a struct
+// or an array that is not (an interface's dynamic value, the root), so that
+// its unexported fields can be read.
 func addressable(v reflect.Value) reflect.Value {
-	if v.CanAddr() {
+	if v.CanAddr() || v.Kind() != reflect.Struct && v.Kind() != reflect.Array {
 		return v
 	}
 	cp := reflect.New(v.Type()).Elem()
@@ -91,12 +116,17 @@ func (c *canon) value(v reflect.Value) {
 	if c.err != nil {
 		return
 	}
-	if c.depth++; c.depth > fingerprintMaxDepth {
+	if c.depth >= fingerprintMaxDepth {
 		c.fail("value nested deeper than %d levels (a cycle through a slice or an interface?)", fingerprintMaxDepth)
 		return
 	}
-	defer func() { c.depth-- }()
-	v = interfaceable(v)
+	c.depth++
+	c.kind(interfaceable(v))
+	c.depth--
+}
+
+// kind encodes v by its kind (see value).
+func (c *canon) kind(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Bool:
 		c.tag('b')
@@ -189,9 +219,9 @@ func (c *canon) cycle(p unsafe.Pointer) bool {
 func (c *canon) elems(v reflect.Value) {
 	c.uvarint(uint64(v.Len()))
 	for i := range v.Len() {
-		c.push(c.index(i))
-		c.value(v.Index(i))
-		c.pop()
+		if c.value(v.Index(i)); c.failed(step{index: i}) {
+			return
+		}
 	}
 }
 
@@ -209,9 +239,10 @@ func (c *canon) structValue(v reflect.Value) {
 	c.tag('S')
 	c.uvarint(uint64(t.NumField()))
 	for i := range t.NumField() {
-		c.push(t.Field(i).Name)
-		c.value(v.Field(i))
-		c.pop()
+		if c.value(v.Field(i)); c.err != nil {
+			c.failed(step{field: t.Field(i).Name})
+			return
+		}
 	}
 }
 
@@ -224,26 +255,35 @@ func (c *canon) mapValue(v reflect.Value) {
 		return
 	}
 	defer delete(c.seen, v.UnsafePointer())
-	entries := make([][]byte, 0, v.Len())
-	outer := c.buf
+	// Each entry is encoded into c.buf after what is already there, then
+	// the entries are sorted by their bytes: keys are distinct and their
+	// encodings are not prefixes of one another, so the order is the keys'.
+	start := len(c.buf)
+	bounds := make([][2]int, 0, v.Len())
+	k := reflect.New(v.Type().Key()).Elem()
+	e := reflect.New(v.Type().Elem()).Elem()
 	for it := v.MapRange(); it.Next(); {
-		c.buf = nil
-		c.push(mapIndex(it.Key()))
-		c.value(addressable(it.Key()))
-		k := len(c.buf)
-		c.value(addressable(it.Value()))
-		c.pop()
-		entries = append(entries, binary.AppendUvarint(c.buf, uint64(k)))
+		k.SetIterKey(it)
+		e.SetIterValue(it)
+		from := len(c.buf)
+		c.value(k)
+		if c.value(e); c.failed(step{key: k}) {
+			return
+		}
+		bounds = append(bounds, [2]int{from, len(c.buf)})
 	}
-	c.buf = outer
-	// Sorted by key: keys are distinct, and their encodings are not
-	// prefixes of one another, so the order never depends on the values.
-	slices.SortFunc(entries, bytes.Compare)
-	c.tag('m')
-	c.uvarint(uint64(len(entries)))
-	for _, e := range entries {
-		c.bytes(e)
+	entries := c.buf[start:]
+	slices.SortFunc(bounds, func(a, b [2]int) int {
+		return bytes.Compare(entries[a[0]-start:a[1]-start], entries[b[0]-start:b[1]-start])
+	})
+	sorted := make([]byte, 0, len(entries)+binary.MaxVarintLen64*(1+len(bounds)))
+	sorted = append(sorted, 'm')
+	sorted = binary.AppendUvarint(sorted, uint64(len(bounds)))
+	for _, b := range bounds {
+		sorted = binary.AppendUvarint(sorted, uint64(b[1]-b[0]))
+		sorted = append(sorted, entries[b[0]-start:b[1]-start]...)
 	}
+	c.buf = append(c.buf[:start], sorted...)
 }
 
 // mapIndex names a map entry in an error: [key] for a string or integer
@@ -274,5 +314,8 @@ func canonical(v any) ([]byte, error) {
 	}
 	c := &canon{}
 	c.value(addressable(rv))
-	return c.buf, c.err
+	if c.err != nil {
+		return nil, fmt.Errorf("idem: fingerprint: %s%w", c.where(), c.err)
+	}
+	return c.buf, nil
 }

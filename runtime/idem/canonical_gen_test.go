@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"encoding/json"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -114,4 +115,33 @@ func TestHasherValueIsExact(t *testing.T) {
 	if equal < pairs/10 || equal > pairs*9/10 {
 		t.Fatalf("%d of %d pairs equal: the generator does not exercise both sides", equal, pairs)
 	}
+}
+
+// BenchmarkHasherValue measures the canonical encoding of a composite
+// parameter, next to encoding/json on the same value for comparison.
+func BenchmarkHasherValue(b *testing.B) {
+	v := genValue{
+		Leaf: genLeaf{S: "order-1001", b: []byte("abc"), n: 1, Flag: true},
+		List: []string{"a", "b", "c"},
+		M:    map[string]genLeaf{"x": {S: "1"}, "y": {S: "2"}},
+		Any:  "tag",
+	}
+	b.Run("canonical", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var h idem.Hasher
+			h.Value(v)
+			if _, err := h.Sum(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -222,16 +222,17 @@ type node struct {
 // TestHasherValueRefuses: what a fingerprint cannot compare (a function, a
 // channel) is an error, and a cycle is encoded, not followed forever.
 func TestHasherValueRefuses(t *testing.T) {
-	for name, v := range map[string]any{
-		"func":            struct{ F func() }{F: func() {}},
-		"chan":            []any{make(chan int)},
-		"func in map":     map[string]any{"f": func() {}},
-		"unexported func": struct{ f func() }{f: func() {}},
+	for want, v := range map[string]any{
+		"idem: fingerprint: at F: a func() cannot be compared":        struct{ F func() }{F: func() {}},
+		"idem: fingerprint: at [1]: a chan int cannot be compared":    []any{1, make(chan int)},
+		`idem: fingerprint: at ["f"].X: a func() cannot be compared`:  map[string]any{"f": struct{ X func() }{func() {}}},
+		"idem: fingerprint: at a.f: a func() cannot be compared":      struct{ a struct{ f func() } }{struct{ f func() }{func() {}}},
+		"idem: fingerprint: at [0][2]: a chan int cannot be compared": [][]any{{0, 1, make(chan int)}},
 	} {
 		var h idem.Hasher
 		h.Value(v)
 		_, err := h.Sum()
-		assert.ErrorContains(t, err, "fingerprint", name)
+		assert.ErrorContains(t, err, want)
 	}
 	var h idem.Hasher
 	h.Value(struct{ F func() }{})
