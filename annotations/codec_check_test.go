@@ -118,7 +118,7 @@ func (S) M(ctx context.Context, req Req) error { return nil }`,
 		})
 	}
 
-	_, p, err := load(t, map[string]string{"s.go": header + `
+	_, _, err := load(t, map[string]string{"s.go": header + `
 type List struct{ Next *List; V any; hidden [2]complex64 }
 type Req struct{ ID string; l List; Any interface{ M() } }
 
@@ -126,7 +126,7 @@ type Req struct{ ID string; l List; Any interface{ M() } }
 func (S) M(ctx context.Context, req Req, done chan int) error { return nil }
 `})
 	require.Error(t, err, "done is hashed by default")
-	_, p, err = load(t, map[string]string{"s.go": header + `
+	_, p, err := load(t, map[string]string{"s.go": header + `
 type List struct{ Next *List; V any; hidden [2]complex64 }
 type Req struct{ ID string; l List; Any interface{ M() } }
 
