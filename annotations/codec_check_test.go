@@ -93,15 +93,15 @@ func TestResolveFingerprintBlindSpots(t *testing.T) {
 		{"unexported func field", `type Req struct{ ID string; hooks *struct{ done func() } }
 //idem:key=req.ID ttl=1s
 func (S) M(ctx context.Context, req Req) error { return nil }`,
-			`13:33: method S.M: parameter req cannot be fingerprinted: req.hooks.done is a function (func()), which a fingerprint cannot compare; leave it out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
+			`13:33: method S.M: parameter req cannot be fingerprinted: req.hooks.done is a function (func()), which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
 		{"chan in a map, with another parameter", `type Req struct{ ID string; Subs map[string][]chan int }
 //idem:key=req.ID ttl=1s
 func (S) M(ctx context.Context, req Req, n int) error { return nil }`,
-			`13:33: method S.M: parameter req cannot be fingerprinted: req.Subs[k][i] is a channel (chan int), which a fingerprint cannot compare; leave it out of the fingerprint with hash=n, or make it a value that can be compared`},
+			`13:33: method S.M: parameter req cannot be fingerprinted: req.Subs[k][i] is a channel (chan int), which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=n`},
 		{"unsafe pointer, named in hash=", `type Req struct{ ID string; p unsafe.Pointer }
 //idem:key=req.ID ttl=1s hash=req
 func (S) M(ctx context.Context, req Req) error { return nil }`,
-			`13:31: method S.M: parameter req cannot be fingerprinted: req.p is an unsafe.Pointer, which a fingerprint cannot compare; leave it out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
+			`13:31: method S.M: parameter req cannot be fingerprinted: req.p is an unsafe.Pointer, which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +132,16 @@ type Req struct{ ID string; l List; Any interface{ M() } }
 
 //idem:key=req.ID ttl=1s hash=req
 func (S) M(ctx context.Context, req Req, done chan int) error { return nil }
+
+// Hooked holds a function but says itself what counts.
+type Hooked struct{ ID string; onDone func() }
+func (h *Hooked) IdemFingerprint() ([]byte, error) { return []byte(h.ID), nil }
+type Outer struct{ H Hooked; M map[string]*Hooked }
+
+//idem:key=h.ID ttl=1s
+func (S) N(ctx context.Context, req Outer, h Hooked) error { return nil }
 `})
-	require.NoError(t, err, "recursive types, interfaces (checked at run time) and complex numbers are fine; hash= leaves done out")
+	require.NoError(t, err, "recursive types, interfaces (checked at run time), complex numbers and idem.Fingerprinter types are fine; hash= leaves done out")
 	require.Len(t, p.Types, 1)
+	require.Len(t, p.Types[0].Methods, 2)
 }

@@ -5,18 +5,37 @@ import (
 	"strings"
 )
 
+// fingerprinterT is idem.Fingerprinter, built structurally.
+var fingerprinterT = iface("IdemFingerprint", nil, byteSlice, errorType)
+
+// SelfFingerprinting reports whether t or *t implements idem.Fingerprinter
+// (a method IdemFingerprint() ([]byte, error)): its fingerprint is what that
+// method returns, in place of its fields. Interfaces are decided at run
+// time, by their dynamic value.
+func SelfFingerprinting(t types.Type) bool {
+	if types.IsInterface(t) {
+		return false
+	}
+	if types.Implements(t, fingerprinterT) {
+		return true
+	}
+	_, isPtr := t.Underlying().(*types.Pointer)
+	return !isPtr && types.Implements(types.NewPointer(t), fingerprinterT)
+}
+
 // fingerprintCheck finds what a request fingerprint cannot compare in a
 // hashed parameter: a channel, a function or an unsafe.Pointer anywhere in
 // its type, exported or not (the fingerprint hashes every field, as the
 // method sees every field). An interface is checked at run time, by its
-// dynamic value. It returns the path to the offending value, from the
+// dynamic value; a type that implements idem.Fingerprinter says itself
+// what counts. It returns the path to the offending value, from the
 // parameter's name, and what it is; "" when the type is fine.
 func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what string) {
 	seen := map[types.Type]bool{}
 	var walk func(path string, t types.Type) (string, string)
 	walk = func(path string, t types.Type) (string, string) {
 		t = types.Unalias(t)
-		if seen[t] {
+		if seen[t] || SelfFingerprinting(t) {
 			return "", ""
 		}
 		if _, named := t.(*types.Named); named {
@@ -58,10 +77,17 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what strin
 	return walk(name, t)
 }
 
-// fingerprintWayOut names the ways out for a parameter the fingerprint
-// cannot compare: hash= listing the hashed parameters that are not blind,
-// or hash=none.
-func fingerprintWayOut(m *Method, blind map[int][2]string) string {
+// fingerprintWayOut names the ways out for parameter bad, which the
+// fingerprint cannot compare: an IdemFingerprint method on its type, or
+// hash= listing the hashed parameters that are not blind (or hash=none).
+func (r *resolver) fingerprintWayOut(m *Method, bad int, blind map[int][2]string) string {
+	p := m.Params[bad]
+	method := "" // the parameter itself is a function or a channel: only hash= helps
+	if n, ok := types.Unalias(deref(p.Type)).(*types.Named); ok && n.Obj().Pkg() == r.pkg {
+		method = "give " + n.Obj().Name() + " an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
+	} else if blind[bad][0] != p.Name {
+		method = "wrap it in a type of this package with an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
+	}
 	var others []string
 	for _, i := range m.Hash {
 		if _, bad := blind[i]; !bad {
@@ -69,7 +95,7 @@ func fingerprintWayOut(m *Method, blind map[int][2]string) string {
 		}
 	}
 	if len(others) == 0 {
-		return "leave it out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)"
+		return method + "leave " + p.Name + " out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)"
 	}
-	return "leave it out of the fingerprint with hash=" + strings.Join(others, ",") + ", or make it a value that can be compared"
+	return method + "leave " + p.Name + " out of the fingerprint with hash=" + strings.Join(others, ",")
 }

@@ -323,7 +323,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 				}
 			}
 		}
-		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], fingerprintWayOut(m, blind))
+		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
 	}
 
 	// Final.

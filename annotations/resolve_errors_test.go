@@ -187,8 +187,8 @@ func (S) M(ctx context.Context, id string) error { return nil }
 		{"hash unfingerprintable", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string, ch chan int, f func()) error { return nil }
 `, []string{
-			`12:44: method S.M: parameter ch cannot be fingerprinted: ch is a channel (chan int), which a fingerprint cannot compare; leave it out of the fingerprint with hash=id, or make it a value that can be compared`,
-			`12:57: method S.M: parameter f cannot be fingerprinted: f is a function (func()), which a fingerprint cannot compare; leave it out of the fingerprint with hash=id, or make it a value that can be compared`,
+			`12:44: method S.M: parameter ch cannot be fingerprinted: ch is a channel (chan int), which a fingerprint cannot compare; leave ch out of the fingerprint with hash=id`,
+			`12:57: method S.M: parameter f cannot be fingerprinted: f is a function (func()), which a fingerprint cannot compare; leave f out of the fingerprint with hash=id`,
 		}},
 		{"no context", `//idem:key=id ttl=1s
 func (S) M(id string) error { return nil }

@@ -605,10 +605,11 @@ func hashParam(h, name string, t types.Type, pkg string) []jen.Code {
 // hash them without reflection: all of them, exported or not and whatever
 // their json tag, as the method sees them all. ok is false for anything
 // else, and for a struct with an unexported field of another package than
-// pkg (the generated code's), which the wrapper cannot name.
+// pkg (the generated code's), which the wrapper cannot name, and for a type
+// that implements idem.Fingerprinter, whose method says what counts.
 func flatFields(t types.Type, pkg string) (fields []*types.Var, ok bool) {
 	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct {
+	if !isStruct || annotations.SelfFingerprinting(t) {
 		return nil, false
 	}
 	for i := range st.NumFields() {

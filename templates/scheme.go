@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/annotations"
 )
 
 // fingerprintEncoding versions the fingerprint's encoding: the adders the
@@ -66,6 +68,10 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 // written, so that a recursive type refers back to its level.
 func layout(b *strings.Builder, t types.Type, outer []types.Type) {
 	t = types.Unalias(t)
+	if annotations.SelfFingerprinting(t) {
+		b.WriteString("fingerprinter") // its bytes are its own
+		return
+	}
 	if n, ok := t.(*types.Named); ok {
 		if n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == timePath && n.Obj().Name() == "Time" {
 			b.WriteString("time")

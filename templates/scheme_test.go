@@ -26,6 +26,10 @@ type WithTime struct{ ID string; At time.Time }
 type WithTime2 struct{ ID string; At *time.Time }
 type List struct{ Next *List; V int }
 type Tree struct{ Kids []Tree; V int }
+type Self1 struct{ ID string; f func() }
+func (*Self1) IdemFingerprint() ([]byte, error) { return nil, nil }
+type Self2 struct{ N int }
+func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 `)
 	typ := func(name string) types.Type { return pkg.Scope().Lookup(name).Type() }
 	sch := func(names ...string) uint32 {
@@ -48,6 +52,8 @@ type Tree struct{ Kids []Tree; V int }
 	assert.NotEqual(t, sch(), schemeOf(true, nil, nil), "hash=none differs from no parameter")
 	assert.NotEqual(t, sch("List"), sch("Tree"), "recursive types terminate and differ")
 	assert.NotEqual(t, req, schemeOf(false, []types.Type{typ("Req")}, []bool{false}), "flat or not changes the bytes")
+	assert.Equal(t, sch("Self1"), sch("Self2"), "an idem.Fingerprinter's bytes are its own: its fields are not the layout")
+	assert.NotEqual(t, req, sch("Self1"))
 	for _, s := range []uint32{req, sch(), sch("List"), sch("Tree")} {
 		assert.NotZero(t, s)
 	}

@@ -17,7 +17,22 @@ import (
 // it by) is an error rather than a stack overflow.
 const fingerprintMaxDepth = 4096
 
-var timeType = reflect.TypeFor[time.Time]()
+var (
+	timeType          = reflect.TypeFor[time.Time]()
+	fingerprinterType = reflect.TypeFor[Fingerprinter]()
+)
+
+// Fingerprinter is implemented by a type that says itself what of its value
+// forms a request fingerprint, in place of every field: Hasher.Value (and
+// the generated wrapper) hashes the bytes IdemFingerprint returns. They
+// must differ whenever the method would see a different value, and be the
+// same for equal values in every process. Use it for a parameter type that
+// holds what a fingerprint cannot compare (functions, channels, caches);
+// the generator then accepts it. A nil pointer is hashed as nil, without a
+// call.
+type Fingerprinter interface {
+	IdemFingerprint() ([]byte, error)
+}
 
 // canon writes the canonical encoding of a value for Hasher.Value: every
 // field, exported or not, in declaration order; strings and byte slices as
@@ -121,8 +136,41 @@ func (c *canon) value(v reflect.Value) {
 		return
 	}
 	c.depth++
-	c.kind(interfaceable(v))
+	v = interfaceable(v)
+	if !c.fingerprinter(v) {
+		c.kind(v)
+	}
 	c.depth--
+}
+
+// fingerprinter encodes v by its IdemFingerprint method, when it has one
+// (on T, or on *T when v is addressable), and reports whether it did.
+func (c *canon) fingerprinter(v reflect.Value) bool {
+	t := v.Type()
+	if t.Name() == "" && t.Kind() != reflect.Pointer || !v.CanInterface() {
+		return false
+	}
+	var f Fingerprinter
+	switch {
+	case t.Kind() != reflect.Interface && t.NumMethod() > 0 && t.Implements(fingerprinterType):
+		if t.Kind() == reflect.Pointer && v.IsNil() {
+			c.tag('n')
+			return true
+		}
+		f = v.Interface().(Fingerprinter)
+	case t.Kind() != reflect.Pointer && t.Kind() != reflect.Interface && v.CanAddr() && reflect.PointerTo(t).Implements(fingerprinterType):
+		f = v.Addr().Interface().(Fingerprinter)
+	default:
+		return false
+	}
+	b, err := f.IdemFingerprint()
+	if err != nil {
+		c.fail("%s.IdemFingerprint: %w", t, err)
+		return true
+	}
+	c.tag('F')
+	c.bytes(b)
+	return true
 }
 
 // kind encodes v by its kind (see value).

@@ -315,3 +315,49 @@ func TestReplayedFinalKeepsSentinel(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, 3, runs, "a bare sentinel releases the key")
 }
+
+// client holds what a fingerprint cannot compare, and says itself what of
+// it matters.
+type client struct {
+	Name    string
+	onRetry func()
+}
+
+func (c *client) IdemFingerprint() ([]byte, error) {
+	if c.Name == "" {
+		return nil, errors.New("unnamed client")
+	}
+	return []byte(c.Name), nil
+}
+
+// TestHasherValueFingerprinter: a type with an IdemFingerprint method is
+// hashed by what it returns, wherever it is (a parameter, a field, behind
+// a pointer receiver on an addressable value); its error is Sum's.
+func TestHasherValueFingerprinter(t *testing.T) {
+	sum := func(v any) (idem.Fingerprint, error) {
+		var h idem.Hasher
+		h.Value(v)
+		return h.Sum()
+	}
+	type req struct {
+		ID string
+		C  client
+		P  *client
+		I  idem.Fingerprinter
+	}
+	a, err := sum(req{ID: "1", C: client{"x", func() {}}, P: &client{"y", func() {}}, I: &client{"z", nil}})
+	require.NoError(t, err)
+	b, err := sum(req{ID: "1", C: client{"x", nil}, P: &client{"y", nil}, I: &client{"z", func() {}}})
+	require.NoError(t, err)
+	assert.Equal(t, a, b, "only what IdemFingerprint returns counts")
+	c, err := sum(req{ID: "1", C: client{"x", nil}, P: &client{"Y", nil}, I: &client{"z", nil}})
+	require.NoError(t, err)
+	assert.NotEqual(t, a, c)
+	d, err := sum(req{ID: "1", C: client{"x", nil}, I: &client{"z", nil}})
+	require.NoError(t, err, "a nil pointer is not called")
+	assert.NotEqual(t, a, d)
+	_, err = sum(&client{})
+	assert.ErrorContains(t, err, "unnamed client")
+	_, err = sum(req{ID: "1", C: client{"x", nil}, P: &client{"y", nil}})
+	require.NoError(t, err, "a nil interface field")
+}

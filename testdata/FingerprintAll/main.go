@@ -30,7 +30,22 @@ type Batch struct {
 	owner *string
 }
 
+// Gateway holds a function, which a fingerprint cannot compare, and says
+// itself what counts (idem.Fingerprinter).
+type Gateway struct {
+	Name    string
+	onRetry func()
+}
+
+func (g *Gateway) IdemFingerprint() ([]byte, error) { return []byte(g.Name), nil }
+
 type Bank struct{ runs int }
+
+//idem:key=id ttl=1h
+func (b *Bank) Route(ctx context.Context, id string, gw Gateway) (string, error) {
+	b.runs++
+	return "routed via " + gw.Name, nil
+}
 
 //idem:key=t.ID ttl=1h
 func (b *Bank) Send(ctx context.Context, t Transfer) (string, error) {
@@ -78,5 +93,11 @@ func main() {
 	changed.Items = []Transfer{other}
 	_, err = w.SendAll(ctx, &changed)
 	fmt.Println("batch, nested json:\"-\" differs:", errors.Is(err, idem.ErrPayloadMismatch))
+	out, err := w.Route(ctx, "r1", Gateway{Name: "visa", onRetry: func() {}})
+	fmt.Println("route:", out, err)
+	out, err = w.Route(ctx, "r1", Gateway{Name: "visa"})
+	fmt.Println("route again (another func, same gateway):", out, err)
+	_, err = w.Route(ctx, "r1", Gateway{Name: "amex"})
+	fmt.Println("route, another gateway:", errors.Is(err, idem.ErrPayloadMismatch))
 	fmt.Println("runs:", b.runs)
 }

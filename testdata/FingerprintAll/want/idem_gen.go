@@ -14,9 +14,9 @@ import (
 // Compile-time check that this file was generated for a compatible runtime.
 const _ = idem.GeneratedCodeVersion1
 
-// IdempotentBank wraps *Bank so that its annotated methods (Send and SendAll)
-// run at most once per key, replaying the stored outcome to retries. Methods
-// without an annotation are promoted from the embedded *Bank unchanged.
+// IdempotentBank wraps *Bank so that its annotated methods (Route, Send and
+// SendAll) run at most once per key, replaying the stored outcome to retries.
+// Methods without an annotation are promoted from the embedded *Bank unchanged.
 type IdempotentBank struct {
 	*Bank
 	ex *idem.Executor
@@ -30,6 +30,32 @@ func NewIdempotentBank(next *Bank, ex *idem.Executor) *IdempotentBank {
 		Bank: next,
 		ex:   ex,
 	}
+}
+
+// idemBankRoute is the annotation of (*Bank).Route, for the runtime.
+var idemBankRoute = idem.Method{
+	Op:     "Bank.Route",
+	TTL:    time.Hour,
+	Scheme: 0x483bfbf6,
+}
+
+// Route is the idempotent form of (*Bank).Route: calls with the same key (id)
+// run it once, and for 1h every retry gets its outcome replayed.
+//
+// A retry with the same key and a different id or gw gets
+// idem.ErrPayloadMismatch. A duplicate of a call still running gets
+// idem.ErrInProgress. A nil or empty key part returns idem.ErrMissingKey
+// without calling the method. Errors release the key, so that a retry runs the
+// method again, except those marked with idem.Final.
+func (w *IdempotentBank) Route(ctx context.Context, id string, gw Gateway) (string, error) {
+	var k idem.KeyParts
+	k.String("id", id)
+	var h idem.Hasher
+	h.String(id)
+	h.Value(gw)
+	return idem.Do(ctx, w.ex, &idemBankRoute, &k, &h, func(ctx context.Context) (string, error) {
+		return w.Bank.Route(ctx, id, gw)
+	})
 }
 
 // idemBankSend is the annotation of (*Bank).Send, for the runtime.
