@@ -12,9 +12,9 @@ import (
 // package that final does not list, in name order: a Final error that
 // matches one is stored under its name, so that its replay is
 // errors.Is-equal to it. A variable declared in a file with a build
-// constraint (a //go:build line, or a _GOOS/_GOARCH file name) is left out:
-// the generated file, which builds in every configuration, could not refer
-// to it.
+// constraint (a //go:build line, or a _GOOS/_GOARCH file name) or in a test
+// file is left out: the generated file, which builds in every
+// configuration, could not refer to it.
 func (r *resolver) sentinels(final []FinalRef) []FinalRef {
 	listed := map[*types.Var]bool{}
 	for _, f := range final {
@@ -37,7 +37,7 @@ func (r *resolver) sentinels(final []FinalRef) []FinalRef {
 // in every configuration.
 func (r *resolver) constrained(obj types.Object) bool {
 	name := r.fset.Position(obj.Pos()).Filename
-	if constrainedName(filepath.Base(name)) {
+	if strings.HasSuffix(name, "_test.go") || constrainedName(filepath.Base(name)) {
 		return true
 	}
 	for _, f := range r.files {
