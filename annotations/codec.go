@@ -3,19 +3,19 @@ package annotations
 import (
 	"go/types"
 	"reflect"
-	"strings"
 )
 
-// codecCheck finds what keeps a type from round-tripping through the JSON
-// codec (or, with marshalOnly, from being encoded for a fingerprint: then
-// interfaces are fine, a marshaler alone is enough, and only a parameter
-// that is itself a struct with no exported fields is reported, as the
-// fingerprint would not see it).
+// codecCheck finds what keeps a result type from round-tripping through
+// the JSON codec: what JSON cannot encode or decode (channels, functions,
+// interfaces, complex numbers, map keys it cannot write), and what it
+// drops, so that a replay would differ from the first result (unexported
+// fields, json:"-" fields). A type with a marshaler pair of its own
+// (MarshalJSON and UnmarshalJSON, or MarshalText and UnmarshalText) is
+// trusted to round-trip.
 type codecCheck struct {
-	r           *resolver
-	marshalOnly bool
-	seen        map[types.Type]bool
-	depth       int
+	r     *resolver
+	seen  map[types.Type]bool
+	depth int
 }
 
 // check returns "" when t is fine, or what is wrong and where.
@@ -46,9 +46,7 @@ func (c *codecCheck) check(t types.Type) string {
 	case *types.Signature:
 		return ts + " is a function"
 	case *types.Interface:
-		if !c.marshalOnly {
-			return ts + " is an interface: JSON cannot decode into it (use a concrete type)"
-		}
+		return ts + " is an interface: JSON cannot decode into it (use a concrete type)"
 	case *types.TypeParam:
 		return ts + " is a type parameter"
 	case *types.Pointer:
@@ -70,63 +68,74 @@ func (c *codecCheck) check(t types.Type) string {
 
 // custom reports whether t encodes itself: json.Marshaler and
 // json.Unmarshaler, or encoding.TextMarshaler and TextUnmarshaler (on T or
-// *T; decoding always has a pointer). With marshalOnly, the marshaler alone
-// is enough.
+// *T; decoding always has a pointer).
 func (c *codecCheck) custom(t types.Type) bool {
 	if _, isIface := t.Underlying().(*types.Interface); isIface {
 		return false
 	}
 	p := types.NewPointer(t)
 	has := func(m, u *types.Interface) bool {
-		if !types.Implements(t, m) && !types.Implements(p, m) {
-			return false
-		}
-		return c.marshalOnly || types.Implements(p, u)
+		return (types.Implements(t, m) || types.Implements(p, m)) && types.Implements(p, u)
 	}
 	return has(jsonMarshal, jsonUnmarsh) || has(textMarshal, textUnmarsh)
 }
 
 // mapKey checks a map key type as encoding/json does: a string or integer
-// kind, or a TextMarshaler (and TextUnmarshaler, to decode).
+// kind, or a TextMarshaler and TextUnmarshaler.
 func (c *codecCheck) mapKey(k types.Type) string {
 	if b, ok := k.Underlying().(*types.Basic); ok && b.Info()&(types.IsString|types.IsInteger) != 0 {
 		return ""
 	}
 	p := types.NewPointer(k)
-	if (types.Implements(k, textMarshal) || types.Implements(p, textMarshal)) && (c.marshalOnly || types.Implements(p, textUnmarsh)) {
+	if (types.Implements(k, textMarshal) || types.Implements(p, textMarshal)) && types.Implements(p, textUnmarsh) {
 		return ""
 	}
 	return "map key type " + c.r.typeString(k) + " is not a string or integer kind or an encoding.TextMarshaler"
 }
 
+// structType checks every field JSON would drop or cannot carry. An
+// unexported embedded struct is flattened by JSON, so its fields are
+// checked in its place.
 func (c *codecCheck) structType(t types.Type, st *types.Struct) string {
-	state := false
+	marshalers := "give " + c.r.typeString(t) + " MarshalJSON and UnmarshalJSON methods that carry it"
+	if _, named := t.(*types.Named); !named {
+		marshalers = "use a named type with MarshalJSON and UnmarshalJSON methods that carry it"
+	}
+	wayOut := "; export it, or " + marshalers
 	for i := range st.NumFields() {
 		f := st.Field(i)
-		name, _, _ := strings.Cut(reflect.StructTag(st.Tag(i)).Get("json"), ",")
-		if name == "-" && !strings.HasPrefix(reflect.StructTag(st.Tag(i)).Get("json"), "-,") {
+		field := "field " + structName(t) + f.Name()
+		tag := reflect.StructTag(st.Tag(i)).Get("json")
+		switch {
+		case f.Name() == "_":
 			continue
-		}
-		if !f.Exported() {
-			if !f.Embedded() {
+		case tag == "-":
+			return field + ` is tagged json:"-": JSON drops it, so a replay would return it zeroed; remove the tag, or ` + marshalers
+		case !f.Exported() && !f.Embedded():
+			return field + " is unexported: JSON drops it, so a replay would return it zeroed" + wayOut
+		case !f.Exported():
+			switch u := f.Type().Underlying().(type) {
+			case *types.Struct:
+				if msg := c.check(f.Type()); msg != "" {
+					return field + ": " + msg
+				}
 				continue
+			case *types.Pointer:
+				if _, isStruct := u.Elem().Underlying().(*types.Struct); isStruct {
+					return field + " embeds a pointer to an unexported struct: JSON cannot allocate it on decode, so a replay would fail" + wayOut
+				}
 			}
-			if _, isStruct := deref(f.Type()).Underlying().(*types.Struct); !isStruct {
-				continue
-			}
+			return field + " is an unexported embedded field: JSON drops it, so a replay would return it zeroed" + wayOut
 		}
-		state = true
 		if msg := c.check(f.Type()); msg != "" {
-			return "field " + structName(c.r, t) + f.Name() + ": " + msg
+			return field + ": " + msg
 		}
-	}
-	if !state && (!c.marshalOnly || c.depth == 1) {
-		return c.r.typeString(t) + " has no exported fields, so nothing of it survives; export them, or implement json.Marshaler and json.Unmarshaler"
 	}
 	return ""
 }
 
-func structName(r *resolver, t types.Type) string {
+// structName is "T." for a named struct type, "" for a struct literal.
+func structName(t types.Type) string {
 	if n, ok := t.(*types.Named); ok {
 		return n.Obj().Name() + "."
 	}

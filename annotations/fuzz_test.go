@@ -31,6 +31,9 @@ func FuzzParse(f *testing.F) {
 		"key=a.Key(1) ttl=0s retries=-1 inflight=wait:",
 		"defaults",
 		"key=a ttl=1s ttl=2s hash=a,,a",
+		"key=a ttl=1s codec=custom",
+		"defaults codec=json",
+		"key=a ttl=1s codec=gob",
 	} {
 		f.Add(s)
 	}

@@ -68,6 +68,10 @@ type Method struct {
 	Inflight InflightMode
 	Wait     time.Duration // for InflightWait
 	Final    []FinalRef
+	// Sentinels are the exported error variables of the method's package
+	// that are not in Final: a Final error matching one replays
+	// errors.Is-equal to it.
+	Sentinels []FinalRef
 	// Budget, when the annotation states a retry budget, for documentation
 	// in the generated code.
 	Budget *Budget
@@ -121,6 +125,7 @@ const (
 	EncBytes                           // byte arrays: KeyParts.Bytes(path, v[:])
 	EncStringer                        // fmt.Stringer: KeyParts.Stringer
 	EncTextMarshal                     // encoding.TextMarshaler: KeyParts.Text
+	EncTime                            // time.Time, *time.Time, type T time.Time: KeyParts.Time (the instant)
 )
 
 // KeyPart is one operand of the key expression.

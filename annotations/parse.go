@@ -343,6 +343,12 @@ func (p *lineParser) option(name string, o Opt) {
 			}
 		}
 		s.Op = &Op{Opt: o}
+	case "codec":
+		if o.Text != "json" && o.Text != "custom" {
+			p.add(o.ValuePos, "malformed codec=%s: want json (the default, checked by idemgen) or custom (a codec set with idem.WithCodec)", o.Text)
+			return
+		}
+		s.Codec = &Codec{Opt: o, Custom: o.Text == "custom"}
 	}
 }
 

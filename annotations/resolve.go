@@ -25,7 +25,7 @@ import (
 // files are the package's syntax trees, type-checked into pkg and info
 // (Defs, Uses, Types and Implicits are read).
 func ResolvePackage(fset *token.FileSet, files []*ast.File, pkg *types.Package, info *types.Info) (*Package, error) {
-	r := &resolver{errs: errs{fset: fset}, pkg: pkg, info: info, types: map[*types.TypeName]*typeEntry{}}
+	r := &resolver{errs: errs{fset: fset}, pkg: pkg, info: info, files: files, types: map[*types.TypeName]*typeEntry{}}
 	any := false
 	for _, f := range files {
 		anns, err := ScanFile(fset, f)
@@ -89,6 +89,7 @@ type resolver struct {
 	errs
 	pkg   *types.Package
 	info  *types.Info
+	files []*ast.File
 	types map[*types.TypeName]*typeEntry
 	// ops maps each Method to where its op was written (or its spec, for a
 	// default op), for the duplicate-op error.
@@ -249,6 +250,7 @@ func merge(defaults, own *Spec) *Spec {
 	s.Inflight = cmp.Or(s.Inflight, defaults.Inflight)
 	s.Hash = cmp.Or(s.Hash, defaults.Hash)
 	s.Final = cmp.Or(s.Final, defaults.Final)
+	s.Codec = cmp.Or(s.Codec, defaults.Codec)
 	return &s
 }
 
@@ -294,8 +296,8 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 	case res.Len() == 2 && isError(res.At(1).Type()):
 		m.Result = res.At(0).Type()
 		c := &codecCheck{r: r, seen: map[types.Type]bool{}}
-		if msg := c.check(m.Result); msg != "" {
-			r.add(fn.Pos(), "%s: result type %s cannot round-trip through the JSON codec: %s", where, r.typeString(m.Result), msg)
+		if msg := c.check(m.Result); msg != "" && (spec.Codec == nil || !spec.Codec.Custom) {
+			r.add(fn.Pos(), "%s: result type %s cannot round-trip through the JSON codec: %s; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom", where, r.typeString(m.Result), msg)
 		}
 	default:
 		r.add(fn.Pos(), "%s must return (T, error) or error", where)
@@ -358,19 +360,26 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		}
 		slices.Sort(m.Hash)
 	}
+	blind := map[int][2]string{}
 	for _, i := range m.Hash {
-		c := &codecCheck{r: r, marshalOnly: true, seen: map[types.Type]bool{}}
-		if msg := c.check(params.At(i).Type()); msg != "" {
-			pos := params.At(i).Pos()
-			if spec.Hash != nil {
-				for _, n := range spec.Hash.Names {
-					if n.Name == params.At(i).Name() {
-						pos = n.Pos
-					}
+		if path, what := r.fingerprintCheck(m.Params[i].Name, params.At(i).Type()); path != "" {
+			blind[i] = [2]string{path, what}
+		}
+	}
+	for _, i := range m.Hash {
+		b, ok := blind[i]
+		if !ok {
+			continue
+		}
+		pos := params.At(i).Pos()
+		if spec.Hash != nil {
+			for _, n := range spec.Hash.Names {
+				if n.Name == params.At(i).Name() {
+					pos = n.Pos
 				}
 			}
-			r.add(pos, "%s: parameter %s (%s) cannot be fingerprinted (JSON): %s; leave it out with hash=<other params>", where, m.Params[i].Name, r.typeString(params.At(i).Type()), msg)
 		}
+		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
 	}
 
 	// Final.
@@ -382,6 +391,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		}
 	}
 
+	m.Sentinels = r.sentinels(m.Final)
 	r.resolveTimes(m, spec)
 
 	if spec.Op != nil {
@@ -648,6 +658,9 @@ func isContext(t types.Type) bool {
 // addressable (a parameter, or a field reached from one without a method
 // call): the wrapper takes its address.
 func (r *resolver) keyEncoding(t types.Type, addressable bool) (Encoding, string) {
+	if enc, msg, ok := r.canonicalKey(t, addressable); ok {
+		return enc, msg
+	}
 	u := t.Underlying()
 	if b, ok := u.(*types.Basic); ok {
 		info := b.Info()

@@ -187,8 +187,8 @@ func (S) M(ctx context.Context, id string) error { return nil }
 		{"hash unfingerprintable", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string, ch chan int, f func()) error { return nil }
 `, []string{
-			`12:44: method S.M: parameter ch (chan int) cannot be fingerprinted (JSON): chan int is a channel; leave it out with hash=<other params>`,
-			`12:57: method S.M: parameter f (func()) cannot be fingerprinted (JSON): func() is a function; leave it out with hash=<other params>`,
+			`12:44: method S.M: parameter ch cannot be fingerprinted: ch is a channel (chan int), which a fingerprint cannot compare; leave ch out of the fingerprint with hash=id`,
+			`12:57: method S.M: parameter f cannot be fingerprinted: f is a function (func()), which a fingerprint cannot compare; leave f out of the fingerprint with hash=id`,
 		}},
 		{"no context", `//idem:key=id ttl=1s
 func (S) M(id string) error { return nil }
@@ -214,37 +214,32 @@ func (S) M(ctx context.Context, id string, more ...int) error { return nil }
 func (S) M(ctx context.Context, id string) (*Out, error) { return nil, nil }
 type Out struct{ ID string; Ch chan int }
 `, []string{
-			`12:10: method S.M: result type *Out cannot round-trip through the JSON codec: field Out.Ch: chan int is a channel`,
+			`12:10: method S.M: result type *Out cannot round-trip through the JSON codec: field Out.Ch: chan int is a channel; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result any", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (any, error) { return nil, nil }
 `, []string{
-			`12:10: method S.M: result type any cannot round-trip through the JSON codec: any is an interface: JSON cannot decode into it (use a concrete type)`,
+			`12:10: method S.M: result type any cannot round-trip through the JSON codec: any is an interface: JSON cannot decode into it (use a concrete type); if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result no exported", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (Out, error) { return Out{}, nil }
 type Out struct{ id string; n int }
 `, []string{
-			`12:10: method S.M: result type Out cannot round-trip through the JSON codec: Out has no exported fields, so nothing of it survives; export them, or implement json.Marshaler and json.Unmarshaler`,
-		}},
-		{"result empty struct", `//idem:key=id ttl=1s
-func (S) M(ctx context.Context, id string) (struct{}, error) { return struct{}{}, nil }
-`, []string{
-			`12:10: method S.M: result type struct{} cannot round-trip through the JSON codec: struct{} has no exported fields, so nothing of it survives; export them, or implement json.Marshaler and json.Unmarshaler`,
+			`12:10: method S.M: result type Out cannot round-trip through the JSON codec: field Out.id is unexported: JSON drops it, so a replay would return it zeroed; export it, or give Out MarshalJSON and UnmarshalJSON methods that carry it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result map key", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (map[K]int, error) { return nil, nil }
 type K struct{ A int }
 `, []string{
-			`12:10: method S.M: result type map[K]int cannot round-trip through the JSON codec: map key type K is not a string or integer kind or an encoding.TextMarshaler`,
+			`12:10: method S.M: result type map[K]int cannot round-trip through the JSON codec: map key type K is not a string or integer kind or an encoding.TextMarshaler; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result complex func", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) ([]complex128, error) { return nil, nil }
 //idem:key=id ttl=1s
 func (S) N(ctx context.Context, id string) (func(), error) { return nil, nil }
 `, []string{
-			`12:10: method S.M: result type []complex128 cannot round-trip through the JSON codec: complex128 is a complex number`,
-			`14:10: method S.N: result type func() cannot round-trip through the JSON codec: func() is a function`,
+			`12:10: method S.M: result type []complex128 cannot round-trip through the JSON codec: complex128 is a complex number; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`14:10: method S.N: result type func() cannot round-trip through the JSON codec: func() is a function; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"same op", `//idem:key=id ttl=1s op=pay
 func (S) M(ctx context.Context, id string) error { return nil }

@@ -118,7 +118,7 @@ func (m Msg) Ptr() *Inner { return nil }
 type Out struct {
 	At time.Time
 	Tags map[string][]int
-	next *Out
+	Next *Out
 	Self *Out
 	base
 }
@@ -257,7 +257,7 @@ import (
 type Node struct {
 	Name     string
 	Children []*Node
-	Parent   *Node ` + "`json:\"-\"`" + `
+	Parent   *Node ` + "`json:\"-,\"`" + `
 	At       time.Time
 	ByKey    map[Key]Node
 	ByID     map[int64]string

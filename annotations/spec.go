@@ -29,6 +29,7 @@ type Spec struct {
 	Hash       *NameList
 	Final      *NameList
 	Op         *Op
+	Codec      *Codec
 }
 
 // Opt is what every option value records: where its name and value are
@@ -89,6 +90,15 @@ type Op struct {
 	Opt
 }
 
+// Codec is the codec option: "json" (the default: results must round-trip
+// through encoding/json, which the generator checks) or "custom" (the
+// executor has a codec of the user's, set with idem.WithCodec, that carries
+// the result type; the generator does not check it).
+type Codec struct {
+	Opt
+	Custom bool
+}
+
 // KeyExpr is the key option: operands joined by '+'.
 type KeyExpr struct {
 	Opt
@@ -120,7 +130,7 @@ type Selector struct {
 // optionNames lists the options in the canonical order String writes them.
 var optionNames = []string{
 	"key", "ttl", "retries", "timeout", "backoff", "downstream", "margin",
-	"lease", "inflight", "hash", "final", "op",
+	"lease", "inflight", "hash", "final", "op", "codec",
 }
 
 // opt returns the common part of the option called name, or nil.
@@ -162,6 +172,10 @@ func (s *Spec) opt(name string) *Opt {
 		if s.Op != nil {
 			return &s.Op.Opt
 		}
+	case "codec":
+		if s.Codec != nil {
+			return &s.Codec.Opt
+		}
 	}
 	return nil
 }
@@ -175,7 +189,7 @@ func durOpt(d *Duration) *Opt {
 
 // String returns the Spec as one //idem: line, options in a canonical order
 // (key ttl retries timeout backoff downstream margin lease inflight hash final
-// op), each value as written. Parsing it gives a Spec Equal to s.
+// op codec), each value as written. Parsing it gives a Spec Equal to s.
 func (s *Spec) String() string {
 	var b strings.Builder
 	b.WriteString(directive)

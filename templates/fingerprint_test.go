@@ -6,9 +6,10 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestFlatFields: only structs whose JSON-visible fields are all of basic
-// kinds, and that do not marshal themselves, are hashed field by field; the
-// rest keep the JSON fingerprint, which sees what encoding/json sees.
+// TestFlatFields: structs whose fields are all of basic kinds are hashed
+// field by field, every field (unexported, json:"-" and self-marshalling
+// ones too: the method sees them all); the rest go to the runtime's
+// canonical encoding.
 func TestFlatFields(t *testing.T) {
 	pkg := check(t, "example.com/fp", `package fp
 
@@ -36,7 +37,7 @@ func (Stamp) MarshalText() ([]byte, error) { return nil, nil }
 type HasStamp struct{ S Stamp }
 `)
 	names := func(typ string) []string {
-		fields, ok := flatFields(pkg.Scope().Lookup(typ).Type())
+		fields, ok := flatFields(pkg.Scope().Lookup(typ).Type(), pkg.Path())
 		if !ok {
 			return nil
 		}
@@ -46,9 +47,14 @@ type HasStamp struct{ S Stamp }
 		}
 		return out
 	}
-	assert.Equal(t, []string{"ID", "Amount", "Rate", "OK"}, names("Flat"), "unexported and json:\"-\" fields are skipped, as JSON skips them")
+	assert.Equal(t, []string{"ID", "Amount", "Rate", "OK", "Skipped", "hidden"}, names("Flat"), "unexported and json:\"-\" fields are hashed too")
 	assert.Equal(t, []string{"C", "U"}, names("Named"), "named basic kinds are flat")
-	for _, typ := range []string{"Nested", "WithTime", "Custom", "Embedding", "OnlyHidden", "HasStamp"} {
-		assert.Nil(t, names(typ), "%s keeps the JSON fingerprint", typ)
+	assert.Equal(t, []string{"ID"}, names("Custom"), "a MarshalJSON does not hide fields from the method")
+	assert.Equal(t, []string{"a"}, names("OnlyHidden"))
+	assert.Equal(t, []string{"S"}, names("HasStamp"))
+	for _, typ := range []string{"Nested", "WithTime", "Embedding"} {
+		assert.Nil(t, names(typ), "%s goes to the canonical encoding", typ)
 	}
+	fields, ok := flatFields(pkg.Scope().Lookup("OnlyHidden").Type(), "example.com/other")
+	assert.False(t, ok, "an unexported field of another package cannot be named: %v", fields)
 }

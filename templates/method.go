@@ -3,7 +3,6 @@ package templates
 import (
 	"fmt"
 	"go/types"
-	"reflect"
 	"strings"
 	"time"
 
@@ -98,6 +97,10 @@ func (mg *methodGen) descriptor() jen.Code {
 			Open: "{", Close: "}", Separator: ",", Multi: len(items) > 1,
 		}, items...))
 	}
+	if len(mg.m.Sentinels) > 0 {
+		fields = append(fields, mg.sentinels())
+	}
+	fields = append(fields, mg.scheme())
 	return doc(mg.desc+" is the annotation of "+mg.original()+", for the runtime.").Line().
 		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(jen.Options{
 		Open: "{", Close: "}", Separator: ",", Multi: true,
@@ -423,7 +426,7 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 	for _, st := range rest {
 		calls = calls || st.Method
 	}
-	if (p.Encoding == annotations.EncStringer || p.Encoding == annotations.EncTextMarshal) && nilable(p.Type) {
+	if (p.Encoding == annotations.EncStringer || p.Encoding == annotations.EncTextMarshal || p.Encoding == annotations.EncTime) && nilable(p.Type) {
 		if len(rest) > 0 && rest[len(rest)-1].Method {
 			base, rest, calls = bind(sel(base, rest)), nil, false
 		} else {
@@ -497,6 +500,7 @@ func (pc *pathCode) code(k string) []jen.Code {
 //	k.String("req.ID", req.ID)          k.String("id", string(id))   // a named string type
 //	k.Int(int64(req.Seq))               k.Uint(uint64(n))            k.Bool(flag)
 //	k.Bytes("req.UUID", req.UUID[:])    k.Stringer("id", id)         k.Text("at", at)
+//	k.Time("at", at)                    k.Time("req.At", *req.At)    k.Time("d", time.Time(d))
 func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, error) {
 	k := jen.Id(mg.k)
 	path := jen.Lit(p.Expr)
@@ -515,6 +519,8 @@ func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, 
 		return k.Dot("Stringer").Call(path, addressIfNeeded(v, p.Type, "String")), nil
 	case annotations.EncTextMarshal:
 		return k.Dot("Text").Call(path, addressIfNeeded(v, p.Type, "MarshalText")), nil
+	case annotations.EncTime:
+		return k.Dot("Time").Call(path, timeValue(v, p.Type)), nil
 	default:
 		return nil, fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}
@@ -583,8 +589,8 @@ func nilable(t types.Type) bool {
 
 // fingerprint adds the hashed parameters to the request fingerprint, with
 // the typed adder of each basic kind, the typed adders of the fields of a
-// flat struct (every JSON-visible field of a basic kind), and JSON for the
-// rest:
+// flat struct (every field of a basic kind, exported or not), and the
+// runtime's canonical encoding for the rest:
 //
 //	var h idem.Hasher
 //	if order == nil {
@@ -601,14 +607,14 @@ func (mg *methodGen) fingerprint() []jen.Code {
 		return code
 	}
 	for _, i := range mg.m.Hash {
-		code = append(code, hashParam(mg.h, mg.pnames[i], mg.m.Params[i].Type)...)
+		code = append(code, hashParam(mg.h, mg.pnames[i], mg.m.Params[i].Type, mg.pkg.Path)...)
 	}
 	return code
 }
 
 // hashParam adds one parameter: a flat struct field by field (behind a nil
 // check for a pointer), anything else with hashAdd.
-func hashParam(h, name string, t types.Type) []jen.Code {
+func hashParam(h, name string, t types.Type, pkg string) []jen.Code {
 	fieldAdds := func(fields []*types.Var) []jen.Code {
 		adds := make([]jen.Code, len(fields))
 		for i, f := range fields {
@@ -616,56 +622,42 @@ func hashParam(h, name string, t types.Type) []jen.Code {
 		}
 		return adds
 	}
-	if fields, ok := flatFields(t); ok {
+	if fields, ok := flatFields(t, pkg); ok {
 		return fieldAdds(fields)
 	}
 	if ptr, ok := t.Underlying().(*types.Pointer); ok {
-		if fields, ok := flatFields(ptr.Elem()); ok {
+		if fields, ok := flatFields(ptr.Elem(), pkg); ok {
 			return []jen.Code{jen.If(jen.Id(name).Op("==").Nil()).Block(jen.Id(h).Dot("Nil").Call()).Else().Block(fieldAdds(fields)...)}
 		}
 	}
 	return []jen.Code{hashAdd(jen.Id(h), jen.Id(name), t)}
 }
 
-// flatFields returns the JSON-visible fields of a struct type whose every
-// such field is of a basic kind, so that the fingerprint can hash them
-// without reflection; ok is false for anything else, and for types that
-// marshal themselves (MarshalJSON, MarshalText), whose JSON form is theirs
-// to choose.
-func flatFields(t types.Type) (fields []*types.Var, ok bool) {
+// flatFields returns the fields of a struct type whose every field is of a
+// basic kind (string, integer, float or bool), so that the fingerprint can
+// hash them without reflection: all of them, exported or not and whatever
+// their json tag, as the method sees them all. ok is false for anything
+// else, and for a struct with an unexported field of another package than
+// pkg (the generated code's), which the wrapper cannot name, and for a type
+// that implements idem.Fingerprinter, whose method says what counts.
+func flatFields(t types.Type, pkg string) (fields []*types.Var, ok bool) {
 	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct || marshalsItself(t) {
+	if !isStruct || annotations.SelfFingerprinting(t) {
 		return nil, false
 	}
 	for i := range st.NumFields() {
 		f := st.Field(i)
-		if f.Embedded() {
+		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || f.Pkg().Path() != pkg) || f.Name() == "_" {
 			return nil, false
-		}
-		if !f.Exported() || jsonName(st.Tag(i)) == "-" {
-			continue
 		}
 		b, isBasic := f.Type().Underlying().(*types.Basic)
 		if !isBasic || b.Info()&(types.IsString|types.IsInteger|types.IsFloat|types.IsBoolean) == 0 ||
-			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer || marshalsItself(f.Type()) {
+			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer {
 			return nil, false
 		}
 		fields = append(fields, f)
 	}
 	return fields, len(fields) > 0
-}
-
-// marshalsItself reports whether t or *t has a MarshalJSON or MarshalText
-// method.
-func marshalsItself(t types.Type) bool {
-	ms := types.NewMethodSet(types.NewPointer(t))
-	return ms.Lookup(nil, "MarshalJSON") != nil || ms.Lookup(nil, "MarshalText") != nil
-}
-
-// jsonName returns the name part of a field's json tag.
-func jsonName(tag string) string {
-	name, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
-	return name
 }
 
 // hashAdd is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b), h.Value(v).

@@ -55,7 +55,8 @@ An annotation is a line in a method's doc comment:
 	svc := NewIdempotentOrderService(&OrderService{}, idem.NewExecutor(memstore.New()))
 
 Options: key, ttl, retries, timeout, backoff, downstream, margin, lease,
-inflight, hash, final, op; //idem:defaults on a type applies to its methods.
+inflight, hash, final, op, codec; //idem:defaults on a type applies to its
+methods.
 The reference is ANNOTATIONS.md in the idemgen repository.
 
 With go generate, in one file of the package:

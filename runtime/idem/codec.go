@@ -1,20 +1,118 @@
 package idem
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
 
 // Codec encodes results for storage and decodes them on replay. It must
 // round-trip every result type of the wrapped methods; the generator rejects
-// types JSON cannot carry (channels, functions, types with no exported state).
+// types JSON cannot carry (channels, functions, interfaces, unexported or
+// json:"-" fields without a marshaler of the type's own).
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error
 }
 
-// JSONCodec is the default Codec (encoding/json).
+// JSONCodec is the default Codec (encoding/json). JSON strings are UTF-8:
+// encoding/json would replace the bytes of a string that is not valid UTF-8
+// with U+FFFD, and the replay would differ from the first result, so
+// Marshal refuses such a string, naming where it is (binary data belongs in
+// a []byte, which JSON carries exactly, as base64). Types with a
+// MarshalJSON or MarshalText method of their own are theirs to encode.
 type JSONCodec struct{}
 
-// Marshal encodes v as JSON.
-func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Marshal encodes v as JSON, or returns an error when v holds a string that
+// is not valid UTF-8.
+func (JSONCodec) Marshal(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	// encoding/json writes an invalid byte as the escape \ufffd (and a
+	// valid U+FFFD as itself), so only then is there something to find.
+	if bytes.Contains(b, []byte(`\ufffd`)) {
+		if where, ok := invalidUTF8(reflect.ValueOf(v), "", 0); ok {
+			if where == "" {
+				where = "the result"
+			}
+			return nil, fmt.Errorf("idem: JSON cannot carry the string at %s: it is not valid UTF-8 (use []byte for binary data, or another codec with idem.WithCodec)", where)
+		}
+	}
+	return b, nil
+}
 
 // Unmarshal decodes JSON data into v.
 func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+
+var (
+	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+)
+
+// invalidUTF8 finds a string JSON would alter in what encoding/json
+// encodes of v (exported fields, not json:"-"; not inside a type that
+// marshals itself), and returns its path.
+func invalidUTF8(v reflect.Value, path string, depth int) (string, bool) {
+	if !v.IsValid() || depth > 1000 {
+		return "", false
+	}
+	t := v.Type()
+	if t.Implements(jsonMarshalerType) || t.Implements(textMarshalerType) {
+		return "", false
+	}
+	switch v.Kind() {
+	case reflect.String:
+		return path, !utf8.ValidString(v.String())
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return "", false
+		}
+		return invalidUTF8(v.Elem(), path, depth+1)
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "", false
+		}
+		for i := range v.Len() {
+			if p, ok := invalidUTF8(v.Index(i), path+"["+strconv.Itoa(i)+"]", depth+1); ok {
+				return p, true
+			}
+		}
+	case reflect.Map:
+		for it := v.MapRange(); it.Next(); {
+			k := it.Key()
+			if k.Kind() == reflect.String && !utf8.ValidString(k.String()) {
+				return path + "[" + strconv.Quote(k.String()) + "] (a map key)", true
+			}
+			if p, ok := invalidUTF8(it.Value(), path+mapIndex(k), depth+1); ok {
+				return p, true
+			}
+		}
+	case reflect.Struct:
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := f.Tag.Get("json")
+			if !f.IsExported() && !f.Anonymous || tag == "-" {
+				continue
+			}
+			name := f.Name
+			if n, _, _ := strings.Cut(tag, ","); n != "" {
+				name = n
+			}
+			sub := name
+			if path != "" {
+				sub = path + "." + name
+			}
+			if p, ok := invalidUTF8(v.Field(i), sub, depth+1); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -127,7 +128,10 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
 
 func (c *call[T]) replayedError(out Outcome) error {
 	e := &ReplayedError{Code: out.ErrCode, Message: out.ErrMessage}
-	for _, f := range c.m.Final {
+	if out.ErrCode == "" {
+		return e
+	}
+	for _, f := range slices.Concat(c.m.Final, c.m.Sentinels) {
 		if f.Name == out.ErrCode {
 			e.sentinel = f.Err
 			break
@@ -152,7 +156,16 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, ok bool, encErr error) {
 		}
 	}
 	if errors.Is(err, ErrFinal) {
-		return Outcome{Status: StatusFailedFinal, ErrMessage: err.Error()}, true, nil
+		// Stored under the name of the first sentinel it matches, so that
+		// the replay matches it too (see replayedError).
+		out := Outcome{Status: StatusFailedFinal, ErrMessage: err.Error()}
+		for _, s := range c.m.Sentinels {
+			if errors.Is(err, s.Err) {
+				out.ErrCode = s.Name
+				break
+			}
+		}
+		return out, true, nil
 	}
 	return out, false, nil
 }

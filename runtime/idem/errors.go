@@ -18,9 +18,29 @@ var (
 	// ErrLeaseLost: the claim's lease lapsed and another worker took the key
 	// over (or the record is gone); this worker's outcome was not stored.
 	ErrLeaseLost = errors.New("idem: lease lost to another worker")
+	// ErrStoreFull: the store is at its configured capacity and refuses new
+	// claims; no live record was dropped to make room. The method was not
+	// called; retry later.
+	ErrStoreFull = errors.New("idem: store is full")
+	// ErrTooLarge: a tenant, operation name or stored outcome exceeds the
+	// limits every store accepts (MaxTenantLen, MaxOpLen, MaxOutcomeLen).
+	ErrTooLarge = errors.New("idem: value exceeds the store limits")
 	// ErrFinal matches, through errors.Is, every final error: one marked with
 	// Final, or a replayed one.
 	ErrFinal = errors.New("idem: final error")
+)
+
+// Limits every store accepts: any byte string (NUL bytes and invalid UTF-8
+// included) up to these sizes. The executor refuses larger values with
+// ErrTooLarge before it claims, and stores refuse them with ErrTooLarge.
+const (
+	// MaxTenantLen is the longest tenant, in bytes.
+	MaxTenantLen = 1024
+	// MaxOpLen is the longest operation name, in bytes.
+	MaxOpLen = 1024
+	// MaxOutcomeLen is the largest Outcome (Body, ErrCode, ErrMessage and
+	// Meta together), in bytes.
+	MaxOutcomeLen = 64 << 20
 )
 
 // InProgressError is returned (wrapping ErrInProgress) while another call
@@ -58,6 +78,15 @@ func (e *MissingKeyError) Unwrap() error { return ErrMissingKey }
 
 // Final marks err as a final (business) outcome: the executor stores it and
 // replays it to retries instead of releasing the key. Final(nil) is nil.
+//
+// The replay is a *ReplayedError with the same message. errors.Is(replay,
+// ErrFinal) always holds; errors.Is(replay, ErrX) holds when ErrX is a
+// sentinel the Method lists, in Final or in Sentinels: for generated
+// wrappers, the final= list and every exported error variable of the
+// service's package. A sentinel of another package that is not in final=,
+// and anything errors.As would find (a custom error type's fields), does not
+// survive the replay: only the message and the first listed sentinel that
+// the error matches are stored.
 func Final(err error) error {
 	if err == nil {
 		return nil
@@ -71,8 +100,9 @@ func (e *finalError) Error() string   { return e.err.Error() }
 func (e *finalError) Unwrap() []error { return []error{e.err, ErrFinal} }
 
 // ReplayedError is the error a retry receives when the first call ended with
-// a final error. It has the original message, and errors.Is matches the
-// sentinel named in the annotation's final= list (and ErrFinal).
+// a final error. It has the original message, and errors.Is matches ErrFinal
+// and the sentinel the original error matched, when the Method lists it (in
+// Final or Sentinels; see Final). Code is the sentinel's stored name.
 type ReplayedError struct {
 	Code     string
 	Message  string

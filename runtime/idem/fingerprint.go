@@ -3,16 +3,15 @@ package idem
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
-	"fmt"
 	"math"
 )
 
 // Hasher builds a request Fingerprint from the parameters an annotation
 // hashes (all but the context, by default). Generated wrappers call the typed
 // adders for basic kinds and Value for the rest; the encoding is canonical
-// (length-prefixed; JSON for composite values, which sorts map keys), so the
-// same arguments give the same fingerprint in every process.
+// (length-prefixed, exact bytes; see Value for composite values), so the
+// same arguments give the same fingerprint in every process, and arguments
+// that differ in anything the method sees give different fingerprints.
 type Hasher struct {
 	err error
 	n   int    // bytes used in buf
@@ -90,17 +89,22 @@ func (f *Hasher) Nil() { f.header('n', 0) }
 // Bytes adds a byte slice.
 func (f *Hasher) Bytes(b []byte) { f.write('x', b) }
 
-// Value adds any other value through its JSON encoding. An encoding error is
-// kept and returned by Sum.
+// Value adds any other value in a canonical encoding that sees everything
+// the method can: every field, exported or not (json:"-" fields too),
+// strings and byte slices byte for byte (invalid UTF-8 included), nil apart
+// from empty, floats by their bits, map entries in key order, the dynamic
+// type of an interface, and a time.Time as its instant and zone offset.
+// A non-nil function, channel or unsafe pointer cannot be compared: the
+// error is kept and returned by Sum.
 func (f *Hasher) Value(v any) {
-	b, err := json.Marshal(v)
+	b, err := canonical(v)
 	if err != nil {
 		if f.err == nil {
-			f.err = fmt.Errorf("idem: fingerprint: %w", err)
+			f.err = err
 		}
 		return
 	}
-	f.write('j', b)
+	f.write('v', b)
 }
 
 // Sum returns the fingerprint of everything added so far.

@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -160,13 +162,49 @@ func (p *KeyParts) Bytes(path string, b []byte) {
 	p.write(b)
 }
 
-// Stringer adds the String() form of v.
+// Stringer adds the String() form of v. A nil v, or a nil pointer in v, is
+// a missing part (its String method is not called); a time.Time in v is
+// added by its instant, as Time does.
 func (p *KeyParts) Stringer(path string, v fmt.Stringer) {
+	if p.time(path, v) {
+		return
+	}
+	if isNil(v) {
+		p.markMissing(path)
+		return
+	}
 	p.String(path, v.String())
 }
 
-// Text adds the MarshalText form of v; a marshalling error is returned by Key.
+// time adds v by its instant when it is a time.Time or *time.Time (an
+// interface part holding one), and reports whether it was.
+func (p *KeyParts) time(path string, v any) bool {
+	switch t := v.(type) {
+	case time.Time:
+		p.Time(path, t)
+	case *time.Time:
+		if t == nil {
+			p.markMissing(path)
+		} else {
+			p.Time(path, *t)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// Text adds the MarshalText form of v; a marshalling error is returned by
+// Key. A nil v, or a nil pointer in v, is a missing part; a time.Time in v
+// is added by its instant, as Time does.
 func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
+	if p.time(path, v) {
+		return
+	}
+	if isNil(v) {
+		p.markMissing(path)
+		return
+	}
 	b, err := v.MarshalText()
 	if err != nil {
 		if p.err == nil {
@@ -180,6 +218,31 @@ func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
 	}
 	p.header('s', len(b))
 	p.write(b)
+}
+
+// Time adds the instant t stands for: seconds and nanoseconds since the Unix
+// epoch, in fixed width. The location and the monotonic reading are not part
+// of it, so the same instant read in any zone, or decoded from JSON, is the
+// same key. The zero time is a missing part.
+func (p *KeyParts) Time(path string, t time.Time) {
+	if t.IsZero() {
+		p.markMissing(path)
+		return
+	}
+	var b [12]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.Unix()))
+	binary.BigEndian.PutUint32(b[8:], uint32(t.Nanosecond()))
+	p.header('t', len(b))
+	p.write(b[:])
+}
+
+// isNil reports whether v is nil or holds a nil pointer.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Missing records that the part at path could not be read (a nil pointer on
@@ -232,6 +295,9 @@ func readable(enc []byte) string {
 			text = strconv.AppendBool(text, b[0] == 1)
 		case 'x':
 			text = hex.AppendEncode(text, b)
+		case 't':
+			at := time.Unix(int64(binary.BigEndian.Uint64(b[:8])), int64(binary.BigEndian.Uint32(b[8:]))).UTC()
+			text = at.AppendFormat(text, time.RFC3339Nano)
 		default:
 			text = append(text, b...)
 		}

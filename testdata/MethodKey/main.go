@@ -50,17 +50,23 @@ func main() {
 	ctx := context.Background()
 	c := &Consumer{}
 	w := NewIdempotentConsumer(c, idem.NewExecutor(memstore.New()))
-	calls := 0
-	delivered := []Message{
-		msg{id: "m1", env: &Envelope{Partition: 3}, calls: &calls},
-		msg{id: "m1", env: &Envelope{Partition: 3}, calls: &calls}, // redelivered
-		msg{id: "m2", env: &Envelope{Partition: 3}, calls: &calls},
+	// Each delivery counts its own Envelope() calls: the fingerprint sees
+	// every field of the message, so a redelivery must be equal to the
+	// first delivery, counter included.
+	delivered := []msg{
+		{id: "m1", env: &Envelope{Partition: 3}, calls: new(int)},
+		{id: "m1", env: &Envelope{Partition: 3}, calls: new(int)}, // redelivered
+		{id: "m2", env: &Envelope{Partition: 3}, calls: new(int)},
 	}
 	for _, m := range delivered {
 		n, err := w.Handle(ctx, m)
 		fmt.Println("handle", m.ID(), "->", n, err)
 		s, err := w.Ack(ctx, m)
 		fmt.Println("ack", m.ID(), "->", s, err)
+	}
+	calls := 0
+	for _, m := range delivered {
+		calls += *m.calls
 	}
 	fmt.Println("Envelope() calls (one per Ack):", calls)
 	_, err := w.Handle(ctx, nil)

@@ -43,6 +43,10 @@ var idemServicePay = idem.Method{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
+	Sentinels: []idem.FinalError{
+		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
+	},
+	Scheme: 0x074302c8,
 }
 
 // Pay is the idempotent form of (*Service).Pay: calls with the same key
@@ -86,6 +90,10 @@ var idemServiceRefund = idem.Method{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
+	Sentinels: []idem.FinalError{
+		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
+	},
+	Scheme: 0xc745bafa,
 }
 
 // Refund is the idempotent form of (*Service).Refund: calls with the same key
@@ -119,6 +127,12 @@ var idemServiceHandleShipment = idem.Method{
 	Op:    "Service.HandleShipment",
 	TTL:   168 * time.Hour,
 	Lease: time.Second,
+	Sentinels: []idem.FinalError{
+		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
+		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
+		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
+	},
+	Scheme: 0x143a6e72,
 }
 
 // HandleShipment is the idempotent form of (*Service).HandleShipment: calls

@@ -34,10 +34,11 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePlace is the annotation of (*Service).Place, for the runtime.
 var idemServicePlace = idem.Method{
-	Op:    "Service.Place",
-	TTL:   5 * time.Minute,
-	Lease: 30 * time.Second,
-	Final: []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
+	Op:     "Service.Place",
+	TTL:    5 * time.Minute,
+	Lease:  30 * time.Second,
+	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
+	Scheme: 0xb85540fe,
 }
 
 // Place is the idempotent form of (*Service).Place: calls with the same key

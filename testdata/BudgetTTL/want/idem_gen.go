@@ -35,9 +35,10 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:   "Refunds.Refund",
-	TTL:  155 * time.Second,
-	Wait: 3 * time.Second,
+	Op:     "Refunds.Refund",
+	TTL:    155 * time.Second,
+	Wait:   3 * time.Second,
+	Scheme: 0xced268bc,
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key
@@ -64,8 +65,9 @@ func (w *IdempotentRefunds) Refund(ctx context.Context, req RefundRequest) (int,
 
 // idemRefundsVoid is the annotation of (*Refunds).Void, for the runtime.
 var idemRefundsVoid = idem.Method{
-	Op:  "Refunds.Void",
-	TTL: 24 * time.Hour,
+	Op:     "Refunds.Void",
+	TTL:    24 * time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Void is the idempotent form of (*Refunds).Void: calls with the same key (id)

@@ -34,8 +34,9 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:  "Svc.Do",
-	TTL: time.Minute,
+	Op:     "Svc.Do",
+	TTL:    time.Minute,
+	Scheme: 0x1907bdb8,
 }
 
 // Do is the idempotent form of (*Svc).Do: calls with the same key

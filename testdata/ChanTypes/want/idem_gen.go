@@ -34,8 +34,9 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcRoute is the annotation of (*Svc).Route, for the runtime.
 var idemSvcRoute = idem.Method{
-	Op:  "Svc.Route",
-	TTL: time.Minute,
+	Op:     "Svc.Route",
+	TTL:    time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // Route is the idempotent form of (*Svc).Route: calls with the same key (id)

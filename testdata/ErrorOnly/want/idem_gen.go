@@ -35,8 +35,9 @@ func NewIdempotentShipper(next *Shipper, ex *idem.Executor) *IdempotentShipper {
 
 // idemShipperShip is the annotation of (*Shipper).Ship, for the runtime.
 var idemShipperShip = idem.Method{
-	Op:  "Shipper.Ship",
-	TTL: time.Hour,
+	Op:     "Shipper.Ship",
+	TTL:    time.Hour,
+	Scheme: 0xef77142c,
 }
 
 // Ship is the idempotent form of (*Shipper).Ship: calls with the same key
@@ -60,8 +61,9 @@ func (w *IdempotentShipper) Ship(ctx context.Context, orderID int64) error {
 
 // idemShipperCancel is the annotation of (*Shipper).Cancel, for the runtime.
 var idemShipperCancel = idem.Method{
-	Op:  "Shipper.Cancel",
-	TTL: time.Hour,
+	Op:     "Shipper.Cancel",
+	TTL:    time.Hour,
+	Scheme: 0x96a7ab9a,
 }
 
 // Cancel is the idempotent form of (*Shipper).Cancel: calls with the same key

@@ -34,8 +34,9 @@ func NewIdempotentExchange(next *Exchange, ex *idem.Executor) *IdempotentExchang
 
 // idemExchangeFill is the annotation of (*Exchange).Fill, for the runtime.
 var idemExchangeFill = idem.Method{
-	Op:  "Exchange.Fill",
-	TTL: time.Hour,
+	Op:     "Exchange.Fill",
+	TTL:    time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Fill is the idempotent form of (*Exchange).Fill: calls with the same key

@@ -41,6 +41,7 @@ var idemCheckoutPay = idem.Method{
 		{Name: "payments.ErrDeclined", Err: payments.ErrDeclined},
 		{Name: "payments.ErrFraud", Err: payments.ErrFraud},
 	},
+	Scheme: 0x580bf3e2,
 }
 
 // Pay is the idempotent form of (*Checkout).Pay: calls with the same key

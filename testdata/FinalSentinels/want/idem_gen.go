@@ -40,6 +40,7 @@ var idemBankDebit = idem.Method{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
+	Scheme: 0xd127592c,
 }
 
 // Debit is the idempotent form of (*Bank).Debit: calls with the same key

@@ -36,8 +36,9 @@ func NewIdempotentQuotes(next *Quotes, ex *idem.Executor) *IdempotentQuotes {
 
 // idemQuotesQuote is the annotation of (*Quotes).Quote, for the runtime.
 var idemQuotesQuote = idem.Method{
-	Op:  "Quotes.Quote",
-	TTL: time.Hour,
+	Op:     "Quotes.Quote",
+	TTL:    time.Hour,
+	Scheme: 0x545c6ec1,
 }
 
 // Quote is the idempotent form of (*Quotes).Quote: calls with the same key
@@ -51,7 +52,7 @@ var idemQuotesQuote = idem.Method{
 func (w *IdempotentQuotes) Quote(ctx context.Context, client netip.Addr, at time.Time, amounts map[string][]money.Amount, tags []string) (Page[*money.Amount], error) {
 	var k idem.KeyParts
 	k.Stringer("client", client)
-	k.Stringer("at", at)
+	k.Time("at", at)
 	var h idem.Hasher
 	h.Value(client)
 	h.Value(at)

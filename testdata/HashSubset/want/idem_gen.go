@@ -35,8 +35,9 @@ func NewIdempotentNotifier(next *Notifier, ex *idem.Executor) *IdempotentNotifie
 
 // idemNotifierNotify is the annotation of (*Notifier).Notify, for the runtime.
 var idemNotifierNotify = idem.Method{
-	Op:  "Notifier.Notify",
-	TTL: time.Hour,
+	Op:     "Notifier.Notify",
+	TTL:    time.Hour,
+	Scheme: 0x76f875bf,
 }
 
 // Notify is the idempotent form of (*Notifier).Notify: calls with the same key
@@ -61,8 +62,9 @@ func (w *IdempotentNotifier) Notify(ctx context.Context, userID int, text string
 
 // idemNotifierPing is the annotation of (*Notifier).Ping, for the runtime.
 var idemNotifierPing = idem.Method{
-	Op:  "Notifier.Ping",
-	TTL: time.Hour,
+	Op:     "Notifier.Ping",
+	TTL:    time.Hour,
+	Scheme: 0x0979e730,
 }
 
 // Ping is the idempotent form of (*Notifier).Ping: calls with the same key

@@ -34,8 +34,9 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcPay is the annotation of (*Svc).Pay, for the runtime.
 var idemSvcPay = idem.Method{
-	Op:  "Svc.Pay",
-	TTL: time.Minute,
+	Op:     "Svc.Pay",
+	TTL:    time.Minute,
+	Scheme: 0xe2e09a86,
 }
 
 // Pay is the idempotent form of (*Svc).Pay: calls with the same key
@@ -77,8 +78,9 @@ func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, string
 
 // idemSvcLen is the annotation of (*Svc).Len, for the runtime.
 var idemSvcLen = idem.Method{
-	Op:  "Svc.Len",
-	TTL: time.Minute,
+	Op:     "Svc.Len",
+	TTL:    time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // Len is the idempotent form of (*Svc).Len: calls with the same key (len+w) run

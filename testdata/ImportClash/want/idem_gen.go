@@ -35,8 +35,9 @@ func NewIdempotentDesk(next *Desk, ex *idemrt.Executor) *IdempotentDesk {
 
 // idemDeskOpen is the annotation of (*Desk).Open, for the runtime.
 var idemDeskOpen = idemrt.Method{
-	Op:  "Desk.Open",
-	TTL: 2 * time2.Hour,
+	Op:     "Desk.Open",
+	TTL:    2 * time2.Hour,
+	Scheme: 0xff1cbfb6,
 }
 
 // Open is the idempotent form of (*Desk).Open: calls with the same key (t.ID)

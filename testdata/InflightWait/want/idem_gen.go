@@ -35,9 +35,10 @@ func NewIdempotentExporter(next *Exporter, ex *idem.Executor) *IdempotentExporte
 
 // idemExporterExport is the annotation of (*Exporter).Export, for the runtime.
 var idemExporterExport = idem.Method{
-	Op:    "Exporter.Export",
-	TTL:   time.Hour,
-	Lease: time.Minute,
+	Op:     "Exporter.Export",
+	TTL:    time.Hour,
+	Lease:  time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // Export is the idempotent form of (*Exporter).Export: calls with the same key
@@ -61,10 +62,11 @@ func (w *IdempotentExporter) Export(ctx context.Context, name string) (string, e
 // idemExporterExportWait is the annotation of (*Exporter).ExportWait, for the
 // runtime.
 var idemExporterExportWait = idem.Method{
-	Op:    "Exporter.ExportWait",
-	TTL:   time.Hour,
-	Lease: time.Minute,
-	Wait:  time.Minute,
+	Op:     "Exporter.ExportWait",
+	TTL:    time.Hour,
+	Lease:  time.Minute,
+	Wait:   time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // ExportWait is the idempotent form of (*Exporter).ExportWait: calls with the

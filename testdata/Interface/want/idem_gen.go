@@ -37,8 +37,9 @@ func NewIdempotentMailer(next Mailer, ex *idem.Executor) *IdempotentMailer {
 
 // idemMailerSend is the annotation of Mailer.Send, for the runtime.
 var idemMailerSend = idem.Method{
-	Op:  "Mailer.Send",
-	TTL: 24 * time.Hour,
+	Op:     "Mailer.Send",
+	TTL:    24 * time.Hour,
+	Scheme: 0x499ee258,
 }
 
 // Send is the idempotent form of Mailer.Send: calls with the same key

@@ -34,8 +34,9 @@ func NewIdempotentScheduler(next *Scheduler, ex *idem.Executor) *IdempotentSched
 
 // idemSchedulerRun is the annotation of (*Scheduler).Run, for the runtime.
 var idemSchedulerRun = idem.Method{
-	Op:  "Scheduler.Run",
-	TTL: time.Hour,
+	Op:     "Scheduler.Run",
+	TTL:    time.Hour,
+	Scheme: 0xc24f17cb,
 }
 
 // Run is the idempotent form of (*Scheduler).Run: calls with the same key

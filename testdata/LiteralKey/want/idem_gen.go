@@ -34,8 +34,9 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:  "Refunds.Refund",
-	TTL: 72 * time.Hour,
+	Op:     "Refunds.Refund",
+	TTL:    72 * time.Hour,
+	Scheme: 0x143a6e72,
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key

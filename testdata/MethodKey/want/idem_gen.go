@@ -35,8 +35,9 @@ func NewIdempotentConsumer(next *Consumer, ex *idem.Executor) *IdempotentConsume
 
 // idemConsumerHandle is the annotation of (*Consumer).Handle, for the runtime.
 var idemConsumerHandle = idem.Method{
-	Op:  "Consumer.Handle",
-	TTL: 168 * time.Hour,
+	Op:     "Consumer.Handle",
+	TTL:    168 * time.Hour,
+	Scheme: 0x97afcbf8,
 }
 
 // Handle is the idempotent form of (*Consumer).Handle: calls with the same key
@@ -63,8 +64,9 @@ func (w *IdempotentConsumer) Handle(ctx context.Context, m Message) (int, error)
 
 // idemConsumerAck is the annotation of (*Consumer).Ack, for the runtime.
 var idemConsumerAck = idem.Method{
-	Op:  "Consumer.Ack",
-	TTL: time.Hour,
+	Op:     "Consumer.Ack",
+	TTL:    time.Hour,
+	Scheme: 0x0979e730,
 }
 
 // Ack is the idempotent form of (*Consumer).Ack: calls with the same key

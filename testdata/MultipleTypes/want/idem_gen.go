@@ -34,8 +34,9 @@ func NewIdempotentOrders(next *Orders, ex *idem.Executor) *IdempotentOrders {
 
 // idemOrdersCreate is the annotation of (*Orders).Create, for the runtime.
 var idemOrdersCreate = idem.Method{
-	Op:  "Orders.Create",
-	TTL: time.Hour,
+	Op:     "Orders.Create",
+	TTL:    time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Create is the idempotent form of (*Orders).Create: calls with the same key
@@ -77,8 +78,9 @@ func NewIdempotentPayments(next *Payments, ex *idem.Executor) *IdempotentPayment
 
 // idemPaymentsCharge is the annotation of (*Payments).Charge, for the runtime.
 var idemPaymentsCharge = idem.Method{
-	Op:  "Payments.Charge",
-	TTL: time.Hour,
+	Op:     "Payments.Charge",
+	TTL:    time.Hour,
+	Scheme: 0xd127592c,
 }
 
 // Charge is the idempotent form of (*Payments).Charge: calls with the same key
@@ -102,8 +104,9 @@ func (w *IdempotentPayments) Charge(ctx context.Context, orderID string, cents i
 
 // idemPaymentsRefund is the annotation of (*Payments).Refund, for the runtime.
 var idemPaymentsRefund = idem.Method{
-	Op:  "Payments.Refund",
-	TTL: time.Hour,
+	Op:     "Payments.Refund",
+	TTL:    time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Refund is the idempotent form of (*Payments).Refund: calls with the same key

@@ -34,8 +34,9 @@ func NewIdempotentBilling(next *Billing, ex *idem.Executor) *IdempotentBilling {
 
 // idemBillingInvoice is the annotation of (*Billing).Invoice, for the runtime.
 var idemBillingInvoice = idem.Method{
-	Op:  "Billing.Invoice",
-	TTL: 30 * time.Minute,
+	Op:     "Billing.Invoice",
+	TTL:    30 * time.Minute,
+	Scheme: 0x13f50c90,
 }
 
 // Invoice is the idempotent form of (*Billing).Invoice: calls with the same key

@@ -34,8 +34,9 @@ func NewIdempotentWeird(next *Weird, ex *idem.Executor) *IdempotentWeird {
 
 // idemWeirdDo is the annotation of (*Weird).Do, for the runtime.
 var idemWeirdDo = idem.Method{
-	Op:  "Weird.Do",
-	TTL: time.Minute,
+	Op:     "Weird.Do",
+	TTL:    time.Minute,
+	Scheme: 0x863983f7,
 }
 
 // Do is the idempotent form of (*Weird).Do: calls with the same key
@@ -75,8 +76,9 @@ func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex s
 
 // idemWeirdDrop is the annotation of (*Weird).Drop, for the runtime.
 var idemWeirdDrop = idem.Method{
-	Op:  "Weird.Drop",
-	TTL: time.Minute,
+	Op:     "Weird.Drop",
+	TTL:    time.Minute,
+	Scheme: 0xd127592c,
 }
 
 // Drop is the idempotent form of (*Weird).Drop: calls with the same key (id)

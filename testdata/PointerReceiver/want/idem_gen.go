@@ -35,8 +35,9 @@ func NewIdempotentOrderService(next *OrderService, ex *idem.Executor) *Idempoten
 // idemOrderServicePay is the annotation of (*OrderService).Pay, for the
 // runtime.
 var idemOrderServicePay = idem.Method{
-	Op:  "OrderService.Pay",
-	TTL: 155 * time.Second,
+	Op:     "OrderService.Pay",
+	TTL:    155 * time.Second,
+	Scheme: 0x8c6b4c68,
 }
 
 // Pay is the idempotent form of (*OrderService).Pay: calls with the same key

@@ -35,8 +35,9 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:  "Svc.Do",
-	TTL: time.Minute,
+	Op:     "Svc.Do",
+	TTL:    time.Minute,
+	Scheme: 0x947dde9b,
 }
 
 // Do is the idempotent form of (*Svc).Do: calls with the same key
@@ -70,8 +71,9 @@ func (w *IdempotentSvc) Do(ctx context.Context, req *dep.Req) (int, error) {
 
 // idemSvcVal is the annotation of (*Svc).Val, for the runtime.
 var idemSvcVal = idem.Method{
-	Op:  "Svc.Val",
-	TTL: time.Minute,
+	Op:     "Svc.Val",
+	TTL:    time.Minute,
+	Scheme: 0xa8cbae23,
 }
 
 // Val is the idempotent form of (*Svc).Val: calls with the same key (req.ID)

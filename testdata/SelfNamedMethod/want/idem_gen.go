@@ -35,8 +35,9 @@ func NewIdempotentPay(next *Pay, ex *idem.Executor) *IdempotentPay {
 
 // idemPayPay is the annotation of (*Pay).Pay, for the runtime.
 var idemPayPay = idem.Method{
-	Op:  "Pay.Pay",
-	TTL: time.Minute,
+	Op:     "Pay.Pay",
+	TTL:    time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // Pay is the idempotent form of (*Pay).Pay: calls with the same key (id) run it
@@ -91,8 +92,9 @@ func NewIdempotentStore(next Store, ex *idem.Executor) *IdempotentStore {
 
 // idemStoreStore is the annotation of Store.Store, for the runtime.
 var idemStoreStore = idem.Method{
-	Op:  "Store.Store",
-	TTL: time.Minute,
+	Op:     "Store.Store",
+	TTL:    time.Minute,
+	Scheme: 0x1bc5ca90,
 }
 
 // Store is the idempotent form of Store.Store: calls with the same key (id) run

@@ -34,8 +34,9 @@ func NewIdempotentInvoices(next *Invoices, ex *idem.Executor) *IdempotentInvoice
 
 // idemInvoicesIssue is the annotation of (*Invoices).Issue, for the runtime.
 var idemInvoicesIssue = idem.Method{
-	Op:  "Invoices.Issue",
-	TTL: time.Hour,
+	Op:     "Invoices.Issue",
+	TTL:    time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Issue is the idempotent form of (*Invoices).Issue: calls with the same key

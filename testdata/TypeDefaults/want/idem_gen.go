@@ -35,9 +35,10 @@ func NewIdempotentAccounts(next *Accounts, ex *idem.Executor) *IdempotentAccount
 
 // idemAccountsOpen is the annotation of (*Accounts).Open, for the runtime.
 var idemAccountsOpen = idem.Method{
-	Op:    "accounts.open",
-	TTL:   48 * time.Hour,
-	Lease: 5 * time.Second,
+	Op:     "accounts.open",
+	TTL:    48 * time.Hour,
+	Lease:  5 * time.Second,
+	Scheme: 0xced268bc,
 }
 
 // Open is the idempotent form of (*Accounts).Open: calls with the same key
@@ -62,9 +63,10 @@ func (w *IdempotentAccounts) Open(ctx context.Context, req Request) (string, err
 
 // idemAccountsClose is the annotation of (*Accounts).Close, for the runtime.
 var idemAccountsClose = idem.Method{
-	Op:    "Accounts.Close",
-	TTL:   15 * time.Minute,
-	Lease: 5 * time.Second,
+	Op:     "Accounts.Close",
+	TTL:    15 * time.Minute,
+	Lease:  5 * time.Second,
+	Scheme: 0xced268bc,
 }
 
 // Close is the idempotent form of (*Accounts).Close: calls with the same key
@@ -89,9 +91,10 @@ func (w *IdempotentAccounts) Close(ctx context.Context, req Request) (string, er
 
 // idemAccountsVerify is the annotation of (*Accounts).Verify, for the runtime.
 var idemAccountsVerify = idem.Method{
-	Op:    "Accounts.Verify",
-	TTL:   time.Hour,
-	Lease: 5 * time.Second,
+	Op:     "Accounts.Verify",
+	TTL:    time.Hour,
+	Lease:  5 * time.Second,
+	Scheme: 0xced268bc,
 }
 
 // Verify is the idempotent form of (*Accounts).Verify: calls with the same key

@@ -36,8 +36,9 @@ func NewIdempotentÜberweisung(next *Überweisung, ex *idem.Executor) *Idempoten
 // idemÜberweisungBuchen is the annotation of (*Überweisung).Buchen, for the
 // runtime.
 var idemÜberweisungBuchen = idem.Method{
-	Op:  "Überweisung.Buchen",
-	TTL: 24 * time.Hour,
+	Op:     "Überweisung.Buchen",
+	TTL:    24 * time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Buchen is the idempotent form of (*Überweisung).Buchen: calls with the same
@@ -62,8 +63,9 @@ func (w *IdempotentÜberweisung) Buchen(ctx context.Context, id string) (int, er
 // idemÜberweisungStornieren is the annotation of (*Überweisung).Stornieren,
 // for the runtime.
 var idemÜberweisungStornieren = idem.Method{
-	Op:  "Überweisung.Stornieren",
-	TTL: 24 * time.Hour,
+	Op:     "Überweisung.Stornieren",
+	TTL:    24 * time.Hour,
+	Scheme: 0x1bc5ca90,
 }
 
 // Stornieren is the idempotent form of (*Überweisung).Stornieren: calls with

@@ -34,8 +34,9 @@ func NewIdempotentLedger(next *Ledger, ex *idem.Executor) *IdempotentLedger {
 
 // idemLedgerPost is the annotation of (Ledger).Post, for the runtime.
 var idemLedgerPost = idem.Method{
-	Op:  "Ledger.Post",
-	TTL: 10 * time.Minute,
+	Op:     "Ledger.Post",
+	TTL:    10 * time.Minute,
+	Scheme: 0xaf8ff6ac,
 }
 
 // Post is the idempotent form of (Ledger).Post: calls with the same key

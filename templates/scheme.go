@@ -1,0 +1,123 @@
+package templates
+
+import (
+	"fmt"
+	"go/types"
+	"hash/fnv"
+	"strconv"
+	"strings"
+
+	"github.com/dave/jennifer/jen"
+
+	"github.com/idemgen/idemgen/annotations"
+)
+
+// fingerprintEncoding versions the fingerprint's encoding: the adders the
+// wrapper calls for each parameter and the runtime's canonical encoding
+// behind idem.Hasher.Value. Change it whenever either changes, so that every
+// Scheme changes with it.
+const fingerprintEncoding = 2
+
+// scheme is the Scheme field of the descriptor: `Scheme: 0x1a2b3c4d`.
+func (mg *methodGen) scheme() jen.Code {
+	var params []types.Type
+	var flat []bool
+	if !mg.m.HashNone {
+		for _, i := range mg.m.Hash {
+			t := mg.m.Params[i].Type
+			_, f := flatFields(t, mg.pkg.Path)
+			if ptr, ok := t.Underlying().(*types.Pointer); ok && !f {
+				_, f = flatFields(ptr.Elem(), mg.pkg.Path)
+			}
+			params, flat = append(params, t), append(flat, f)
+		}
+	}
+	return jen.Id("Scheme").Op(":").Op(fmt.Sprintf("%#08x", schemeOf(mg.m.HashNone, params, flat)))
+}
+
+// schemeOf derives idem.Method.Scheme: the 32-bit FNV-1a hash of the
+// encoding version and the layout of the hashed parameters' types, in
+// order. The layout is their structure as the fingerprint encodes it
+// (kinds, element types, fields in order, time.Time apart) and not their
+// names, so a rename keeps the scheme and a new field, a changed field type
+// or another hashed parameter changes it; so does a struct that moves
+// between the typed adders and the canonical encoding (flat[i]: params[i]
+// is hashed field by field). Never 0, which means unknown.
+func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
+	var b strings.Builder
+	b.WriteString("idemgen fingerprint " + strconv.Itoa(fingerprintEncoding))
+	if none {
+		b.WriteString(" none")
+	}
+	for i, t := range params {
+		b.WriteString("; ")
+		if flat[i] {
+			b.WriteString("fields ")
+		}
+		layout(&b, t, nil)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(b.String()))
+	if s := h.Sum32(); s != 0 {
+		return s
+	}
+	return 1
+}
+
+// layout writes the structure of t; outer holds the named types being
+// written, so that a recursive type refers back to its level.
+func layout(b *strings.Builder, t types.Type, outer []types.Type) {
+	t = types.Unalias(t)
+	if annotations.SelfFingerprinting(t) {
+		b.WriteString("fingerprinter") // its bytes are its own
+		return
+	}
+	if n, ok := t.(*types.Named); ok {
+		if n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == timePath && n.Obj().Name() == "Time" {
+			b.WriteString("time")
+			return
+		}
+		for i, o := range outer {
+			if types.Identical(o, t) {
+				fmt.Fprintf(b, "@%d", len(outer)-i)
+				return
+			}
+		}
+		outer = append(outer, t)
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		b.WriteString(u.Name())
+	case *types.Pointer:
+		b.WriteString("*")
+		layout(b, u.Elem(), outer)
+	case *types.Slice:
+		b.WriteString("[]")
+		layout(b, u.Elem(), outer)
+	case *types.Array:
+		fmt.Fprintf(b, "[%d]", u.Len())
+		layout(b, u.Elem(), outer)
+	case *types.Map:
+		b.WriteString("map[")
+		layout(b, u.Key(), outer)
+		b.WriteString("]")
+		layout(b, u.Elem(), outer)
+	case *types.Struct:
+		b.WriteString("struct{")
+		for i := range u.NumFields() {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			layout(b, u.Field(i).Type(), outer)
+		}
+		b.WriteString("}")
+	case *types.Chan:
+		b.WriteString("chan")
+	case *types.Signature:
+		b.WriteString("func")
+	case *types.Interface:
+		b.WriteString("interface") // the dynamic value carries its own type name
+	default:
+		b.WriteString(t.String()) // a type parameter
+	}
+}
