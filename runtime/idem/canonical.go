@@ -38,9 +38,10 @@ type Fingerprinter interface {
 // field, exported or not, in declaration order; strings and byte slices as
 // their exact bytes; floats by their bits (so -0 and +0 differ); nil apart
 // from empty; map entries sorted by the encoding of their keys; the dynamic
-// type of an interface by name; a time.Time as its instant and zone offset
-// (not its monotonic reading, nor the zone's name, which JSON does not
-// carry either). Functions, channels and unsafe
+// type of an interface by name; a time.Time as its instant only (not its
+// monotonic reading, zone offset or zone name: the same instant sent from
+// another time zone, or re-encoded by a client on retry, is the same
+// request). Functions, channels and unsafe
 // pointers cannot be compared and are an error unless nil; a pointer or map
 // cycle is encoded as a reference to the depth it returns to.
 type canon struct {
@@ -277,11 +278,9 @@ func (c *canon) structValue(v reflect.Value) {
 	t := v.Type()
 	if t == timeType {
 		at := v.Interface().(time.Time)
-		_, offset := at.Zone()
 		c.tag('t')
 		c.word(uint64(at.Unix()))
 		c.word(uint64(at.Nanosecond()))
-		c.word(uint64(int64(offset)))
 		return
 	}
 	c.tag('S')

@@ -163,9 +163,6 @@ func TestHasherValueSeesEverything(t *testing.T) {
 		"nil pointer":               func(p *payload) { p.Ptr = nil },
 		"negative zero":             func(p *payload) { p.Float = math.Copysign(0, -1) },
 		"another instant":           func(p *payload) { p.At = p.At.Add(1) },
-		"another zone, same instant": func(p *payload) {
-			p.At = p.At.In(time.FixedZone("CET", 3600))
-		},
 	}
 	for name, change := range differ {
 		p := base()
@@ -206,7 +203,10 @@ func TestHasherValueSeesEverything(t *testing.T) {
 	assert.Equal(t, want, sum(same), "the same value, built another way")
 	local := base()
 	local.At = time.Date(2026, 3, 1, 12, 0, 0, 0, time.FixedZone("", 0))
-	assert.Equal(t, want, sum(local), "a time is its instant and zone offset")
+	assert.Equal(t, want, sum(local), "a time is its instant")
+	zoned := base()
+	zoned.At = zoned.At.In(time.FixedZone("CET", 3600))
+	assert.Equal(t, want, sum(zoned), "the same instant in another zone is the same request")
 	mono := base()
 	mono.At = time.Now()
 	plain := mono

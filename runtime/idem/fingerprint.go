@@ -93,7 +93,7 @@ func (f *Hasher) Bytes(b []byte) { f.write('x', b) }
 // the method can: every field, exported or not (json:"-" fields too),
 // strings and byte slices byte for byte (invalid UTF-8 included), nil apart
 // from empty, floats by their bits, map entries in key order, the dynamic
-// type of an interface, and a time.Time as its instant and zone offset.
+// type of an interface, and a time.Time as its instant (not its zone).
 // A non-nil function, channel or unsafe pointer cannot be compared: the
 // error is kept and returned by Sum.
 func (f *Hasher) Value(v any) {
