@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"go/build/constraint"
 	"go/format"
 	"go/token"
 	"go/types"
@@ -63,6 +64,12 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.render()
+}
+
+// render is Render of the declarations g.decls returns.
+func (g *gen) render() ([]byte, error) {
+	pkg := g.pkg
 	decls := g.decls()
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(decls)/declsPerWorker))
 	size := (len(decls) + workers - 1) / workers
@@ -319,7 +326,7 @@ func (g *gen) newFile() *jen.File {
 	} else {
 		f = jen.NewFile(g.pkg.Name)
 	}
-	f.HeaderComment(Header + "\n\n//go:build !" + BuildTag)
+	f.HeaderComment(Header + "\n\n//go:build " + g.buildExpr())
 	for _, path := range slices.Sorted(mapsKeys(g.imports)) {
 		name := g.imports[path]
 		if name == g.realNames[path] && name == assumedName(path) {
@@ -341,12 +348,17 @@ func (g *gen) decls() []func() (jen.Code, error) {
 	}
 	add(g.handshake)
 	for _, tg := range g.types {
-		add(tg.wrapperType)
-		if tg.t.Interface {
-			add(tg.interfaceAssertion)
+		if g.inFile(tg.t.Constraint) {
+			add(tg.wrapperType)
+			if tg.t.Interface {
+				add(tg.interfaceAssertion)
+			}
+			add(tg.constructor)
 		}
-		add(tg.constructor)
 		for _, mg := range tg.methods {
+			if !g.inFile(mg.m.Constraint) {
+				continue
+			}
 			add(mg.descriptor)
 			ds = append(ds, mg.method)
 		}
@@ -377,6 +389,11 @@ type gen struct {
 	// only read (each method names its locals in a child scope).
 	scope *namer
 	types []*typeGen
+	// file is the build constraint of the file being rendered (see
+	// RenderFiles); nil renders every declaration into one file.
+	file *string
+	// fileExpr is *file parsed; nil for no constraint.
+	fileExpr constraint.Expr
 }
 
 func newGen(pkg *annotations.Package) (*gen, error) {

@@ -190,18 +190,74 @@ func TestEndToEnd(t *testing.T) {
 	assert.Equal(t, filepath.Join("catalog", "catalog.go")+":3:27: undefined: nope\n", r.stderr)
 }
 
+// TestTags: a package whose annotated methods are under build constraints
+// gets one generated file per constraint, without -tags; -check covers each,
+// and the file of a constraint that no longer has annotations is removed.
 func TestTags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
 	dir := module(t, map[string]string{
-		"svc/svc.go": "//go:build pro\n\n" + shippingSrc[:len("package shipping")] + "\n" + shippingSrc[len("package shipping"):],
+		"svc/svc.go": "package shipping\n\ntype Service struct{}\n",
+		"svc/pro.go": "//go:build pro\n\n" + strings.Replace(shippingSrc, "type Service struct{}\n", "", 1),
+		"svc/svc_linux.go": "package shipping\n\nimport \"context\"\n\n" +
+			"//idem:key=id ttl=1h\nfunc (s *Service) Track(ctx context.Context, id string) error { return nil }\n",
 	})
-	r := idemgen(t, dir, "./svc")
-	assert.Equal(t, 1, r.code, "without the tag, the package has no files")
-	r = idemgen(t, dir, "-tags=pro", "./svc")
+	svc := filepath.Join(dir, "svc")
+	pro, linux := filepath.Join(svc, "idem_gen_pro.go"), filepath.Join(svc, "idem_gen_linux.go")
+	r := idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_pro.go")+": missing")
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_linux.go")+": missing")
+
+	// Without -tags the pro-only method is found and wrapped, in a file
+	// that carries its constraint.
+	r = idemgen(t, dir, "./svc")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.FileExists(t, filepath.Join(dir, "svc", "idem_gen.go"))
+	gen, err := os.ReadFile(pro)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build pro && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Ship(")
+	gen, err = os.ReadFile(linux)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build linux && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Track(")
+	gen, err = os.ReadFile(filepath.Join(svc, "idem_gen.go"))
+	require.NoError(t, err, "the wrapper type is in every build")
+	assert.Contains(t, string(gen), "type IdempotentService struct")
+	gen, err = os.ReadFile(linux)
+	require.NoError(t, err)
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, dir, "-tags=pro", "-check", "./svc")
+	assert.Equal(t, 0, r.code, "-tags only fixes a tag: the same files: %s", r.stderr)
+
+	// A stale constrained file is caught by -check like idem_gen.go.
+	write(t, linux, strings.Replace(string(gen), "time.Hour", "2*time.Hour", 1))
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, filepath.Join("svc", "idem_gen_linux.go")+": stale; run idemgen\n", r.stderr)
+
+	// The annotation under linux goes away: so does its file.
+	require.NoError(t, os.Remove(filepath.Join(svc, "svc_linux.go")))
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_linux.go")+": extra")
+	r = idemgen(t, dir, "-v", "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NoFileExists(t, linux)
+	assert.FileExists(t, pro)
+
+	// A package whose files are all under a tag: the current build has no
+	// files, and the generator still finds and wraps them.
+	write(t, filepath.Join(svc, "svc.go"), "//go:build pro\n\npackage shipping\n\ntype Service struct{}\n")
+	r = idemgen(t, dir, "-v", "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NoFileExists(t, filepath.Join(svc, "idem_gen.go"))
+	gen, err = os.ReadFile(pro)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "type IdempotentService struct")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Ship(")
 }
 
 func TestUsage(t *testing.T) {

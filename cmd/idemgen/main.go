@@ -188,11 +188,11 @@ const (
 	unchanged state = iota
 	missing         // to be written, no file yet
 	outdated        // to be written over different bytes
-	extra           // a generated file in a package without annotations
+	extra           // a generated file no annotated method needs any more
 )
 
 func (s state) String() string {
-	return [...]string{"up to date", "missing", "stale", "extra (its package has no annotations)"}[s]
+	return [...]string{"up to date", "missing", "stale", "extra (no annotated method needs it any more)"}[s]
 }
 
 func (s state) done() string {
