@@ -1,7 +1,9 @@
 // Package generate is idemgen as a pure function: package patterns in, the
-// idem_gen.go files to write or delete (or the errors) out. It loads the
-// packages once, resolves their annotations and renders the templates; it
-// writes nothing. cmd/idemgen is the thin driver that commits the result.
+// idem_gen.go and idem_gen_<constraint>.go files to write or delete (or the
+// errors) out. It loads the packages (once, or once per build configuration
+// for a package with build constraints), resolves their annotations and
+// renders the templates; it writes nothing. cmd/idemgen is the thin driver
+// that commits the result.
 package generate
 
 import (
@@ -33,7 +35,8 @@ type Config struct {
 	// Patterns are go/packages patterns (".", "./...", import paths); none
 	// means ".".
 	Patterns []string
-	// Tags are build tags besides idemgen, which is always set.
+	// Tags are build tags besides idemgen, which is always set; they are
+	// set in every build configuration the generator tries.
 	Tags []string
 	// Env is the environment of the go command; nil is the process's.
 	Env []string
@@ -47,8 +50,8 @@ type File struct {
 	PkgPath string
 	// Content is the file's bytes; nil when Delete is set.
 	Content []byte
-	// Delete marks a stale generated file in a package that has no
-	// annotations any more.
+	// Delete marks a stale generated file: its package has no annotations
+	// any more, or none under its build constraint.
 	Delete bool
 }
 
@@ -57,12 +60,15 @@ type File struct {
 const loadMode = packages.NeedName | packages.NeedFiles | packages.NeedSyntax |
 	packages.NeedTypes | packages.NeedTypesInfo
 
-// Generate loads the packages cfg names (once, with the idemgen build tag, so
+// Generate loads the packages cfg names (with the idemgen build tag, so
 // that stale generated files are left out) and returns, sorted by path, the
-// idem_gen.go file of every package with annotations and a deletion for every
-// stale one in a package without. On annotation, load or type errors it
-// returns no file and an annotations.ErrorList with every error, sorted by
-// position; other failures (the go command could not run) are plain errors.
+// generated files of every package with annotations and a deletion for every
+// generated file no annotated method needs any more. A package with build
+// constraints is loaded once more in each other build configuration that
+// compiles different files of it (see constraints.go), and gets one file per
+// constraint. On annotation, load or type errors it returns no file and an
+// annotations.ErrorList with every error, sorted by position; other failures
+// (the go command could not run) are plain errors.
 func Generate(ctx context.Context, cfg Config) ([]File, error) {
 	patterns := cfg.Patterns
 	if len(patterns) == 0 {
