@@ -22,7 +22,7 @@
 //	//go:generate go run github.com/idemgen/idemgen/cmd/idemgen
 //
 // and, since go mod tidy drops what no package of the module imports, a
-// tools.go file that imports it:
+// tools.go file that imports it, in a directory of its own (tools/tools.go):
 //
 //	//go:build tools
 //

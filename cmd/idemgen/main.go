@@ -48,8 +48,8 @@ and add, in one file of the package:
 	//go:generate go tool idemgen
 
 (The go run form, //go:generate go run github.com/idemgen/idemgen/cmd/idemgen,
-needs go get github.com/idemgen/idemgen/cmd/idemgen, and a tools.go file that
-imports the command to survive go mod tidy.)
+needs go get github.com/idemgen/idemgen/cmd/idemgen, and a tools/tools.go
+file that imports the command to survive go mod tidy.)
 
 An annotation is a line in a method's doc comment:
 
