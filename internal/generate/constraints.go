@@ -112,7 +112,7 @@ func scanDir(dir string) (*dirFiles, annotations.ErrorList) {
 			}
 			d.foreign[path] = true
 		}
-		f, err := parser.ParseFile(fset, path, src, parser.PackageClauseOnly|parser.ParseComments)
+		f, err := parser.ParseFile(fset, path, src, parser.ImportsOnly|parser.ParseComments)
 		if err != nil {
 			continue // the load reports it
 		}
@@ -130,11 +130,20 @@ func scanDir(dir string) (*dirFiles, annotations.ErrorList) {
 				}
 			}
 		}
-		if suffix := fileNameExpr(name); suffix != nil {
+		and := func(e constraint.Expr) {
 			if gf.expr == nil {
-				gf.expr = suffix
+				gf.expr = e
 			} else {
-				gf.expr = &constraint.AndExpr{X: gf.expr, Y: suffix}
+				gf.expr = &constraint.AndExpr{X: gf.expr, Y: e}
+			}
+		}
+		if suffix := fileNameExpr(name); suffix != nil {
+			and(suffix)
+		}
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"C"` { // cgo files build only with cgo
+				and(&constraint.TagExpr{Tag: "cgo"})
+				break
 			}
 		}
 		if gf.expr != nil {
@@ -144,6 +153,12 @@ func scanDir(dir string) (*dirFiles, annotations.ErrorList) {
 		d.files = append(d.files, gf)
 	}
 	return d, errs
+}
+
+// only keeps the files of package name (a directory may also hold, say, a
+// //go:build ignore program).
+func (d *dirFiles) only(name string) {
+	d.files = slices.DeleteFunc(d.files, func(f goFile) bool { return f.pkgName != name })
 }
 
 // firstAnnotation returns the position of the first //idem: line of src.

@@ -132,10 +132,11 @@ type generator struct {
 
 // job is a package with build constraints.
 type job struct {
-	base *packages.Package // loaded in the current configuration
-	dir  string
-	d    *dirFiles
-	sets []configSet
+	base    *packages.Package // loaded in the current configuration; nil when it has no files there
+	dir     string
+	pkgPath string
+	d       *dirFiles
+	sets    []configSet
 	// pkgs[i] is the package loaded in sets[i]; errs[i] its load errors.
 	pkgs []*packages.Package
 	errs []errorCollector
@@ -162,6 +163,9 @@ func (g *generator) addPackage(pkg *packages.Package) {
 	if len(errs) > 0 {
 		g.errs.add(pkg, errs)
 		return
+	}
+	if !excluded {
+		d.only(pkg.Name)
 	}
 	if !d.constrained() {
 		if excluded {
@@ -196,7 +200,7 @@ func (g *generator) addPackage(pkg *packages.Package) {
 		g.errs.push(&annotations.Error{Pos: pos, Msg: err.Error()})
 		return
 	}
-	j := &job{dir: dir, d: d, sets: sets, pkgs: make([]*packages.Package, len(sets)), errs: make([]errorCollector, len(sets))}
+	j := &job{dir: dir, pkgPath: pkg.PkgPath, d: d, sets: sets, pkgs: make([]*packages.Package, len(sets)), errs: make([]errorCollector, len(sets))}
 	if !excluded {
 		j.base = pkg
 	}
@@ -341,7 +345,7 @@ func (g *generator) constrained(j *job) []File {
 	}
 	if first == nil {
 		// No configuration has annotations: remove stale files.
-		return g.outputFiles(j.dir, "", j.d, nil)
+		return g.outputFiles(j.dir, j.pkgPath, j.d, nil)
 	}
 	primaryOf := func(key string) int {
 		if i, done := primary[key]; done {
