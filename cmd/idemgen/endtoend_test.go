@@ -260,6 +260,15 @@ func TestTags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(gen), "type IdempotentService struct")
 	assert.Contains(t, string(gen), "func (w *IdempotentService) Ship(")
+
+	// go list ./... leaves such a package out; idemgen ./... does not.
+	require.NoError(t, os.Remove(pro))
+	r = idemgen(t, dir, "-check", "./...")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, filepath.Join("svc", "idem_gen_pro.go")+": missing; run idemgen\n", r.stderr)
+	r = idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.FileExists(t, pro)
 }
 
 func TestUsage(t *testing.T) {

@@ -87,16 +87,27 @@ func Generate(ctx context.Context, cfg Config) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("idemgen: loading %s: %w", strings.Join(patterns, " "), err)
 	}
-	if len(pkgs) == 0 {
-		return nil, fmt.Errorf("idemgen: %s matched no packages", strings.Join(patterns, " "))
-	}
-
 	dir := cfg.Dir
 	if dir == "" {
 		if dir, err = os.Getwd(); err != nil {
 			return nil, err
 		}
 	}
+	loaded := map[string]bool{}
+	for _, pkg := range pkgs {
+		loaded[pkg.Dir] = true
+	}
+	// A package none of whose files the current configuration compiles
+	// is left out of a ./... pattern by the go command: find those with
+	// annotations under a build constraint.
+	for _, hidden := range hiddenPackages(dir, patterns, loaded) {
+		pkgs = append(pkgs, &packages.Package{Dir: hidden, Errors: []packages.Error{{
+			Msg: "build constraints exclude all Go files in " + hidden, Kind: packages.ListError}}})
+	}
+	if len(pkgs) == 0 {
+		return nil, fmt.Errorf("idemgen: %s matched no packages", strings.Join(patterns, " "))
+	}
+
 	g := &generator{ctx: ctx, cfg: cfg, wd: dir}
 	for _, pkg := range pkgs {
 		g.addPackage(pkg)
@@ -205,6 +216,56 @@ func (g *generator) addPackage(pkg *packages.Package) {
 		j.base = pkg
 	}
 	g.jobs = append(g.jobs, j)
+}
+
+// hiddenPackages returns, sorted, the directories under the patterns of the
+// form dir/... (relative to wd, or absolute) that the load did not return
+// and that hold an annotated file under a build constraint. It skips what
+// the go command skips: testdata, vendor, names starting with . or _, and
+// other modules.
+func hiddenPackages(wd string, patterns []string, loaded map[string]bool) []string {
+	var found []string
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		root, ok := strings.CutSuffix(p, "...")
+		if !ok || (root != "" && !strings.HasSuffix(root, "/")) || !(filepath.IsAbs(p) || strings.HasPrefix(p, ".")) {
+			continue
+		}
+		if !filepath.IsAbs(root) {
+			root = filepath.Join(wd, root)
+		}
+		_ = filepath.WalkDir(root, func(path string, e os.DirEntry, err error) error {
+			if err != nil || !e.IsDir() {
+				return nil
+			}
+			name := e.Name()
+			if path != root {
+				if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+					return filepath.SkipDir
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
+			if loaded[path] || seen[path] {
+				return nil
+			}
+			seen[path] = true
+			d, _ := scanDir(path)
+			if d == nil {
+				return nil
+			}
+			for _, f := range d.files {
+				if f.expr != nil && f.annotation.IsValid() {
+					found = append(found, path)
+					break
+				}
+			}
+			return nil
+		})
+	}
+	slices.Sort(found)
+	return found
 }
 
 // excludedAll reports whether the only error of pkg is that no file of it
