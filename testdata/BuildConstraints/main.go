@@ -1,8 +1,9 @@
 // BuildConstraints: annotated methods under build constraints. Pay is in
 // every build; Ship only on linux (svc_linux.go, a file-name suffix); the
 // whole Notifier type only on linux (notifier.go, a //go:build line);
-// Upgrade only with the pro tag (pro.go). Each constraint gets its own
-// generated file carrying it, and the wrapper type is in every build.
+// Upgrade only with the pro tag (pro.go); Close once per configuration
+// (handle_linux.go, handle_other.go). Each constraint gets its own generated
+// file carrying it, and the wrapper type is in every build.
 package main
 
 import (
@@ -38,6 +39,10 @@ func main() {
 	fmt.Println(w.Refund(Order{ID: "o1"}))
 	_, err = w.Pay(ctx, Order{})
 	fmt.Println("empty key:", errors.Is(err, idem.ErrMissingKey))
+	c1, err := w.Close(ctx, newHandle())
+	fmt.Println("close:", c1, err)
+	c2, err := w.Close(ctx, newHandle())
+	fmt.Println("close retry:", c2, err, "replayed:", c1 == c2)
 	runLinux(ctx, w, ex)
 	runPro(ctx, w)
 }

@@ -15,9 +15,10 @@ import (
 const _ = idem.GeneratedCodeVersion1
 
 // IdempotentOrderService wraps *OrderService so that its annotated methods
-// (Pay, Upgrade (pro builds) and Ship (linux builds)) run at most once per key,
-// replaying the stored outcome to retries. Methods without an annotation are
-// promoted from the embedded *OrderService unchanged.
+// (Close (linux builds), Close (!linux builds), Pay, Upgrade (pro builds) and
+// Ship (linux builds)) run at most once per key, replaying the stored outcome
+// to retries. Methods without an annotation are promoted from the embedded
+// *OrderService unchanged.
 type IdempotentOrderService struct {
 	*OrderService
 	ex *idem.Executor

@@ -14,6 +14,31 @@ import (
 // Compile-time check that this file was generated for a compatible runtime.
 const _ = idem.GeneratedCodeVersion1
 
+// idemOrderServiceClose is the annotation of (*OrderService).Close, for the
+// runtime.
+var idemOrderServiceClose = idem.Method{
+	Op:  "OrderService.Close",
+	TTL: time.Hour,
+}
+
+// Close is the idempotent form of (*OrderService).Close: calls with the same
+// key (h) run it once, and for 1h every retry gets its outcome replayed.
+//
+// A retry with the same key and a different h gets idem.ErrPayloadMismatch. A
+// duplicate of a call still running gets idem.ErrInProgress. A nil or empty key
+// part returns idem.ErrMissingKey without calling the method. Errors release
+// the key, so that a retry runs the method again, except those marked with
+// idem.Final.
+func (w *IdempotentOrderService) Close(ctx context.Context, h Handle) (int, error) {
+	var k idem.KeyParts
+	k.Int(int64(h))
+	var hash idem.Hasher
+	hash.Int(int64(h))
+	return idem.Do(ctx, w.ex, &idemOrderServiceClose, &k, &hash, func(ctx context.Context) (int, error) {
+		return w.OrderService.Close(ctx, h)
+	})
+}
+
 // idemOrderServiceShip is the annotation of (*OrderService).Ship, for the
 // runtime.
 var idemOrderServiceShip = idem.Method{
