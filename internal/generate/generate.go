@@ -160,14 +160,13 @@ func (g *generator) addPackage(pkg *packages.Package) {
 	if dir == "" && len(pkg.GoFiles) > 0 {
 		dir = filepath.Dir(pkg.GoFiles[0])
 	}
-	excluded := excludedAll(pkg)
+	// A package with no file in the current configuration may have some
+	// in another: its load error waits for the scan of its directory.
+	excluded := excludedAll(pkg) && dir != ""
 	if !excluded && g.errs.load(pkg, g.wd) {
 		return
 	}
 	if dir == "" {
-		if excluded { // report the load error as it is
-			g.errs.load(&packages.Package{PkgPath: pkg.PkgPath, Errors: pkg.Errors}, g.wd)
-		}
 		return
 	}
 	d, errs := scanDir(dir)
@@ -180,7 +179,7 @@ func (g *generator) addPackage(pkg *packages.Package) {
 	}
 	if !d.constrained() {
 		if excluded {
-			g.errs.load(&packages.Package{PkgPath: pkg.PkgPath, Errors: pkg.Errors}, g.wd)
+			g.errs.load(pkg, g.wd)
 			return
 		}
 		model, err := annotations.ResolvePackage(pkg.Fset, pkg.Syntax, pkg.Types, pkg.TypesInfo)
