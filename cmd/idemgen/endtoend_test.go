@@ -199,6 +199,7 @@ func TestTags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
+	t.Parallel()
 	dir := module(t, map[string]string{
 		"svc/svc.go": "package shipping\n\ntype Service struct{}\n",
 		"svc/pro.go": "//go:build pro\n\n" + strings.Replace(shippingSrc, "type Service struct{}\n", "", 1),
@@ -320,6 +321,7 @@ func TestCheckDiff(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
+	t.Parallel()
 	dir := module(t, map[string]string{
 		"billing/billing.go":   billingSrc,
 		"shipping/shipping.go": shippingSrc,
