@@ -331,6 +331,9 @@ func (c config) buildFlags() []string {
 type configSet struct {
 	config
 	files []int // indexes into dirFiles.files
+	// label names the configuration in messages: config.String() without
+	// CGO_ENABLED when no file mentions cgo.
+	label string
 }
 
 // includes reports whether the set compiles the files of constraint key.
@@ -454,7 +457,11 @@ func (tc *toolchain) configSets(d *dirFiles) ([]configSet, error) {
 			return
 		}
 		seen[id] = true
-		sets = append(sets, configSet{c, files})
+		label := c.String()
+		if !mentioned["cgo"] {
+			label = strings.Replace(strings.Replace(label, " CGO_ENABLED=1", "", 1), " CGO_ENABLED=0", "", 1)
+		}
+		sets = append(sets, configSet{c, files, label})
 	}
 	for _, p := range tc.ports {
 		cgos := []bool{false}

@@ -390,7 +390,7 @@ func (g *generator) constrained(j *job) []File {
 		case primary[f.key] >= 0:
 		case broken >= 0:
 			for _, e := range j.errs[broken].list {
-				g.errs.push(&annotations.Error{Pos: e.Pos, Msg: e.Msg + " (with " + j.sets[broken].config.String() + ")"})
+				g.errs.push(&annotations.Error{Pos: e.Pos, Msg: e.Msg + " (with " + j.sets[broken].label + ")"})
 			}
 		default:
 			g.errs.push(&annotations.Error{Pos: f.annotation, Msg: fmt.Sprintf(
@@ -453,7 +453,7 @@ func (g *generator) constrained(j *job) []File {
 			if i := slices.IndexFunc(vouts, func(v templates.Output) bool {
 				return v.Constraint == o.Constraint && bytes.Equal(v.Content, o.Content)
 			}); i < 0 {
-				g.errs.push(differs(merged, o, vouts, j.sets[max(primaryOf(o.Constraint), 0)].config, s.config))
+				g.errs.push(differs(merged, o, vouts, j.sets[max(primaryOf(o.Constraint), 0)].label, s.label))
 				break
 			}
 		}
@@ -531,7 +531,7 @@ func mergeModels(j *job, models []*annotations.Package, from func(key string) in
 
 // differs is the error for a generated file that comes out differently in
 // two configurations that compile it, at the method whose wrapper differs.
-func differs(pkg *annotations.Package, want templates.Output, got []templates.Output, a, b config) *annotations.Error {
+func differs(pkg *annotations.Package, want templates.Output, got []templates.Output, a, b string) *annotations.Error {
 	var other []byte
 	for _, o := range got {
 		if o.Constraint == want.Constraint {
