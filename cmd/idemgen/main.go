@@ -33,13 +33,8 @@ const usageText = `usage: idemgen [flags] [packages]
 idemgen writes idem_gen.go beside every package whose methods carry an
 //idem: annotation: a type Idempotent<Type>, made by NewIdempotent<Type>,
 whose annotated methods run at most once per key, replaying the stored
-outcome to retries. Packages are go list patterns (default ".", and "./..."
-works). Annotated methods under a build constraint (//go:build linux,
-svc_linux.go) go to idem_gen_<constraint>.go, which carries it; idemgen finds
-them in every build configuration, without -tags. A generated file that no
-annotated method needs any more is removed.
-
-Install it as a tool of your module (Go 1.24+; this survives go mod tidy):
+outcome to retries. Install it as a tool of your module (Go 1.24+; this
+survives go mod tidy):
 
 	go get -tool github.com/idemgen/idemgen/cmd/idemgen
 
@@ -50,6 +45,12 @@ and add, in one file of the package:
 (The go run form, //go:generate go run github.com/idemgen/idemgen/cmd/idemgen,
 needs go get github.com/idemgen/idemgen/cmd/idemgen, and a tools/tools.go
 file that imports the command to survive go mod tidy.)
+
+Packages are go list patterns (default ".", and "./..." works). Annotated
+methods under a build constraint (//go:build linux, svc_linux.go) go to
+idem_gen_<constraint>.go, which carries it; idemgen finds them in every build
+configuration, without -tags. A generated file that no annotated method needs
+any more is removed.
 
 An annotation is a line in a method's doc comment:
 
