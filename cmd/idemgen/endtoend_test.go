@@ -431,3 +431,26 @@ func applyUnified(t *testing.T, diff string, old map[string]string) map[string]s
 	}
 	return out
 }
+
+// TestAlternativeConfig: when the package does not build in the first
+// configuration that compiles an annotated file (a dependency lacks a
+// function on darwin), another port that compiles the same files is loaded instead.
+func TestAlternativeConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	t.Parallel()
+	dir := module(t, map[string]string{
+		"dep/dep.go":        "//go:build !darwin\n\npackage dep\n\nfunc F() {}\n",
+		"dep/dep_darwin.go": "package dep // no F on darwin\n",
+		"svc/svc.go":        "package svc\n\nimport \"example.com/shop/dep\"\n\ntype Service struct{}\n\nfunc init() { dep.F() }\n",
+		"svc/pay.go": "//go:build !linux\n\npackage svc\n\nimport \"context\"\n\n" +
+			"//idem:key=id ttl=1h\nfunc (s *Service) Pay(ctx context.Context, id string) error { return nil }\n",
+	})
+	r := idemgen(t, dir, "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	gen, err := os.ReadFile(filepath.Join(dir, "svc", "idem_gen_not_linux_build.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build !linux && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Pay(")
+}

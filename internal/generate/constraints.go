@@ -331,9 +331,24 @@ func (c config) buildFlags() []string {
 type configSet struct {
 	config
 	files []int // indexes into dirFiles.files
-	// label names the configuration in messages: config.String() without
-	// CGO_ENABLED when no file mentions cgo.
-	label string
+	// alts are other configurations that compile the same files, tried in
+	// turn when the package does not build in config.
+	alts []config
+	// cgo is whether a file of the directory mentions cgo.
+	cgo bool
+}
+
+// maxAlts bounds the alternative configurations of a configSet.
+const maxAlts = 2
+
+// label names the configuration in messages: config.String(), without
+// CGO_ENABLED when no file mentions cgo.
+func (s *configSet) label() string {
+	l := s.config.String()
+	if !s.cgo {
+		l = strings.Replace(strings.Replace(l, " CGO_ENABLED=1", "", 1), " CGO_ENABLED=0", "", 1)
+	}
+	return l
 }
 
 // includes reports whether the set compiles the files of constraint key.
@@ -437,7 +452,7 @@ func (tc *toolchain) configSets(d *dirFiles) ([]configSet, error) {
 		return nil, fmt.Errorf("the files of the package mention %d build tags (%s): idemgen tries every combination of at most %d; "+
 			"give the ones that are always set with -tags", len(varied), strings.Join(varied, ", "), maxVariedTags)
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{} // files -> index in sets
 	var sets []configSet
 	try := func(c config) {
 		var files []int
@@ -453,15 +468,18 @@ func (tc *toolchain) configSets(d *dirFiles) ([]configSet, error) {
 			files = append(files, i)
 		}
 		id := fmt.Sprint(files)
-		if len(files) == 0 || seen[id] {
+		if len(files) == 0 {
 			return
 		}
-		seen[id] = true
-		label := c.String()
-		if !mentioned["cgo"] {
-			label = strings.Replace(strings.Replace(label, " CGO_ENABLED=1", "", 1), " CGO_ENABLED=0", "", 1)
+		if i, ok := seen[id]; ok {
+			// Another port, not only another combination of tags.
+			if s := &sets[i]; len(s.alts) < maxAlts && c.goos != s.goos && !slices.ContainsFunc(s.alts, func(a config) bool { return a.goos == c.goos }) {
+				s.alts = append(s.alts, c)
+			}
+			return
 		}
-		sets = append(sets, configSet{c, files, label})
+		seen[id] = len(sets)
+		sets = append(sets, configSet{config: c, files: files, cgo: mentioned["cgo"]})
 	}
 	for _, p := range tc.ports {
 		cgos := []bool{false}

@@ -280,59 +280,95 @@ func excludedAll(pkg *packages.Package) bool {
 
 // loadConfigs loads every job's package in each of its configurations, one
 // go command per configuration for all the packages that need it; the
-// current configuration's is the package already loaded.
+// current configuration's is the package already loaded. Where the package
+// does not build in a configuration, the next alternative with the same
+// files is loaded instead, in another round.
 func (g *generator) loadConfigs() {
 	type request struct {
 		c    config
 		need []*job
 		idx  []int
 	}
-	byConfig := map[string]*request{}
-	var order []string
+	type pending struct {
+		j *job
+		i int
+	}
+	// first keeps the configuration and errors of a set's first failure,
+	// which are the ones reported when no alternative builds either.
+	type failure struct {
+		c    config
+		errs errorCollector
+	}
+	first := map[pending]failure{}
+	var todo []pending
 	for _, j := range g.jobs {
 		for i, s := range j.sets {
 			if j.base != nil && s.config.String() == g.tc.base.String() {
 				j.pkgs[i] = j.base
 				continue
 			}
-			id := s.config.String()
+			todo = append(todo, pending{j, i})
+		}
+	}
+	for len(todo) > 0 {
+		byConfig := map[string]*request{}
+		var order []string
+		for _, p := range todo {
+			id := p.j.sets[p.i].config.String()
 			r := byConfig[id]
 			if r == nil {
-				r = &request{c: s.config}
+				r = &request{c: p.j.sets[p.i].config}
 				byConfig[id] = r
 				order = append(order, id)
 			}
-			r.need, r.idx = append(r.need, j), append(r.idx, i)
+			r.need, r.idx = append(r.need, p.j), append(r.idx, p.i)
 		}
-	}
-	for _, id := range order {
-		r := byConfig[id]
-		var patterns []string
-		for _, j := range r.need {
-			patterns = append(patterns, j.dir)
-		}
-		fset := token.NewFileSet()
-		pkgs, err := packages.Load(&packages.Config{
-			Context:    g.ctx,
-			Mode:       loadMode,
-			Dir:        g.cfg.Dir,
-			Env:        r.c.env(g.cfg.Env),
-			BuildFlags: r.c.buildFlags(),
-			Fset:       fset,
-		}, patterns...)
-		for k, j := range r.need {
-			i := r.idx[k]
-			if err != nil {
-				j.errs[i].push(&annotations.Error{Pos: token.Position{Filename: j.dir}, Msg: fmt.Sprintf("loading with %s: %v", r.c, err)})
-				continue
+		todo = nil
+		for _, id := range order {
+			r := byConfig[id]
+			var patterns []string
+			for _, j := range r.need {
+				patterns = append(patterns, j.dir)
 			}
-			for _, p := range pkgs {
-				if p.Dir == j.dir || (len(p.GoFiles) > 0 && filepath.Dir(p.GoFiles[0]) == j.dir) {
-					j.pkgs[i] = p
+			pkgs, err := packages.Load(&packages.Config{
+				Context:    g.ctx,
+				Mode:       loadMode,
+				Dir:        g.cfg.Dir,
+				Env:        r.c.env(g.cfg.Env),
+				BuildFlags: r.c.buildFlags(),
+				Fset:       token.NewFileSet(),
+			}, patterns...)
+			for k, j := range r.need {
+				i := r.idx[k]
+				j.pkgs[i], j.errs[i] = nil, errorCollector{}
+				if err != nil {
+					j.errs[i].push(&annotations.Error{Pos: token.Position{Filename: j.dir}, Msg: fmt.Sprintf("loading with %s: %v", r.c, err)})
 				}
-			}
-			if j.pkgs[i] == nil {
-				j.errs[i].push(&annotations.Error{Pos: token.Position{Filename: j.dir}, Msg: "not loaded with " + r.c.String()})
+				for _, p := range pkgs {
+					if p.Dir == j.dir || (len(p.GoFiles) > 0 && filepath.Dir(p.GoFiles[0]) == j.dir) {
+						j.pkgs[i] = p
+					}
+				}
+				if j.pkgs[i] == nil && err == nil {
+					j.errs[i].push(&annotations.Error{Pos: token.Position{Filename: j.dir}, Msg: "not loaded with " + r.c.String()})
+				}
+				if j.pkgs[i] != nil {
+					j.errs[i].load(j.pkgs[i], g.wd)
+				}
+				s := &j.sets[i]
+				if len(j.errs[i].list) == 0 {
+					continue
+				}
+				if _, ok := first[pending{j, i}]; !ok {
+					first[pending{j, i}] = failure{s.config, j.errs[i]}
+				}
+				if len(s.alts) > 0 {
+					s.config, s.alts = s.alts[0], s.alts[1:]
+					todo = append(todo, pending{j, i})
+				} else {
+					f := first[pending{j, i}]
+					s.config, j.errs[i] = f.c, f.errs
+				}
 			}
 		}
 	}
@@ -348,7 +384,7 @@ func (g *generator) constrained(j *job) []File {
 	ok := make([]bool, len(j.sets))
 	var first *packages.Package
 	for i, p := range j.pkgs {
-		if p == nil || j.errs[i].load(p, g.wd) || len(j.errs[i].list) > 0 {
+		if p == nil || len(j.errs[i].list) > 0 {
 			continue
 		}
 		model, err := annotations.ResolvePackage(p.Fset, p.Syntax, p.Types, p.TypesInfo)
@@ -390,7 +426,7 @@ func (g *generator) constrained(j *job) []File {
 		case primary[f.key] >= 0:
 		case broken >= 0:
 			for _, e := range j.errs[broken].list {
-				g.errs.push(&annotations.Error{Pos: e.Pos, Msg: e.Msg + " (with " + j.sets[broken].label + ")"})
+				g.errs.push(&annotations.Error{Pos: e.Pos, Msg: e.Msg + " (with " + j.sets[broken].label() + ")"})
 			}
 		default:
 			g.errs.push(&annotations.Error{Pos: f.annotation, Msg: fmt.Sprintf(
@@ -453,7 +489,7 @@ func (g *generator) constrained(j *job) []File {
 			if i := slices.IndexFunc(vouts, func(v templates.Output) bool {
 				return v.Constraint == o.Constraint && bytes.Equal(v.Content, o.Content)
 			}); i < 0 {
-				g.errs.push(differs(merged, o, vouts, j.sets[max(primaryOf(o.Constraint), 0)].label, s.label))
+				g.errs.push(differs(merged, o, vouts, j.sets[max(primaryOf(o.Constraint), 0)].label(), s.label()))
 				break
 			}
 		}

@@ -135,7 +135,7 @@ func TestConfigSets(t *testing.T) {
 		for _, i := range s.files {
 			names = append(names, d.files[i].path)
 		}
-		assert.NotContains(t, s.label, "CGO_ENABLED", "no file mentions cgo")
+		assert.NotContains(t, s.label(), "CGO_ENABLED", "no file mentions cgo")
 		got = append(got, s.config.String()+": "+strings.Join(names, " "))
 	}
 	assert.Equal(t, []string{
@@ -147,11 +147,17 @@ func TestConfigSets(t *testing.T) {
 		"GOOS=windows GOARCH=amd64 CGO_ENABLED=0 -tags=pro: svc.go other.go pro.go",
 	}, got)
 
+	// Other ports that compile the same files are the alternatives, tried
+	// when the package does not build in the first.
+	assert.Equal(t, []config{{goos: "android", goarch: "arm64"}}, sets[0].alts)
+	assert.Equal(t, []config{{goos: "freebsd", goarch: "amd64"}}, sets[2].alts)
+	assert.Empty(t, sets[4].alts)
+
 	d.files = append(d.files, goFile{path: "c.go", pkgName: "svc", expr: &constraint.TagExpr{Tag: "cgo"}, key: "cgo"})
 	sets, err = tc.configSets(d)
 	require.NoError(t, err)
-	assert.Equal(t, "GOOS=linux GOARCH=amd64 CGO_ENABLED=1", sets[0].label, "a file mentions cgo")
-	assert.Equal(t, "GOOS=linux GOARCH=amd64 CGO_ENABLED=0", sets[2].label, "cgo off is tried on the current port")
+	assert.Equal(t, "GOOS=linux GOARCH=amd64 CGO_ENABLED=1", sets[0].label(), "a file mentions cgo")
+	assert.Equal(t, "GOOS=linux GOARCH=amd64 CGO_ENABLED=0", sets[2].label(), "cgo off is tried on the current port")
 	d.files = d.files[:len(d.files)-1]
 
 	tc.base.tags = []string{"pro"} // -tags=pro: always set
