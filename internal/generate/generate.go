@@ -440,7 +440,8 @@ func (g *generator) constrained(j *job) []File {
 		return nil
 	}
 	if first == nil {
-		// No configuration has annotations: remove stale files.
+		// No configuration loads, and no file has annotations (else an
+		// error was reported above): remove stale files.
 		return g.outputFiles(j.dir, j.pkgPath, j.d, nil)
 	}
 	primaryOf := func(key string) int {
