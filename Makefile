@@ -15,11 +15,12 @@ test: fmt-check vet staticcheck check
 	scripts/with-services.sh $(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 generate:
-	$(GO) generate ./examples/...
+	$(GO) generate ./examples/... ./internal/benchcmp/...
 
-# Fails when a committed idem_gen.go is stale or missing.
+# Fails when a committed generated file is stale, missing or extra, and
+# prints the unified diff of what `make generate` would change.
 check:
-	$(GO) run ./cmd/idemgen -check ./examples/...
+	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^testdata/')); \

@@ -30,6 +30,12 @@ type Type struct {
 	Pos       token.Position
 	Obj       *types.TypeName
 	Methods   []*Method // annotated methods, in source order
+	// Constraint is the build constraint of the file that declares the
+	// type (its //go:build expression and its GOOS/GOARCH file-name
+	// suffix, as one expression), or "" for none. Resolve leaves it empty;
+	// the generator sets it, and the templates declare the wrapper type and
+	// its constructor in the generated file of that constraint.
+	Constraint string
 }
 
 // InflightMode is what a duplicate gets while the first call still runs.
@@ -75,6 +81,10 @@ type Method struct {
 	// Budget, when the annotation states a retry budget, for documentation
 	// in the generated code.
 	Budget *Budget
+	// Constraint is the build constraint of the file that declares the
+	// method, or "" for none (see Type.Constraint): its wrapper method goes
+	// to the generated file of that constraint.
+	Constraint string
 }
 
 // Budget is the retry budget an annotation states.

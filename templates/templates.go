@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"go/build/constraint"
 	"go/format"
 	"go/token"
 	"go/types"
@@ -64,6 +65,12 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	return g.render()
+}
+
+// render is Render of the declarations g.decls returns.
+func (g *gen) render() ([]byte, error) {
+	pkg := g.pkg
 	decls := g.decls()
 	workers := max(1, min(runtime.GOMAXPROCS(0), len(decls)/declsPerWorker))
 	size := (len(decls) + workers - 1) / workers
@@ -342,7 +349,7 @@ func (g *gen) newFile() *jen.File {
 	} else {
 		f = jen.NewFile(g.pkg.Name)
 	}
-	f.HeaderComment(Header + "\n\n//go:build !" + BuildTag)
+	f.HeaderComment(Header + "\n\n//go:build " + g.buildExpr())
 	for _, path := range slices.Sorted(mapsKeys(g.imports)) {
 		name := g.imports[path]
 		if name == g.realNames[path] && name == assumedName(path) {
@@ -364,14 +371,22 @@ func (g *gen) decls() []decl {
 	}
 	add(g.types[0].t.Pos, g.handshake)
 	for _, tg := range g.types {
-		add(tg.t.Pos, tg.wrapperType)
-		if tg.t.Interface {
-			add(tg.t.Pos, tg.interfaceAssertion)
+		if g.inFile(tg.t.Constraint) {
+			add(tg.t.Pos, tg.wrapperType)
+			if tg.t.Interface {
+				add(tg.t.Pos, tg.interfaceAssertion)
+			}
+			add(tg.t.Pos, tg.constructor)
 		}
-		add(tg.t.Pos, tg.constructor)
 		for _, mg := range tg.methods {
+			if !g.inFile(mg.m.Constraint) {
+				continue
+			}
 			add(mg.m.Pos, mg.descriptor)
 			ds = append(ds, decl{pos: mg.m.Pos, build: mg.method})
+		}
+		if !g.inFile(tg.t.Constraint) {
+			continue
 		}
 		for _, fn := range tg.passes {
 			ds = append(ds, decl{pos: tg.t.Pos, build: func() (jen.Code, error) { return tg.passThrough(fn) }})
@@ -410,6 +425,11 @@ type gen struct {
 	// only read (each method names its locals in a child scope).
 	scope *namer
 	types []*typeGen
+	// file is the build constraint of the file being rendered (see
+	// RenderFiles); nil renders every declaration into one file.
+	file *string
+	// fileExpr is *file parsed; nil for no constraint.
+	fileExpr constraint.Expr
 }
 
 func newGen(pkg *annotations.Package) (*gen, error) {

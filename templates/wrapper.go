@@ -156,6 +156,11 @@ func (tg *typeGen) wrappedText() string {
 func (tg *typeGen) methodNames() string {
 	var names []string
 	for _, m := range tg.t.Methods {
+		if m.Constraint != "" && m.Constraint != tg.t.Constraint {
+			// The wrapper method exists only where its method does.
+			names = append(names, m.Name+" ("+m.Constraint+" builds)")
+			continue
+		}
 		names = append(names, m.Name)
 	}
 	return andList(names)

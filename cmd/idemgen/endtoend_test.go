@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,18 +192,84 @@ func TestEndToEnd(t *testing.T) {
 	assert.Equal(t, filepath.Join("catalog", "catalog.go")+":3:27: undefined: nope\n", r.stderr)
 }
 
+// TestTags: a package whose annotated methods are under build constraints
+// gets one generated file per constraint, without -tags; -check covers each,
+// and the file of a constraint that no longer has annotations is removed.
 func TestTags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the go command")
 	}
+	t.Parallel()
 	dir := module(t, map[string]string{
-		"svc/svc.go": "//go:build pro\n\n" + shippingSrc[:len("package shipping")] + "\n" + shippingSrc[len("package shipping"):],
+		"svc/svc.go": "package shipping\n\ntype Service struct{}\n",
+		"svc/pro.go": "//go:build pro\n\n" + strings.Replace(shippingSrc, "type Service struct{}\n", "", 1),
+		"svc/svc_linux.go": "package shipping\n\nimport \"context\"\n\n" +
+			"//idem:key=id ttl=1h\nfunc (s *Service) Track(ctx context.Context, id string) error { return nil }\n",
 	})
-	r := idemgen(t, dir, "./svc")
-	assert.Equal(t, 1, r.code, "without the tag, the package has no files")
-	r = idemgen(t, dir, "-tags=pro", "./svc")
+	svc := filepath.Join(dir, "svc")
+	pro, linux := filepath.Join(svc, "idem_gen_pro.go"), filepath.Join(svc, "idem_gen_linux.go")
+	r := idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_pro.go")+": missing")
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_linux.go")+": missing")
+
+	// Without -tags the pro-only method is found and wrapped, in a file
+	// that carries its constraint.
+	r = idemgen(t, dir, "./svc")
 	require.Equal(t, 0, r.code, r.stderr)
-	assert.FileExists(t, filepath.Join(dir, "svc", "idem_gen.go"))
+	gen, err := os.ReadFile(pro)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build pro && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Ship(")
+	gen, err = os.ReadFile(linux)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build linux && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Track(")
+	gen, err = os.ReadFile(filepath.Join(svc, "idem_gen.go"))
+	require.NoError(t, err, "the wrapper type is in every build")
+	assert.Contains(t, string(gen), "type IdempotentService struct")
+	gen, err = os.ReadFile(linux)
+	require.NoError(t, err)
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, dir, "-tags=pro", "-check", "./svc")
+	assert.Equal(t, 0, r.code, "-tags only fixes a tag: the same files: %s", r.stderr)
+
+	// A stale constrained file is caught by -check like idem_gen.go.
+	write(t, linux, strings.Replace(string(gen), "time.Hour", "2*time.Hour", 1))
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, filepath.Join("svc", "idem_gen_linux.go")+": stale; run idemgen\n", r.stderr)
+
+	// The annotation under linux goes away: so does its file.
+	require.NoError(t, os.Remove(filepath.Join(svc, "svc_linux.go")))
+	r = idemgen(t, dir, "-check", "./svc")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, filepath.Join("svc", "idem_gen_linux.go")+": extra")
+	r = idemgen(t, dir, "-v", "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NoFileExists(t, linux)
+	assert.FileExists(t, pro)
+
+	// A package whose files are all under a tag: the current build has no
+	// files, and the generator still finds and wraps them.
+	write(t, filepath.Join(svc, "svc.go"), "//go:build pro\n\npackage shipping\n\ntype Service struct{}\n")
+	r = idemgen(t, dir, "-v", "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.NoFileExists(t, filepath.Join(svc, "idem_gen.go"))
+	gen, err = os.ReadFile(pro)
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "type IdempotentService struct")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Ship(")
+
+	// go list ./... leaves such a package out; idemgen ./... does not.
+	require.NoError(t, os.Remove(pro))
+	r = idemgen(t, dir, "-check", "./...")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, filepath.Join("svc", "idem_gen_pro.go")+": missing; run idemgen\n", r.stderr)
+	r = idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.FileExists(t, pro)
 }
 
 func TestUsage(t *testing.T) {
@@ -210,6 +278,13 @@ func TestUsage(t *testing.T) {
 	assert.Contains(t, r.stderr, "usage: idemgen [flags] [packages]")
 	assert.Contains(t, r.stderr, "//idem:key=order.ID+op ttl=155s")
 	assert.Contains(t, r.stderr, "-check")
+	assert.Contains(t, r.stderr, "-diff")
+	// The tool form leads; the go run form names the go get it needs.
+	tool := strings.Index(r.stderr, "go get -tool github.com/idemgen/idemgen/cmd/idemgen\n")
+	assert.Positive(t, tool, "the tool form is documented")
+	assert.Less(t, tool, strings.Index(r.stderr, "go run github.com/idemgen/idemgen/cmd/idemgen"), "and comes first")
+	assert.Contains(t, r.stderr, "//go:generate go tool idemgen\n")
+	assert.Contains(t, r.stderr, "needs go get github.com/idemgen/idemgen/cmd/idemgen")
 
 	r = idemgen(t, ".", "-nosuchflag")
 	assert.Equal(t, 2, r.code)
@@ -238,4 +313,144 @@ func TestForeignFile(t *testing.T) {
 	assert.Equal(t, 1, r.code)
 	assert.Equal(t, filepath.Join("shipping", "idem_gen.go")+`:1:1: idem_gen.go exists and was not generated by idemgen (its first line is not "// Code generated by idemgen. DO NOT EDIT."): rename it, idemgen writes its wrappers there`+"\n", r.stderr)
 	assert.FileExists(t, filepath.Join(dir, "catalog", "idem_gen.go"), "a file idemgen did not write is never removed")
+}
+
+// TestCheckDiff: -check -diff prints a unified diff of what a run would
+// change (missing, stale and extra files), which a run then makes true.
+func TestCheckDiff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	t.Parallel()
+	dir := module(t, map[string]string{
+		"billing/billing.go":   billingSrc,
+		"shipping/shipping.go": shippingSrc,
+	})
+	billingGen := filepath.Join(dir, "billing", "idem_gen.go")
+	shippingGen := filepath.Join(dir, "shipping", "idem_gen.go")
+
+	// Missing: the diff adds every line of the file a run writes.
+	r := idemgen(t, dir, "-check", "-diff", "./billing")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.Equal(t, filepath.Join("billing", "idem_gen.go")+": missing; run idemgen\n", r.stderr)
+	assert.NoFileExists(t, billingGen, "-diff writes nothing")
+	require.Equal(t, 0, idemgen(t, dir, "./...").code)
+	gen, err := os.ReadFile(billingGen)
+	require.NoError(t, err)
+	want := "--- /dev/null\n+++ b/billing/idem_gen.go\n@@ -0,0 +1," + strconv.Itoa(strings.Count(string(gen), "\n")) + " @@\n"
+	for l := range strings.Lines(string(gen)) {
+		want += "+" + l
+	}
+	assert.Equal(t, want, r.stdout)
+
+	r = idemgen(t, dir, "-check", "-diff", "./...")
+	assert.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stdout, "nothing to change, no diff")
+
+	// Stale: the hunks turn the file on disk into the one a run writes.
+	write(t, filepath.Join(dir, "billing", "billing.go"), strings.Replace(billingSrc, "ttl=155s", "ttl=10m", 1))
+	write(t, shippingGen, strings.Replace(mustRead(t, shippingGen), "time.Hour", "2 * time.Hour", 1))
+	r = idemgen(t, dir, "-diff", "./...") // -diff implies -check
+	assert.Equal(t, 1, r.code, r.stderr)
+	old := map[string]string{"billing/idem_gen.go": string(gen), "shipping/idem_gen.go": mustRead(t, shippingGen)}
+	patched := applyUnified(t, r.stdout, old)
+	require.Equal(t, 0, idemgen(t, dir, "./...").code)
+	assert.Equal(t, mustRead(t, billingGen), patched["billing/idem_gen.go"])
+	assert.Equal(t, mustRead(t, shippingGen), patched["shipping/idem_gen.go"])
+	assert.Regexp(t, `(?m)^-\tTTL: +155 \* time\.Second,\n\+\tTTL: +10 \* time\.Minute,$`, r.stdout)
+
+	// Extra: the diff removes every line.
+	write(t, filepath.Join(dir, "shipping", "shipping.go"), strings.Replace(shippingSrc, "//idem:", "// ", 1))
+	before := mustRead(t, shippingGen)
+	r = idemgen(t, dir, "-check", "-diff", "./shipping")
+	assert.Equal(t, 1, r.code, r.stderr)
+	assert.True(t, strings.HasPrefix(r.stdout, "--- a/shipping/idem_gen.go\n+++ /dev/null\n@@ -1,"+strconv.Itoa(strings.Count(before, "\n"))+" +0,0 @@\n"), r.stdout)
+	assert.Equal(t, strings.Count(before, "\n"), strings.Count(r.stdout, "\n-"), "every line removed")
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// applyUnified applies a unified diff of files named a/<name> b/<name> to
+// old (by name), checking every context and removed line against it, and
+// returns the patched files.
+func applyUnified(t *testing.T, diff string, old map[string]string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	hunk := regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@$`)
+	ls := strings.SplitAfter(diff, "\n")
+	for i := 0; i < len(ls) && ls[i] != ""; {
+		require.True(t, strings.HasPrefix(ls[i], "--- a/"), "line %d: %q", i, ls[i])
+		name := strings.TrimSuffix(strings.TrimPrefix(ls[i], "--- a/"), "\n")
+		require.Equal(t, "+++ b/"+name+"\n", ls[i+1])
+		i += 2
+		src := strings.SplitAfter(old[name], "\n")
+		src = src[:len(src)-1] // after the last newline
+		var dst []string
+		next := 0 // the next line of src to copy
+		for i < len(ls) && strings.HasPrefix(ls[i], "@@") {
+			m := hunk.FindStringSubmatch(strings.TrimSuffix(ls[i], "\n"))
+			require.NotNil(t, m, ls[i])
+			start, _ := strconv.Atoi(m[1])
+			oldN, newN := 1, 1
+			if m[2] != "" {
+				oldN, _ = strconv.Atoi(m[2])
+			}
+			if m[4] != "" {
+				newN, _ = strconv.Atoi(m[4])
+			}
+			dst = append(dst, src[next:start-1]...)
+			next = start - 1
+			for i++; oldN > 0 || newN > 0; i++ {
+				require.Less(t, i, len(ls), "hunk cut short")
+				require.NotEmpty(t, ls[i], "hunk cut short")
+				l := ls[i][1:]
+				switch ls[i][0] {
+				case ' ', '-':
+					require.Less(t, next, len(src), "hunk past the end of %s", name)
+					require.Equal(t, src[next], l, "%s line %d", name, next+1)
+					next++
+					oldN--
+					if ls[i][0] == ' ' {
+						dst = append(dst, l)
+						newN--
+					}
+				case '+':
+					dst = append(dst, l)
+					newN--
+				default:
+					require.Fail(t, "not a hunk line", ls[i])
+				}
+			}
+		}
+		out[name] = strings.Join(append(dst, src[next:]...), "")
+	}
+	return out
+}
+
+// TestAlternativeConfig: when the package does not build in the first
+// configuration that compiles an annotated file (a dependency lacks a
+// function on darwin), another port that compiles the same files is loaded instead.
+func TestAlternativeConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	t.Parallel()
+	dir := module(t, map[string]string{
+		"dep/dep.go":        "//go:build !darwin\n\npackage dep\n\nfunc F() {}\n",
+		"dep/dep_darwin.go": "package dep // no F on darwin\n",
+		"svc/svc.go":        "package svc\n\nimport \"example.com/shop/dep\"\n\ntype Service struct{}\n\nfunc init() { dep.F() }\n",
+		"svc/pay.go": "//go:build !linux\n\npackage svc\n\nimport \"context\"\n\n" +
+			"//idem:key=id ttl=1h\nfunc (s *Service) Pay(ctx context.Context, id string) error { return nil }\n",
+	})
+	r := idemgen(t, dir, "./svc")
+	require.Equal(t, 0, r.code, r.stderr)
+	gen, err := os.ReadFile(filepath.Join(dir, "svc", "idem_gen_not_linux_build.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(gen), "//go:build !linux && !idemgen\n")
+	assert.Contains(t, string(gen), "func (w *IdempotentService) Pay(")
 }

@@ -1,15 +1,3 @@
-// Command idemgen writes idem_gen.go beside every package whose methods carry
-// an //idem: annotation: a wrapper type whose annotated methods run at most
-// once per key, through the idemgen runtime.
-//
-//	//go:generate go run github.com/idemgen/idemgen/cmd/idemgen
-//
-// or, with the tool directive of Go 1.24+ (go get -tool
-// github.com/idemgen/idemgen/cmd/idemgen):
-//
-//	//go:generate go tool idemgen
-//
-// Run idemgen -h for the flags.
 package main
 
 import (
@@ -24,6 +12,8 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+
+	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/idemgen/idemgen/annotations"
 	"github.com/idemgen/idemgen/internal/generate"
@@ -43,9 +33,24 @@ const usageText = `usage: idemgen [flags] [packages]
 idemgen writes idem_gen.go beside every package whose methods carry an
 //idem: annotation: a type Idempotent<Type>, made by NewIdempotent<Type>,
 whose annotated methods run at most once per key, replaying the stored
-outcome to retries. Packages are go list patterns (default ".", and "./..."
-works). A package without annotations gets no file, and a stale idem_gen.go
-there is removed.
+outcome to retries. Install it as a tool of your module (Go 1.24+; this
+survives go mod tidy):
+
+	go get -tool github.com/idemgen/idemgen/cmd/idemgen
+
+and add, in one file of the package:
+
+	//go:generate go tool idemgen
+
+(The go run form, //go:generate go run github.com/idemgen/idemgen/cmd/idemgen,
+needs go get github.com/idemgen/idemgen/cmd/idemgen, and a tools/tools.go
+file that imports the command to survive go mod tidy.)
+
+Packages are go list patterns (default ".", and "./..." works). Annotated
+methods under a build constraint (//go:build linux, svc_linux.go) go to
+idem_gen_<constraint>.go, which carries it; idemgen finds them in every build
+configuration, without -tags. A generated file that no annotated method needs
+any more is removed.
 
 An annotation is a line in a method's doc comment:
 
@@ -56,12 +61,7 @@ An annotation is a line in a method's doc comment:
 
 Options: key, ttl, retries, timeout, backoff, downstream, margin, lease,
 inflight, hash, final, op, codec; //idem:defaults on a type applies to its
-methods.
-The reference is ANNOTATIONS.md in the idemgen repository.
-
-With go generate, in one file of the package:
-
-	//go:generate go run github.com/idemgen/idemgen/cmd/idemgen
+methods. The reference is docs/ANNOTATIONS.md in the idemgen repository.
 
 Flags:
 `
@@ -84,8 +84,9 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("idemgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	check := fs.Bool("check", false, "write nothing; exit 1 and name every idem_gen.go that is stale, missing or extra")
-	tags := fs.String("tags", "", "comma-separated build `tags` to load the packages with (idemgen is always set)")
+	check := fs.Bool("check", false, "write nothing; exit 1 and name every generated file that is stale, missing or extra")
+	showDiff := fs.Bool("diff", false, "with -check: also print a unified diff of what a run would change to standard output (implies -check)")
+	tags := fs.String("tags", "", "comma-separated build `tags` set in every configuration idemgen loads (idemgen is always set; the tags the package's files mention are tried with and without)")
 	verbose := fs.Bool("v", false, "print what is written, removed or unchanged")
 	version := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
@@ -132,10 +133,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemgen:", err)
 		return exitFailed
 	}
-	if *check {
+	if *check || *showDiff {
 		for _, c := range changes {
 			if c.state != unchanged {
 				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", shortPath(wd, c.file.Path), c.state)
+				if *showDiff {
+					if err := writeDiff(stdout, wd, c); err != nil {
+						fmt.Fprintln(stderr, "idemgen:", err)
+						return exitFailed
+					}
+				}
 			} else if *verbose {
 				fmt.Fprintf(stderr, "%s: up to date\n", shortPath(wd, c.file.Path))
 			}
@@ -189,11 +196,11 @@ const (
 	unchanged state = iota
 	missing         // to be written, no file yet
 	outdated        // to be written over different bytes
-	extra           // a generated file in a package without annotations
+	extra           // a generated file no annotated method needs any more
 )
 
 func (s state) String() string {
-	return [...]string{"up to date", "missing", "stale", "extra (its package has no annotations)"}[s]
+	return [...]string{"up to date", "missing", "stale", "extra (no annotated method needs it any more)"}[s]
 }
 
 func (s state) done() string {
@@ -226,6 +233,48 @@ func diff(files []generate.File) ([]change, error) {
 		}
 	}
 	return changes, nil
+}
+
+// writeDiff prints the unified diff (git's a/ and b/ prefixes, paths
+// relative to wd, /dev/null for a missing or an extra file) of what a run
+// would do to c's file.
+func writeDiff(w io.Writer, wd string, c change) error {
+	var old []byte
+	if c.state != missing {
+		var err error
+		if old, err = os.ReadFile(c.file.Path); err != nil {
+			return err
+		}
+	}
+	name := filepath.ToSlash(shortPath(wd, c.file.Path))
+	from, to := "a/"+name, "b/"+name
+	if c.state == missing {
+		from = "/dev/null"
+	}
+	if c.state == extra {
+		to = "/dev/null"
+	}
+	text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: lines(old), B: lines(c.file.Content), FromFile: from, ToFile: to, Context: 3,
+	})
+	if err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, text)
+	return err
+}
+
+// lines splits content into lines, each with its newline (one is added to
+// a last line without).
+func lines(content []byte) []string {
+	var ls []string
+	for l := range strings.Lines(string(content)) {
+		if !strings.HasSuffix(l, "\n") {
+			l += "\n"
+		}
+		ls = append(ls, l)
+	}
+	return ls
 }
 
 func stale(changes []change) bool {

@@ -2,6 +2,7 @@ package generate
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,19 +133,39 @@ func TestGolden(t *testing.T) {
 	}
 	overlay := map[string]string{}
 	tmp := t.TempDir()
+	var constrained []goldenCase // cases with build constraints
 	for _, c := range success {
-		path := filepath.Join(c.dir, templates.FileName)
-		content, ok := generated[path]
-		if !assert.True(t, ok, "%s: no %s generated", c.name, templates.FileName) {
-			continue
+		if _, ok := generated[filepath.Join(c.dir, templates.FileName)]; !ok {
+			d, errs := scanDir(c.dir)
+			require.Empty(t, errs)
+			if !d.constrained() {
+				assert.Fail(t, "no "+templates.FileName+" generated", c.name)
+			}
 		}
-		delete(generated, path)
-		t.Run(c.name+"/source", func(t *testing.T) {
-			compareGolden(t, filepath.Join(c.dir, "want", templates.FileName), string(content))
-		})
-		src := filepath.Join(tmp, c.name+"_"+templates.FileName)
-		require.NoError(t, os.WriteFile(src, content, 0o644))
-		overlay[path] = src
+		var names []string
+		for path, content := range generated {
+			if filepath.Dir(path) != c.dir {
+				continue
+			}
+			name := filepath.Base(path)
+			names = append(names, name)
+			delete(generated, path)
+			t.Run(c.name+"/source/"+name, func(t *testing.T) {
+				compareGolden(t, filepath.Join(c.dir, "want", name), string(content))
+			})
+			src := filepath.Join(tmp, c.name+"_"+name)
+			require.NoError(t, os.WriteFile(src, content, 0o644))
+			overlay[path] = src
+		}
+		if !*update {
+			wants, _ := filepath.Glob(filepath.Join(c.dir, "want", "idem_gen*.go"))
+			for _, w := range wants {
+				assert.Contains(t, names, filepath.Base(w), "%s: %s is no longer generated", c.name, w)
+			}
+		}
+		if len(names) > 1 || (len(names) == 1 && names[0] != templates.FileName) {
+			constrained = append(constrained, c)
+		}
 	}
 	assert.Empty(t, generated, "files generated outside the case folders")
 	if t.Failed() && !*update {
@@ -159,8 +180,29 @@ func TestGolden(t *testing.T) {
 	require.NoError(t, os.WriteFile(overlayFile, overlayJSON, 0o644))
 	bin := filepath.Join(tmp, "bin") + string(filepath.Separator)
 	require.NoError(t, os.Mkdir(bin, 0o755))
-	goCmd(t, root, append([]string{"build", "-overlay=" + overlayFile, "-o", bin}, patterns(success)...)...)
-	goCmd(t, root, append([]string{"vet", "-overlay=" + overlayFile}, patterns(success)...)...)
+	goCmd(t, root, nil, append([]string{"build", "-overlay=" + overlayFile, "-o", bin}, patterns(success)...)...)
+	goCmd(t, root, nil, append([]string{"vet", "-overlay=" + overlayFile}, patterns(success)...)...)
+
+	// A case with build constraints must build and vet in every
+	// configuration: on linux and darwin, with and without the pro tag; and
+	// its program runs with each set of tags.
+	for _, c := range constrained {
+		for _, goos := range []string{"linux", "darwin"} {
+			for _, tags := range []string{"", "pro"} {
+				t.Run(c.name+"/vet/"+goos+"/"+cmp.Or(tags, "notags"), func(t *testing.T) {
+					goCmd(t, root, []string{"GOOS=" + goos}, "vet", "-tags="+tags, "-overlay="+overlayFile, c.pattern)
+				})
+			}
+		}
+		if runtime.GOOS != "windows" {
+			proBin := filepath.Join(tmp, "pro")
+			require.NoError(t, os.Mkdir(proBin, 0o755))
+			goCmd(t, root, nil, "build", "-tags=pro", "-overlay="+overlayFile, "-o", proBin+string(filepath.Separator), c.pattern)
+			t.Run(c.name+"/program_pro", func(t *testing.T) {
+				runGolden(t, ctx, filepath.Join(proBin, c.name), filepath.Join(c.dir, "want", "program_out_pro.txt"))
+			})
+		}
+	}
 
 	for _, c := range success {
 		t.Run(c.name+"/program", func(t *testing.T) {
@@ -168,22 +210,31 @@ func TestGolden(t *testing.T) {
 			if runtime.GOOS == "windows" {
 				exe += ".exe"
 			}
-			ctx, cancel := context.WithTimeout(ctx, time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, exe)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
-			out, err := cmd.Output()
-			require.NoError(t, err, "%s\n%s", out, stderr.Bytes())
-			compareGolden(t, filepath.Join(c.dir, "want", "program_out.txt"), string(out))
+			runGolden(t, ctx, exe, filepath.Join(c.dir, "want", "program_out.txt"))
 		})
 	}
 }
 
-func goCmd(t *testing.T, dir string, args ...string) {
+// runGolden runs a case's program and compares what it prints with the
+// golden file want.
+func runGolden(t *testing.T, ctx context.Context, exe, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, exe)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, "%s\n%s", out, stderr.Bytes())
+	compareGolden(t, want, string(out))
+}
+
+// goCmd runs the go command in dir with env added to the environment.
+func goCmd(t *testing.T, dir string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command("go", args...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "go %s:\n%s", strings.Join(args, " "), out)
 }

@@ -1,0 +1,3 @@
+package svc
+
+type Service struct{}

@@ -1,0 +1,3 @@
+package svc
+
+type Handle int

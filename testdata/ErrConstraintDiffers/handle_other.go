@@ -1,0 +1,5 @@
+//go:build !linux
+
+package svc
+
+type Handle string
