@@ -18,9 +18,29 @@ var (
 	// ErrLeaseLost: the claim's lease lapsed and another worker took the key
 	// over (or the record is gone); this worker's outcome was not stored.
 	ErrLeaseLost = errors.New("idem: lease lost to another worker")
+	// ErrStoreFull: the store is at its configured capacity and refuses new
+	// claims; no live record was dropped to make room. The method was not
+	// called; retry later.
+	ErrStoreFull = errors.New("idem: store is full")
+	// ErrTooLarge: a tenant, operation name or stored outcome exceeds the
+	// limits every store accepts (MaxTenantLen, MaxOpLen, MaxOutcomeLen).
+	ErrTooLarge = errors.New("idem: value exceeds the store limits")
 	// ErrFinal matches, through errors.Is, every final error: one marked with
 	// Final, or a replayed one.
 	ErrFinal = errors.New("idem: final error")
+)
+
+// Limits every store accepts: any byte string (NUL bytes and invalid UTF-8
+// included) up to these sizes. The executor refuses larger values with
+// ErrTooLarge before it claims, and stores refuse them with ErrTooLarge.
+const (
+	// MaxTenantLen is the longest tenant, in bytes.
+	MaxTenantLen = 1024
+	// MaxOpLen is the longest operation name, in bytes.
+	MaxOpLen = 1024
+	// MaxOutcomeLen is the largest Outcome (Body, ErrCode, ErrMessage and
+	// Meta together), in bytes.
+	MaxOutcomeLen = 64 << 20
 )
 
 // InProgressError is returned (wrapping ErrInProgress) while another call

@@ -60,6 +60,12 @@ type ClaimRequest struct {
 	Lease time.Duration
 	// TTL is how long the record lives from now.
 	TTL time.Duration
+	// Scheme identifies how Fingerprint was computed (which values, in which
+	// encoding); 0 means unknown. Stores keep it with the record and return
+	// it in Record.Scheme, so that a retry whose fingerprint was computed by
+	// another release (a rolling deploy) is recognised instead of being
+	// refused as a different payload.
+	Scheme uint32
 }
 
 // Claim is the answer to a ClaimRequest.
@@ -77,7 +83,9 @@ type Claim struct {
 type Record struct {
 	Status      Status
 	Fingerprint Fingerprint
-	Token       Token
+	// Scheme is the ClaimRequest.Scheme of the claim that created the record.
+	Scheme uint32
+	Token  Token
 	// LeaseLeft is how long, by the store's clock, until a PROCESSING
 	// record's lease lapses; 0 when it has lapsed or the record is final.
 	LeaseLeft time.Duration
@@ -149,6 +157,19 @@ type Txn interface {
 	Complete(ctx context.Context, out Outcome, ttl time.Duration, discardWrites bool) error
 	// Release rolls the whole transaction back: no record, no business write.
 	Release(ctx context.Context) error
+}
+
+// Renewer is implemented by stores that can extend a claim's lease while
+// the method runs, so that a slow method (rather than a stalled process)
+// does not lose its key to a takeover. The executor renews through it when
+// lease renewal is on.
+type Renewer interface {
+	Store
+	// Renew atomically sets the lease of the PROCESSING record holding token
+	// to lease from the store's now (never beyond the record's expiry). If
+	// the record is gone, final, or holds another token, it changes nothing
+	// and returns ErrLeaseLost.
+	Renew(ctx context.Context, key Key, token Token, lease time.Duration) error
 }
 
 // LocalStore is implemented by stores that answer from process memory and
