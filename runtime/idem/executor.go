@@ -32,6 +32,16 @@ type Method struct {
 	// Final lists the sentinel errors that are business outcomes: stored,
 	// replayed, and errors.Is-equal on replay.
 	Final []FinalError
+	// Sentinels lists further sentinel errors the method may return wrapped
+	// in Final (the generator lists the exported error variables of the
+	// service's package). They are not final by themselves; a Final error
+	// that matches one is stored under its name, and its replay is
+	// errors.Is-equal to it.
+	Sentinels []FinalError
+	// Scheme identifies how the wrapper computes the request fingerprint
+	// (the generator derives it from the hashed parameters' types and its
+	// encoding version); 0 means unknown. See ClaimRequest.Scheme.
+	Scheme uint32
 }
 
 // FinalError names a sentinel error for storage. Name is what is stored, so
