@@ -65,7 +65,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			return run(ctx, &c, claim, req.Token, fn)
 		}
 		if m.Wait > 0 && waited == nil {
-			waited = &waiter{deadline: ex.now().Add(m.Wait), now: ex.now}
+			waited = &waiter{deadline: ex.now().Add(m.Wait), clock: ex.clock}
 		}
 		v, err, again := c.answer(claim.Record, waited.more())
 		if !again {
@@ -250,10 +250,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome) error 
 			break
 		}
 		c.emit(EventStoreRetry, err)
-		select {
-		case <-time.After(backoff):
-		case <-dctx.Done():
-		}
+		_ = c.ex.clock.Sleep(dctx, backoff) // dctx.Err() ends the loop above
 		backoff *= 4
 	}
 	return c.storeError("complete", err)
@@ -310,12 +307,12 @@ func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
 // waiter paces a duplicate that waits for a running call (inflight=wait:d).
 type waiter struct {
 	deadline time.Time
-	now      func() time.Time
+	clock    Clock
 	backoff  time.Duration
 }
 
 // more reports whether there is time left to wait; a nil waiter has none.
-func (w *waiter) more() bool { return w != nil && w.now().Before(w.deadline) }
+func (w *waiter) more() bool { return w != nil && w.clock.Now().Before(w.deadline) }
 
 func (w *waiter) sleep(ctx context.Context, leaseLeft time.Duration) error {
 	if w.backoff == 0 {
@@ -323,17 +320,10 @@ func (w *waiter) sleep(ctx context.Context, leaseLeft time.Duration) error {
 	} else {
 		w.backoff = min(w.backoff*2, 100*time.Millisecond)
 	}
-	d := min(w.backoff, w.deadline.Sub(w.now()))
+	d := min(w.backoff, w.deadline.Sub(w.clock.Now()))
 	if leaseLeft > 0 {
 		d = min(d, leaseLeft+time.Millisecond)
 	}
 	d = max(d, time.Millisecond)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.clock.Sleep(ctx, d)
 }

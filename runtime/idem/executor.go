@@ -60,8 +60,9 @@ type Executor struct {
 	lease    time.Duration
 	tenant   func(context.Context) string
 	codec    Codec
-	now      func() time.Time
-	observe  func(Event) // nil: no observer, and no clock reads for it
+	clock    Clock
+	now      func() time.Time // clock.Now
+	observe  func(Event)      // nil: no observer, and no clock reads for it
 	attempts int
 	timeout  time.Duration
 	local    bool // the store is a LocalStore
@@ -81,10 +82,37 @@ func WithTenant(f func(context.Context) string) Option { return func(e *Executor
 // WithCodec sets the codec of stored results (default JSONCodec).
 func WithCodec(c Codec) Option { return func(e *Executor) { e.codec = c } }
 
-// WithClock sets the clock the executor uses to measure durations for the
-// observer and to pace waits (default time.Now). Lease and expiry instants
-// always come from the store's clock.
-func WithClock(now func() time.Time) Option { return func(e *Executor) { e.now = now } }
+// Clock is the executor's source of time: it measures durations for the
+// observer and paces every wait the executor makes (a duplicate waiting for a
+// running call, backoff between store retries). Lease and expiry instants
+// always come from the store's clock. Tests and simulations pass a virtual
+// clock; the default is the system clock.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done and then returns ctx.Err().
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// SystemClock is the Clock of time.Now and real timers.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or for ctx.
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WithClock sets the executor's clock (default SystemClock).
+func WithClock(c Clock) Option { return func(e *Executor) { e.clock = c } }
 
 // WithObserver sets a function called once per notable event, synchronously;
 // it must be fast and safe for concurrent use.
@@ -103,7 +131,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		lease:    DefaultLease,
 		tenant:   func(context.Context) string { return "" },
 		codec:    JSONCodec{},
-		now:      time.Now,
+		clock:    SystemClock{},
 		attempts: 3,
 		timeout:  5 * time.Second,
 	}
@@ -114,6 +142,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	for _, o := range opts {
 		o(e)
 	}
+	e.now = e.clock.Now
 	return e
 }
 
