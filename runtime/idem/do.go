@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/idemgen/idemgen/internal/mutant"
 )
 
 // Do runs fn at most once per key: it claims the key built from parts (scoped
@@ -189,6 +191,9 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, fn fu
 	}()
 	v, err = fn(withRecordKey(ctx, c.key))
 	out, store, encErr := c.outcome(v, err)
+	if store && out.Status == StatusFailedFinal && mutant.On(ctx, mutant.ReleaseAfterFinal) {
+		store = false // a known mistake, switched on only by the simulator's tests
+	}
 	if !store {
 		released = true
 		cause := err
@@ -240,6 +245,9 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome) error 
 		if err == nil {
 			c.emit(EventCompleted, nil)
 			return nil
+		}
+		if mutant.On(dctx, mutant.LostCompleteReplyAsLeaseLost) {
+			err = ErrLeaseLost // a known mistake, switched on only by the simulator's tests
 		}
 		if errors.Is(err, ErrLeaseLost) {
 			err = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
