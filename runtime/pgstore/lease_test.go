@@ -96,7 +96,7 @@ func TestTableNames(t *testing.T) {
 	assert.Equal(t, `"billing"."idem"`, s.Table())
 	sql := s.MigrationSQL()
 	assert.Contains(t, sql, `CREATE TABLE IF NOT EXISTS "billing"."idem" (`)
-	assert.Contains(t, sql, `CREATE INDEX IF NOT EXISTS "idem_expires_at_idx" ON "billing"."idem" (expires_at)`)
+	assert.Contains(t, sql, `CREATE INDEX IF NOT EXISTS "idem_sweep_at_idx" ON "billing"."idem" (sweep_at)`)
 	assert.Contains(t, sql, `CREATE TABLE IF NOT EXISTS "audit"."idem_old" (`)
 	assert.Contains(t, sql, `LIKE "billing"."idem",`)
 	assert.NotContains(t, sql, "idem_records")

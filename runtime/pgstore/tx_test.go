@@ -36,7 +36,7 @@ func (e *txEnv) record(id string) idem.Status {
 	require.NoError(e.t, err)
 	var st int16
 	err = e.store.Pool().QueryRow(context.Background(),
-		"SELECT status FROM "+e.store.Table()+" WHERE tenant = $1 AND op = $2 AND key = $3", k.Tenant, k.Op, k.ID[:]).Scan(&st)
+		"SELECT status FROM "+e.store.Table()+" WHERE key = $1", k.ID[:]).Scan(&st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0
 	}
