@@ -127,3 +127,35 @@ func TestSeed(t *testing.T) {
 
 	assert.Error(t, s.Seed(ctx, key, fp, 1, idem.Outcome{Status: idem.StatusProcessing}, time.Minute))
 }
+
+// The scheme is the v field, absent for scheme 0; a record written before
+// the field existed (no v) reads as scheme 0.
+func TestRecordScheme(t *testing.T) {
+	c := client(t)
+	s := redisstore.New(c, redisstore.WithPrefix("idemtest-scheme:"))
+	ctx := t.Context()
+	tenant := "scheme-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	key, err := idem.NewKey(tenant, "Op", "a")
+	require.NoError(t, err)
+	req := idem.ClaimRequest{Key: key, Token: 5, Lease: time.Second, TTL: time.Minute, Scheme: 4_000_000_000}
+	cl, err := s.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, cl.Claimed)
+	assert.Equal(t, "4000000000", c.HGet(ctx, s.RedisKey(key), "v").Val())
+
+	old, err := idem.NewKey(tenant, "Op", "old")
+	require.NoError(t, err)
+	var fp idem.Fingerprint
+	fp[0] = 1
+	rk := s.RedisKey(old)
+	require.NoError(t, c.HSet(ctx, rk, "s", "2", "f", fp[:], "t", "\x00\x00\x00\x00\x00\x00\x00\x07", "b", "stored before").Err())
+	require.NoError(t, c.PExpire(ctx, rk, time.Minute).Err())
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: old, Fingerprint: fp, Token: 8, Lease: time.Second, TTL: time.Minute, Scheme: 3})
+	require.NoError(t, err)
+	require.False(t, cl.Claimed)
+	assert.Equal(t, uint32(0), cl.Record.Scheme, "a record without v has scheme 0")
+	assert.Equal(t, idem.Token(7), cl.Record.Token)
+	assert.Equal(t, []byte("stored before"), cl.Record.Outcome.Body)
+	assert.NoError(t, s.Complete(ctx, old, 7, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute),
+		"the token that completed an old record is answered success")
+}
