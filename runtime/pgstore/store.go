@@ -271,7 +271,7 @@ WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND stat
 	// it also holds the payload lock $3, $4 (the same payload).
 	st.holder = `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
 	WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-		AND p.classid = $3::int::oid AND p.objid = $4::int::oid)), false)
+		AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false)
 FROM pg_locks k
 WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
 	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`
