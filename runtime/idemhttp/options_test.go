@@ -1,0 +1,125 @@
+package idemhttp_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// TestInvalidOptionsPanic: every option that cannot work fails New, with a
+// message naming it, instead of misbehaving on every request
+// (WithMaxResponse(0) released every key: 16 concurrent duplicates ran the
+// handler 16 times; WithTTL(0) answered every keyed request with 503).
+func TestInvalidOptionsPanic(t *testing.T) {
+	ex := idem.NewExecutor(memstore.New())
+	for _, c := range []struct {
+		name string
+		opts []idemhttp.Option
+	}{
+		{"WithMaxResponse(0)", []idemhttp.Option{idemhttp.WithMaxResponse(0)}},
+		{"WithMaxResponse(-1)", []idemhttp.Option{idemhttp.WithMaxResponse(-1)}},
+		{"WithMaxResponse(33554433)", []idemhttp.Option{idemhttp.WithMaxResponse(idemhttp.MaxMaxResponse + 1)}},
+		{"WithTTL(0s)", []idemhttp.Option{idemhttp.WithTTL(0)}},
+		{"WithTTL(-1s)", []idemhttp.Option{idemhttp.WithTTL(-time.Second)}},
+		{"WithLease(0s)", []idemhttp.Option{idemhttp.WithLease(0)}},
+		{"WithLease(-1ns)", []idemhttp.Option{idemhttp.WithLease(-1)}},
+		{"WithLease(2m0s) exceeds WithTTL(1m0s)", []idemhttp.Option{idemhttp.WithLease(2 * time.Minute), idemhttp.WithTTL(time.Minute)}},
+		{"WithWait(-1s)", []idemhttp.Option{idemhttp.WithWait(-time.Second)}},
+		{"WithMaxRetryAfter(0s)", []idemhttp.Option{idemhttp.WithMaxRetryAfter(0)}},
+		{"WithMaxBody(0)", []idemhttp.Option{idemhttp.WithMaxBody(0)}},
+		{"WithMethods()", []idemhttp.Option{idemhttp.WithMethods()}},
+		{`WithMethods("PO ST")`, []idemhttp.Option{idemhttp.WithMethods("POST", "PO ST")}},
+		{`WithMethods("")`, []idemhttp.Option{idemhttp.WithMethods("")}},
+		{`WithStoredHeaders("X Bad")`, []idemhttp.Option{idemhttp.WithStoredHeaders("Content-Type", "X Bad")}},
+		{"WithTenant(nil)", []idemhttp.Option{idemhttp.WithTenant(nil)}},
+		{"WithOperation(nil)", []idemhttp.Option{idemhttp.WithOperation(nil)}},
+		{"WithFingerprint(nil)", []idemhttp.Option{idemhttp.WithFingerprint(nil)}},
+		{"WithPolicy(nil)", []idemhttp.Option{idemhttp.WithPolicy(nil)}},
+		{"WithObserver(nil)", []idemhttp.Option{idemhttp.WithObserver(nil)}},
+		{`WithProblemBase("")`, []idemhttp.Option{idemhttp.WithProblemBase("")}},
+		{`WithProblemBase("/docs#")`, []idemhttp.Option{idemhttp.WithProblemBase("/docs#")}},
+		{"nil Option", []idemhttp.Option{nil}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				p := recover()
+				msg, _ := p.(string)
+				if !strings.HasPrefix(msg, "idemhttp: ") || !strings.Contains(msg, c.name) {
+					t.Fatalf("New panicked with %v, want a message naming %s", p, c.name)
+				}
+			}()
+			idemhttp.New(ex, c.opts...)
+		})
+	}
+	func() {
+		defer func() {
+			if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "executor is nil") {
+				t.Fatalf("New(nil) panicked with %v", p)
+			}
+		}()
+		idemhttp.New(nil)
+	}()
+	// Valid edge values are accepted.
+	idemhttp.New(ex, idemhttp.WithMaxResponse(1), idemhttp.WithMaxResponse(idemhttp.MaxMaxResponse),
+		idemhttp.WithTTL(time.Minute), idemhttp.WithLease(time.Minute), idemhttp.WithWait(0),
+		idemhttp.WithMaxBody(1), idemhttp.WithStoredHeaders(), idemhttp.WithMethods("PUT", "POST"),
+		idemhttp.WithProblemBase("urn:example:idem:"))
+}
+
+// TestStoreFull: a store at its capacity is a 503 with Retry-After and its
+// own rule, not a store outage.
+func TestStoreFull(t *testing.T) {
+	fs := &faultyStore{Store: memstore.New(), claimErr: fmt.Errorf("memstore: claim 00ff: %w", idem.ErrStoreFull)}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	w := e.do("POST", "/orders", "k1", "{}")
+	wantProblem(t, w, 503, "store-full")
+	if got := w.Header().Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After %q, want 2", got)
+	}
+	e.wantRuns(0)
+	if evs := e.events(idemhttp.EventStoreFull); len(evs) != 1 || !errors.Is(evs[0].Err, idem.ErrStoreFull) {
+		t.Fatalf("store-full events %+v", evs)
+	}
+}
+
+// TestStoreTooLarge: a store (or the executor) refusing the request's scope
+// as too large is a 400, not a 503 to retry forever.
+func TestStoreTooLarge(t *testing.T) {
+	fs := &faultyStore{Store: memstore.New(), claimErr: fmt.Errorf("memstore: claim 00ff: tenant of 2000 bytes: %w", idem.ErrTooLarge)}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	for range 2 {
+		wantProblem(t, e.do("POST", "/orders", "k1", "{}"), 400, "scope-too-long")
+	}
+	e.wantRuns(0)
+}
+
+// TestUnencodableFingerprint: a custom fingerprint that adds a value the
+// hasher cannot encode is the request's problem (400), found before the
+// claim, not a store failure (503) on every retry.
+func TestUnencodableFingerprint(t *testing.T) {
+	fp := func(r *http.Request, body []byte, h *idem.Hasher) error {
+		if r.URL.Query().Has("chan") {
+			h.Value(make(chan int))
+		} else {
+			h.Value(map[string]any{"path": r.URL.Path})
+		}
+		return nil
+	}
+	e := newEnv(t, newStoreOf(memstore.New()), statusHandler(201), idemhttp.WithFingerprint(fp))
+	for range 2 {
+		wantProblem(t, e.do("POST", "/orders?chan", "k1", "{}"), 400, "invalid-request")
+	}
+	e.wantRuns(0)
+	if n := len(e.events(idemhttp.EventInvalidRequest)); n != 2 {
+		t.Fatalf("%d invalid-request events", n)
+	}
+	wantStatus(t, e.do("POST", "/orders", "k2", "{}"), 201)
+	wantReplayed(t, e.do("POST", "/orders", "k2", "{}").Header(), true)
+}
