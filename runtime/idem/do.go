@@ -84,7 +84,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	if renew {
 		if dl, ok := ctx.Deadline(); ok {
-			lease = max(lease, time.Until(dl)+ex.timeout)
+			lease = max(lease, dl.Sub(ex.now())+ex.timeout)
 		}
 	}
 	lease = min(lease, m.TTL)

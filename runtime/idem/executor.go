@@ -197,7 +197,8 @@ func WithStoreTimeout(d time.Duration) Option {
 //
 // With renewal on, the first lease also covers the caller's deadline, when
 // its context has one: the lease is the larger of the configured lease and
-// the time until the deadline plus the store timeout, capped at the TTL.
+// the time until the deadline (by the executor's Clock) plus the store
+// timeout, capped at the TTL.
 //
 // A store in transactional mode (idem.TxStore) holds its claim in the
 // transaction and needs no renewal: there, renewal does nothing.

@@ -627,19 +627,20 @@ func TestDoLeaseFromDeadline(t *testing.T) {
 	}{
 		{"no deadline", true, 0, time.Hour, 30 * time.Second, 30 * time.Second},
 		{"deadline within the lease", true, 10 * time.Second, time.Hour, 30 * time.Second, 30 * time.Second},
-		{"deadline past the lease", true, 2 * time.Minute, time.Hour, 2*time.Minute + 4*time.Second, 2*time.Minute + 5*time.Second},
+		{"deadline past the lease", true, 2 * time.Minute, time.Hour, 2*time.Minute + 5*time.Second, 2*time.Minute + 5*time.Second},
 		{"capped at the TTL", true, 2 * time.Minute, time.Minute, time.Minute, time.Minute},
 		{"renewal off", false, 2 * time.Minute, time.Hour, 30 * time.Second, 30 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := newFakeClock(false)
+			clk.now = time.Now() // the context's deadline is in real time
 			st := newFaultStore(clk)
 			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(tc.renew), idem.WithLease(30*time.Second), idem.WithStoreTimeout(5*time.Second))
 			ctx := t.Context()
 			if tc.deadline > 0 {
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				ctx, cancel = context.WithDeadline(ctx, clk.Now().Add(tc.deadline))
 				defer cancel()
 			}
 			_, err := call(ctx, ex, &idem.Method{Op: "T.M", TTL: tc.ttl}, "a", func(context.Context) (int, error) { return 1, nil })
