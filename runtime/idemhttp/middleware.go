@@ -369,6 +369,23 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		m.cfg.observe(*ev)
 		m.problem(w, http.StatusBadRequest, "scope-too-long", "Request scope too long to record",
 			"The request's tenant or operation is longer than the idempotency store records; nothing was processed.")
+	case errors.Is(err, idem.ErrOutcomeNotStored), errors.Is(err, idem.ErrUndecodable):
+		// The first request ran; what it answered is not available to
+		// replay, and it will not run again for this key. A 503 would
+		// invite retries that can never succeed.
+		ev.Kind, ev.Status, ev.Err = EventNotReplayable, http.StatusInternalServerError, err
+		m.cfg.observe(*ev)
+		why := "its response could not be stored"
+		if errors.Is(err, idem.ErrUndecodable) {
+			why = "its stored response no longer decodes (the service was changed since)"
+		}
+		m.problem(w, http.StatusInternalServerError, "response-not-replayable", "Response of this Idempotency-Key cannot be replayed",
+			"The first request with this Idempotency-Key was processed, but "+why+". Retrying with this key will not process it again; look its result up instead.")
+	case errors.Is(err, idem.ErrMisconfigured):
+		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusInternalServerError, err
+		m.cfg.observe(*ev)
+		m.problem(w, http.StatusInternalServerError, "server-misconfigured", "Idempotency misconfigured",
+			"The service's idempotency settings are invalid, so no request with an Idempotency-Key can be processed; nothing was processed. Retrying will not help until the service is fixed.")
 	case errors.Is(err, idem.ErrPayloadMismatch):
 		ev.Kind, ev.Status = EventConflict, http.StatusUnprocessableEntity
 		m.cfg.observe(*ev)

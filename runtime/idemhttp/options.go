@@ -442,11 +442,15 @@ const (
 	// EventInvalidRequest: the fingerprint function failed, or added a
 	// value the hasher cannot encode (400).
 	EventInvalidRequest
+	// EventNotReplayable: the key's first request ran, but its response
+	// could not be stored (idem.ErrOutcomeNotStored) or no longer decodes
+	// (idem.ErrUndecodable): 500, and the handler does not run again.
+	EventNotReplayable
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
-	"not_acceptable", "scope_too_long", "store_full", "invalid_request"}
+	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

@@ -123,3 +123,46 @@ func TestUnencodableFingerprint(t *testing.T) {
 	wantStatus(t, e.do("POST", "/orders", "k2", "{}"), 201)
 	wantReplayed(t, e.do("POST", "/orders", "k2", "{}").Header(), true)
 }
+
+// TestResponseNotReplayable: when the first request ran but its response
+// could not be stored, or no longer decodes, a retry is told so (500, its
+// own rule) and the handler does not run again; never a 503 to retry
+// forever.
+func TestResponseNotReplayable(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		outcome func(idem.Outcome) (idem.Outcome, error)
+		detail  string
+	}{
+		{"refused by the store", func(o idem.Outcome) (idem.Outcome, error) {
+			if len(o.Body) > 0 {
+				return o, fmt.Errorf("memstore: complete 00ff: %w", idem.ErrTooLarge)
+			}
+			return o, nil // the executor's substitute: no body
+		}, "could not be stored"},
+		{"undecodable", func(o idem.Outcome) (idem.Outcome, error) {
+			o.Body = []byte(`"a response of another release"`)
+			return o, nil
+		}, "no longer decodes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fs := &faultyStore{Store: memstore.New(), outcome: c.outcome}
+			e := newEnv(t, newStoreOf(fs), statusHandler(201))
+			first := e.do("POST", "/orders", "k1", "{}")
+			wantStatus(t, first, 201)
+			if first.Body.String() != "run 1" {
+				t.Fatalf("first response %q", first.Body)
+			}
+			for range 2 {
+				p := wantProblem(t, e.do("POST", "/orders", "k1", "{}"), 500, "response-not-replayable")
+				if !strings.Contains(p.Detail, c.detail) {
+					t.Errorf("detail %q, want it to say %q", p.Detail, c.detail)
+				}
+			}
+			e.wantRuns(1)
+			if n := len(e.events(idemhttp.EventNotReplayable)); n != 2 {
+				t.Fatalf("%d not-replayable events", n)
+			}
+		})
+	}
+}
