@@ -291,7 +291,10 @@ const (
 	EventStoreRetry
 	// EventOutcomeNotStored: the method ran but its outcome could not be
 	// stored (Err says why); a final outcome with the code NotStoredCode
-	// was stored instead, and retries get ErrOutcomeNotStored.
+	// was stored instead, and retries get ErrOutcomeNotStored. (When an
+	// earlier Complete whose reply was lost had stored the outcome, that
+	// outcome stands: a store answers its token's repeated Complete with
+	// success and keeps what it stored.)
 	EventOutcomeNotStored
 	// EventSchemeChanged: a retry's fingerprint was computed by another
 	// fingerprint scheme than its record's (a deploy in between); it was

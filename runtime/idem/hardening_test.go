@@ -468,6 +468,18 @@ func TestDoGoexit(t *testing.T) {
 		require.NoError(t, err, "the key is free")
 		assert.Equal(t, 2, v)
 	})
+	t.Run("lease with renewal", func(t *testing.T) {
+		clk := newFakeClock(false)
+		st := newFaultStore(clk)
+		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true))
+		m := &idem.Method{Op: "T.M", TTL: time.Minute}
+		goexit(ex, m)
+		clk.mu.Lock()
+		sleeping := len(clk.sleepers)
+		clk.mu.Unlock()
+		assert.Zero(t, sleeping, "the renewals stopped")
+		assert.Equal(t, 1, len(st.releases))
+	})
 	t.Run("tx", func(t *testing.T) {
 		st := &txStore{faultStore: newFaultStore(nil)}
 		ex := idem.NewExecutor(st)
