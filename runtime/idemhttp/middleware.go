@@ -401,9 +401,15 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		w.Header().Set("Retry-After", retryAfter(d))
 		m.problem(w, http.StatusConflict, "request-in-progress", "A request with this Idempotency-Key is in progress",
 			"The first request with this Idempotency-Key has not finished; retry after the time in Retry-After to get its response.")
+	case ev.Request.Context().Err() != nil && errors.Is(err, ev.Request.Context().Err()):
+		// The client went away while its request waited or claimed
+		// (WithClientCancellation): its own doing, not the store's, and
+		// there is no one to answer.
+		ev.Kind, ev.Err = EventClientGone, err
+		m.cfg.observe(*ev)
 	default:
-		// A store error, or a context that ended while waiting; a replayed
-		// final error cannot happen (the middleware stores none).
+		// A store error; a replayed final error other than the ones above
+		// cannot happen (the middleware stores none).
 		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
 		m.cfg.observe(*ev)
 		w.Header().Set("Retry-After", "1")

@@ -446,11 +446,15 @@ const (
 	// could not be stored (idem.ErrOutcomeNotStored) or no longer decodes
 	// (idem.ErrUndecodable): 500, and the handler does not run again.
 	EventNotReplayable
+	// EventClientGone: with WithClientCancellation, the client went away
+	// before its request was claimed or while it waited (WithWait); nothing
+	// was processed and nothing was answered (Status is 0).
+	EventClientGone
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
-	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable"}
+	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

@@ -1,9 +1,11 @@
 package idemhttp_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -164,5 +166,31 @@ func TestResponseNotReplayable(t *testing.T) {
 				t.Fatalf("%d not-replayable events", n)
 			}
 		})
+	}
+}
+
+// TestClientGoneWhileWaiting: a client that goes away while its request
+// waits for the key (WithClientCancellation, WithWait) is its own doing: no
+// store error is reported, and nothing runs.
+func TestClientGoneWhileWaiting(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	e := newEnv(t, newStoreOf(memstore.New()), blockingHandler(started, release),
+		idemhttp.WithClientCancellation(), idemhttp.WithWait(time.Minute))
+	done := make(chan struct{})
+	go func() { e.do("POST", "/orders", "k", "{}"); close(done) }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // gone before its request waits
+	r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}")).WithContext(ctx)
+	r.Header.Set(idemhttp.Header, "k")
+	e.h.ServeHTTP(httptest.NewRecorder(), r)
+	close(release)
+	<-done
+	e.wantRuns(1)
+	if evs := e.events(idemhttp.EventStoreError); len(evs) != 0 {
+		t.Fatalf("store-error events for a client that left: %+v", evs)
+	}
+	if evs := e.events(idemhttp.EventClientGone); len(evs) != 1 || !errors.Is(evs[0].Err, context.Canceled) {
+		t.Fatalf("client-gone events %+v", evs)
 	}
 }
