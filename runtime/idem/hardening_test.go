@@ -836,3 +836,95 @@ func TestEventKindNames(t *testing.T) {
 		assert.Equal(t, want, k.String())
 	}
 }
+
+// TestDoLostRepliesEverywhere loses the reply of (or fails to deliver) any
+// one or two of the store operations of a call, for each kind of outcome,
+// and checks what a caller and its retry are told: a caller told success
+// has its result replayed and the method ran once; a final error is
+// replayed; only the method's own transient error lets a retry run it
+// again; and a key is not left blocked by a reply that was lost (only by
+// an operation that never reached the store, until its lease lapses).
+func TestDoLostRepliesEverywhere(t *testing.T) {
+	const lease = 30 * time.Second
+	errTransient := errors.New("downstream timeout")
+	outcomes := []struct {
+		name string
+		fn   func() (int, error)
+	}{
+		{"success", func() (int, error) { return 1, nil }},
+		{"final", func() (int, error) { return 0, idem.Final(errors.New("declined")) }},
+		{"transient", func() (int, error) { return 0, errTransient }},
+	}
+	type step struct {
+		op int
+		f  fault
+	}
+	var plans [][]step
+	for i := range 6 {
+		for _, fi := range []fault{dropReply, failSend} {
+			plans = append(plans, []step{{i, fi}})
+			for j := i + 1; j < 6; j++ {
+				for _, fj := range []fault{dropReply, failSend} {
+					plans = append(plans, []step{{i, fi}, {j, fj}})
+				}
+			}
+		}
+	}
+	for _, oc := range outcomes {
+		for _, plan := range plans {
+			name := fmt.Sprintf("%s/%v", oc.name, plan)
+			clk := newFakeClock(true)
+			st := newFaultStore(clk)
+			st.plan = map[int]fault{}
+			for _, s := range plan {
+				st.plan[s.op] = s.f
+			}
+			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithLease(lease))
+			m := &idem.Method{Op: "T.M", TTL: time.Hour}
+			runs := 0
+			v1, err1 := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { runs++; return oc.fn() })
+			st.mu.Lock()
+			st.plan = nil
+			calls := append([]string(nil), st.calls...)
+			st.mu.Unlock()
+			lostRelease := false
+			for _, s := range plan {
+				if s.op < len(calls) && strings.HasPrefix(calls[s.op], "release") && s.f == failSend {
+					lostRelease = true
+				}
+			}
+			retry := func() (int, error) {
+				return call(t.Context(), ex, m, "a", func(context.Context) (int, error) { runs++; return 2, nil })
+			}
+			switch oc.name {
+			case "success":
+				require.NoError(t, err1, name)
+				assert.Equal(t, 1, v1, name)
+			case "final":
+				require.ErrorIs(t, err1, idem.ErrFinal, name)
+			case "transient":
+				require.ErrorIs(t, err1, errTransient, name)
+			}
+			v2, err2 := retry()
+			if oc.name == "transient" && lostRelease {
+				require.ErrorIs(t, err2, idem.ErrInProgress, "%s: an undelivered Release holds the key for its lease", name)
+				clk.Advance(lease)
+				v2, err2 = retry()
+			}
+			switch oc.name {
+			case "success":
+				require.NoError(t, err2, name)
+				assert.Equal(t, 1, v2, "%s: the result is replayed", name)
+				assert.Equal(t, 1, runs, name)
+			case "final":
+				require.ErrorIs(t, err2, idem.ErrFinal, name)
+				assert.NotErrorIs(t, err2, idem.ErrOutcomeNotStored, name)
+				assert.Equal(t, 1, runs, name)
+			case "transient":
+				require.NoError(t, err2, name)
+				assert.Equal(t, 2, v2, name)
+				assert.Equal(t, 2, runs, name)
+			}
+		}
+	}
+}

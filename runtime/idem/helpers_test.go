@@ -129,9 +129,27 @@ type faultStore struct {
 	dropComplete  int
 	failComplete  int
 	refuse        func(idem.Outcome) error // Complete refuses the outcome when it returns an error
+	plan          map[int]fault            // faults by the index of the operation (from 0)
+	ops           int                      // operations so far
 	renewFault    error                    // what Renew answers instead of renewing, when set
 	renewals      int
 	renewalsAfter chan struct{} // closed and replaced on each Renew
+}
+
+// fault is what the link does to one operation.
+type fault uint8
+
+const (
+	deliver fault = iota
+	dropReply // the store applies the operation; its reply is lost
+	failSend  // the operation never reaches the store
+)
+
+// next returns the fault planned for the next operation; f.mu is held.
+func (f *faultStore) next() fault {
+	n := f.ops
+	f.ops++
+	return f.plan[n]
 }
 
 func newFaultStore(clock *fakeClock) *faultStore {
@@ -153,11 +171,15 @@ func (f *faultStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Cla
 	defer f.mu.Unlock()
 	f.log("claim %d", req.Token)
 	f.claims = append(f.claims, req)
-	if f.failClaim > 0 {
-		f.failClaim--
+	plan := f.next()
+	if f.failClaim > 0 || plan == failSend {
+		f.failClaim = max(f.failClaim-1, 0)
 		return idem.Claim{}, errTransport
 	}
 	claim, err := f.Store.Claim(ctx, req)
+	if plan == dropReply {
+		return idem.Claim{}, errTransport
+	}
 	if f.dropClaim > 0 && err == nil {
 		f.dropClaim--
 		return idem.Claim{}, errTransport
@@ -170,8 +192,9 @@ func (f *faultStore) Complete(ctx context.Context, key idem.Key, token idem.Toke
 	defer f.mu.Unlock()
 	f.log("complete %d %s %s", token, out.Status, out.ErrCode)
 	f.completes = append(f.completes, out)
-	if f.failComplete > 0 {
-		f.failComplete--
+	plan := f.next()
+	if f.failComplete > 0 || plan == failSend {
+		f.failComplete = max(f.failComplete-1, 0)
 		return errTransport
 	}
 	if f.refuse != nil {
@@ -180,6 +203,9 @@ func (f *faultStore) Complete(ctx context.Context, key idem.Key, token idem.Toke
 		}
 	}
 	err := f.Store.Complete(ctx, key, token, out, ttl)
+	if plan == dropReply {
+		return errTransport
+	}
 	if f.dropComplete > 0 && err == nil {
 		f.dropComplete--
 		return errTransport
@@ -192,7 +218,14 @@ func (f *faultStore) Release(ctx context.Context, key idem.Key, token idem.Token
 	defer f.mu.Unlock()
 	f.log("release %d", token)
 	f.releases = append(f.releases, token)
+	plan := f.next()
+	if plan == failSend {
+		return errTransport
+	}
 	err := f.Store.Release(ctx, key, token)
+	if plan == dropReply {
+		return errTransport
+	}
 	return err
 }
 
