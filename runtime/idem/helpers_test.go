@@ -140,9 +140,9 @@ type faultStore struct {
 type fault uint8
 
 const (
-	deliver fault = iota
-	dropReply // the store applies the operation; its reply is lost
-	failSend  // the operation never reaches the store
+	deliver   fault = iota
+	dropReply       // the store applies the operation; its reply is lost
+	failSend        // the operation never reaches the store
 )
 
 // next returns the fault planned for the next operation; f.mu is held.
