@@ -11,6 +11,27 @@
 // The suite checks the Store contract (claim, complete, release, replay,
 // conflict, expiry, lease takeover and fencing, and a race of many goroutines
 // on one key), then the same guarantees end to end through idem.Do.
+//
+// It checks the store duties of ARCHITECTURE.md's rules 8 and 9 too:
+//   - fields are bytes: tenants, operations, key parts, error codes and
+//     messages, metadata and bodies with NUL bytes, invalid UTF-8 and every
+//     byte value round-trip; the sizes idem.MaxTenantLen, idem.MaxOpLen and
+//     idem.MaxOutcomeLen are accepted, and one byte more is refused with an
+//     error wrapping idem.ErrTooLarge, with nothing written;
+//   - every operation is idempotent for its caller's own token (a retry
+//     after a lost reply): a repeated Claim is claimed, a repeated Complete
+//     answers nil and keeps the first outcome, a Release of an absent record
+//     answers nil; another token gets idem.ErrLeaseLost; errors name the
+//     key's hex ID; through idem.Do, lost and retried replies leave the
+//     caller its success;
+//   - Record.Scheme round-trips;
+//   - Renew (for stores implementing idem.Renewer) extends a lease from the
+//     store's clock, never past the record's expiry, and is fenced;
+//   - a bounded store (Options.NewBounded) refuses new claims with an error
+//     wrapping idem.ErrStoreFull, never dropping a live record, and expired
+//     records make room;
+//   - Sweep (Options.Sweep) removes at most limit expired records and
+//     returns how many.
 package idemtest
 
 import (

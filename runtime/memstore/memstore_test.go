@@ -2,9 +2,11 @@ package memstore_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,4 +151,84 @@ func TestMemoryPerRecord(t *testing.T) {
 	assert.Equal(t, n, s.Len())
 	assert.Equal(t, int64(n*memstore.RecordOverhead), s.Bytes())
 	runtime.KeepAlive(s)
+}
+
+// TestMaxBytes: outcomes count against WithMaxBytes; a claim that does not
+// fit is refused with ErrStoreFull, an outcome is stored even past the
+// bound, and expired records make room.
+func TestMaxBytes(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+	const body = 10_000
+	s := memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxBytes(3*(memstore.RecordOverhead+body)))
+	ctx := t.Context()
+	claim := func(i int) (idem.ClaimRequest, error) {
+		k, err := idem.NewKey("t", "op", strconv.Itoa(i))
+		require.NoError(t, err)
+		r := idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Minute}
+		_, err = s.Claim(ctx, r)
+		return r, err
+	}
+	var held []idem.ClaimRequest
+	for i := range 3 {
+		r, err := claim(i)
+		require.NoError(t, err)
+		held = append(held, r)
+		require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, body)}, time.Minute))
+	}
+	assert.Equal(t, int64(3*(memstore.RecordOverhead+body)), s.Bytes())
+	_, err := claim(3)
+	require.ErrorIs(t, err, idem.ErrStoreFull, "the outcomes fill the bound")
+	assert.Contains(t, err.Error(), "memstore: claim ")
+
+	require.ErrorIs(t, s.Release(ctx, held[2].Key, held[2].Token), idem.ErrLeaseLost, "a final record is not released to make room")
+	clock.Advance(2 * time.Minute)
+	r, err := claim(4)
+	require.NoError(t, err, "expired records make room")
+	assert.Equal(t, 1, s.Len())
+	// An outcome is never refused: the decided call is stored past the bound.
+	require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, 4*body)}, time.Minute),
+		"an outcome larger than the whole bound is still stored")
+	assert.Greater(t, s.Bytes(), int64(3*(memstore.RecordOverhead+body)))
+	_, err = claim(5)
+	require.ErrorIs(t, err, idem.ErrStoreFull)
+	require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), "repeated by its token")
+	assert.Equal(t, int64(memstore.RecordOverhead+4*body), s.Bytes(), "a repeated Complete keeps the stored outcome")
+}
+
+// TestCapacityRace: of many concurrent claims of fresh keys on a bounded
+// store, exactly the bound succeed and the rest are refused.
+func TestCapacityRace(t *testing.T) {
+	const capacity, goroutines = 16, 64
+	s := memstore.New(memstore.WithMaxRecords(capacity))
+	var wg sync.WaitGroup
+	var claimed, full atomic.Int32
+	start := make(chan struct{})
+	for i := range goroutines {
+		wg.Go(func() {
+			k, err := idem.NewKey("t", "op", strconv.Itoa(i))
+			if err != nil {
+				panic(err)
+			}
+			<-start
+			c, err := s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Minute})
+			switch {
+			case errors.Is(err, idem.ErrStoreFull):
+				full.Add(1)
+			case err == nil && c.Claimed:
+				claimed.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int32(capacity), claimed.Load())
+	assert.Equal(t, int32(goroutines-capacity), full.Load())
+	assert.Equal(t, capacity, s.Len())
+}
+
+// TestOptionsValidated: a bound that is not positive is refused at
+// construction, naming the option.
+func TestOptionsValidated(t *testing.T) {
+	assert.PanicsWithValue(t, "memstore: WithMaxRecords(0): the bound must be positive", func() { memstore.New(memstore.WithMaxRecords(0)) })
+	assert.PanicsWithValue(t, "memstore: WithMaxBytes(-1): the bound must be positive", func() { memstore.New(memstore.WithMaxBytes(-1)) })
 }
