@@ -491,6 +491,7 @@ func (s *suite) doExactlyOnce(t *testing.T) {
 	m := testMethod
 	m.Wait = 100 * s.Unit
 	m.Lease = 50 * s.Unit
+	m.TTL = max(m.TTL, m.Lease) // a Lease over the TTL is idem.ErrMisconfigured
 	var runs atomic.Int32
 	var wg sync.WaitGroup
 	start := make(chan struct{})
