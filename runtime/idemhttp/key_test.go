@@ -96,6 +96,9 @@ func FuzzParseKey(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v string) {
 		k, err := idemhttp.ParseKey(v)
+		if tv := strings.Trim(v, " \t"); tv != "" && tv[0] != '"' && strings.Contains(tv, ",") && !errors.Is(err, idemhttp.ErrKeyList) {
+			t.Fatalf("ParseKey(%q) = %q, %v: a bare list must be ErrKeyList", v, k, err)
+		}
 		if err != nil {
 			if k != "" {
 				t.Fatalf("ParseKey(%q) returned %q with error %v", v, k, err)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,5 +193,40 @@ func TestClientGoneWhileWaiting(t *testing.T) {
 	}
 	if evs := e.events(idemhttp.EventClientGone); len(evs) != 1 || !errors.Is(evs[0].Err, context.Canceled) {
 		t.Fatalf("client-gone events %+v", evs)
+	}
+}
+
+// TestTransportQuotesUnsafeKeys: a key that would be misread bare (a comma
+// makes a list) is sent as a structured-field string, and the middleware
+// reads it back intact.
+func TestTransportQuotesUnsafeKeys(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	e := newEnv(t, newStoreOf(memstore.New()), statusHandler(201))
+	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent = append(sent, r.Header.Get(idemhttp.Header))
+		mu.Unlock()
+		e.h.ServeHTTP(w, r)
+	}))
+	client := &http.Client{Transport: &idemhttp.Transport{Base: srv.Client().Transport}}
+	for _, key := range []string{"a,b", `"q"`, " padded ", "plain"} {
+		ctx := idemhttp.WithKey(context.Background(), key)
+		for i := range 2 {
+			st, h, _, err := postVia(client, srv.URL+"/orders", "{}", ctx)
+			if err != nil || st != 201 || (h.Get(idemhttp.ReplayedHeader) == "true") != (i == 1) {
+				t.Fatalf("key %q attempt %d: %d %v %v", key, i, st, h, err)
+			}
+		}
+		if evs := e.events(idemhttp.EventReplayed); evs[len(evs)-1].Key != key {
+			t.Fatalf("the middleware read key %q as %q", key, evs[len(evs)-1].Key)
+		}
+	}
+	e.wantRuns(4)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{`"a,b"`, `"a,b"`, `"\"q\""`, `"\"q\""`, `" padded "`, `" padded "`, "plain", "plain"}
+	if strings.Join(sent, "|") != strings.Join(want, "|") {
+		t.Fatalf("keys sent %q, want %q", sent, want)
 	}
 }
