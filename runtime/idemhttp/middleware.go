@@ -169,9 +169,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// not as a store failure to retry.
 		status, what := http.StatusBadRequest, "tenant"
 		if len(ev.Op) > idem.MaxOpLen {
-			what = "operation (" + http.StatusText(http.StatusRequestURITooLong) + ")"
+			what = "operation"
 			if fromPath {
-				status = http.StatusRequestURITooLong
+				status, what = http.StatusRequestURITooLong, "operation (its method and path)"
 			}
 		}
 		ev.Kind, ev.Status = EventScopeTooLong, status

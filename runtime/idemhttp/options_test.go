@@ -101,6 +101,16 @@ func TestStoreTooLarge(t *testing.T) {
 		wantProblem(t, e.do("POST", "/orders", "k1", "{}"), 400, "scope-too-long")
 	}
 	e.wantRuns(0)
+
+	// An operation of the service's own naming that is too long: 400, not
+	// 414 (the path is not at fault).
+	e2 := newEnv(t, newStoreOf(memstore.New()), statusHandler(201),
+		idemhttp.WithOperation(func(r *http.Request) string { return strings.Repeat("op", idem.MaxOpLen) }))
+	p := wantProblem(t, e2.do("POST", "/orders", "k1", "{}"), 400, "scope-too-long")
+	if !strings.Contains(p.Detail, "operation") {
+		t.Errorf("detail %q does not name the operation", p.Detail)
+	}
+	e2.wantRuns(0)
 }
 
 // TestUnencodableFingerprint: a custom fingerprint that adds a value the
