@@ -467,9 +467,13 @@ func testInFlightWait(t *testing.T, newStore newStoreFunc) {
 	<-started
 	second := make(chan *httptest.ResponseRecorder)
 	go func() { second <- e.do("POST", "/orders", key, "{}") }()
+	// Another body: 422, whether it is told at once or after waiting.
+	other := make(chan *httptest.ResponseRecorder)
+	go func() { other <- e.do("POST", "/orders", key, `{"other":1}`) }()
 	time.Sleep(50 * time.Millisecond)
 	once.Do(func() { close(release) })
 	a, b := <-first, <-second
+	wantProblem(t, <-other, 422, "key-reused")
 	wantStatus(t, a, 201)
 	wantStatus(t, b, 201)
 	wantReplayed(t, b.Header(), true)
