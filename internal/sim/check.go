@@ -230,6 +230,21 @@ func (w *world) holderName(ks *keyState) string {
 	return ks.holderWk.String()
 }
 
+// onRenew sees a lease renewal the store accepted.
+func (w *world) onRenew(wk *worker, lease time.Duration) {
+	ks := wk.ks
+	if ks.holder != wk.token {
+		w.violate("%s: the store renewed the lease of %s while the key is held by %s", ks.name, wk, w.holderName(ks))
+		return
+	}
+	ks.leaseUntil = w.now.Add(lease)
+	if ks.leaseUntil.After(ks.expires) {
+		ks.leaseUntil = ks.expires
+	}
+	wk.leaseUntil = ks.leaseUntil
+	w.stats.Renewals++
+}
+
 // onRelease sees a release the store accepted.
 func (w *world) onRelease(wk *worker) {
 	ks := wk.ks

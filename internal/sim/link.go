@@ -171,6 +171,31 @@ func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error
 	}})
 }
 
+// Renew implements idem.Renewer, for the executor's renewal goroutine.
+func (l link) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	w := l.w
+	a := w.cur
+	err := l.call(ctx, op{name: "renew", apply: func(sctx context.Context) error {
+		err := w.mem.Renew(sctx, key, token, lease)
+		if err == nil {
+			w.onRenew(a.parent, lease)
+		}
+		return err
+	}})
+	if errors.Is(err, idem.ErrLeaseLost) && a.state == running {
+		// The renewals end now, without another yield: give the baton
+		// back (the scheduler waits until they cancel the method's
+		// context).
+		a.stopAfter()
+		a.state = ended
+		w.stats.RenewalsLost++
+		w.back <- struct{}{}
+	}
+	return err
+}
+
+var _ idem.Renewer = link{}
+
 // crashStore crashes the store: a durable one keeps its records (the same
 // memstore survives), a losing one restarts empty (Redis without
 // persistence). It is down for a while either way.

@@ -33,7 +33,7 @@ func TestFoundInRealCode(t *testing.T) {
 		path:  []string{"w12(c0) exec #4 calls runtime.Goexit", "w12(c0) executor event released", "w12(c0) leaves by runtime.Goexit"},
 	}}
 	for _, c := range cases {
-		r := Run(c.seed, Options{Store: Durable, Trace: true})
+		r := Run(c.seed, Options{Store: Durable, Renewal: RenewOff, Trace: true})
 		if !r.OK() {
 			t.Errorf("seed %d breaks an invariant again (%s; fixed by %s):\n%s", c.seed, c.bug, c.fixed, r.Report())
 			continue

@@ -100,12 +100,39 @@ const (
 	AllFaults = LinkFaults | WorkerCrashes | Stalls | Cancels | StoreCrashes | MethodFaults | Goexit | Unencodable | PayloadReuse
 )
 
+// Renewal says whether the executor renews leases (idem.WithRenewal).
+type Renewal uint8
+
+const (
+	// RenewBySeed turns renewal on in a quarter of the schedules, chosen by
+	// the seed (the default).
+	RenewBySeed Renewal = iota
+	// RenewOff never renews.
+	RenewOff
+	// RenewOn always renews.
+	RenewOn
+)
+
 // Options configure a schedule.
 type Options struct {
 	Store     StoreKind   // default Durable
 	Faults    Faults      // default AllFaults
 	Mutations mutant.Flag // known mistakes to switch on
+	Renewal   Renewal     // default RenewBySeed
 	Trace     bool        // keep a readable trace of every step
+}
+
+// renews reports whether the schedule of seed renews leases; by seed, it
+// is drawn apart from the schedule's generator, so that it changes nothing
+// else.
+func (o Options) renews(seed uint64) bool {
+	switch o.Renewal {
+	case RenewOn:
+		return true
+	case RenewOff:
+		return false
+	}
+	return (seed*0x9e3779b97f4a7c15)>>62 == 0 // a quarter of the seeds
 }
 
 // params are the fault probabilities of one schedule, drawn from its seed,
@@ -242,15 +269,16 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 		opts.Faults = AllFaults
 	}
 	w := &world{
-		seed:    seed,
-		opts:    opts,
-		runner:  r,
-		rng:     rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
-		now:     epoch0(),
-		back:    make(chan struct{}),
-		tokens:  make(map[idem.Token]*worker),
-		finals:  make(map[string]*execution),
-		decoded: make(map[string]outcome),
+		seed:     seed,
+		opts:     opts,
+		runner:   r,
+		rng:      rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15)),
+		now:      epoch0(),
+		back:     make(chan struct{}),
+		tokens:   make(map[idem.Token]*worker),
+		finals:   make(map[string]*execution),
+		renewals: make(chan *renewalStart),
+		decoded:  make(map[string]outcome),
 	}
 	w.ctx = context.Background()
 	if opts.Mutations != 0 {
@@ -258,7 +286,8 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 	}
 	w.p = drawParams(w.rng, opts.Faults)
 	w.mem = w.newStore()
-	exOpts := []idem.Option{idem.WithClock(clock{w})}
+	w.renew = opts.renews(seed)
+	exOpts := []idem.Option{idem.WithClock(clock{w}), idem.WithRenewal(w.renew)}
 	if opts.Trace {
 		exOpts = append(exOpts, idem.WithObserver(func(ev idem.Event) {
 			who := "?"

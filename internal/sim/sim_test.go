@@ -39,7 +39,8 @@ func TestSchedules(t *testing.T) {
 		t.Fatalf("ran %d schedules, want %d", ran, n)
 	}
 	// The faults happened: a run that drew none would prove nothing.
-	if st.Stalls == 0 || st.Crashes == 0 || st.StoreCrashes == 0 || st.LinkFaults == 0 || st.Cancellations == 0 || st.Unstored == 0 {
+	if st.Stalls == 0 || st.Crashes == 0 || st.StoreCrashes == 0 || st.LinkFaults == 0 || st.Cancellations == 0 || st.Unstored == 0 ||
+		st.Renewals == 0 || st.RenewalsLost == 0 {
 		t.Fatalf("some fault class never happened: %s", st)
 	}
 }

@@ -44,6 +44,10 @@ type worker struct {
 	waitOn  context.Context // the context of the current wait (cancellable when Done != nil)
 	where   string          // the yield point it is parked at, for the trace
 	carrier *carrier        // the goroutine that runs it
+	// parent is the worker whose lease this renewal goroutine renews (nil
+	// for a worker); renewal is a worker's renewal goroutine, if any.
+	parent, renewal *worker
+	stopAfter       func() bool // unregisters the wake-up on the renewals' end
 
 	token      idem.Token
 	tokenSet   bool
@@ -69,7 +73,54 @@ type worker struct {
 	replied bool // the answer was checked
 }
 
-func (wk *worker) String() string { return fmt.Sprintf("w%d(c%d)", wk.id, wk.cl.id) }
+func (wk *worker) String() string {
+	if wk.parent != nil {
+		return wk.parent.String() + ".renewal"
+	}
+	return fmt.Sprintf("w%d(c%d)", wk.id, wk.cl.id)
+}
+
+// renewalStart is how the executor's renewal goroutine announces itself.
+type renewalStart struct {
+	actor *worker
+	ctx   context.Context
+	d     time.Duration
+}
+
+// startRenewal runs on the executor's renewal goroutine, at its first
+// Sleep: it hands itself to the worker (which waits for it in body before it
+// touches anything) and waits to be scheduled like any worker.
+func (w *world) startRenewal(ctx context.Context, d time.Duration) error {
+	a := &worker{wake: make(chan wakeMsg, 1)}
+	w.renewals <- &renewalStart{actor: a, ctx: ctx, d: d}
+	m := <-a.wake
+	if m.kill {
+		runtime.Goexit()
+	}
+	return m.err
+}
+
+// adoptRenewal makes the announced renewal goroutine an actor of wk, parked
+// in its first Sleep. The renewals end when their context does: the
+// executor cancels it and then waits for them while it holds the baton, so
+// the end wakes the renewal goroutine directly, outside the event queue.
+func (w *world) adoptRenewal(wk *worker, rs *renewalStart) {
+	a := rs.actor
+	a.id, a.w, a.cl, a.ks, a.parent = wk.id, w, wk.cl, wk.ks, wk
+	a.token, a.tokenSet = wk.token, true
+	wk.renewal = a
+	a.gen++
+	g := a.gen
+	a.waitOn, a.where, a.state = rs.ctx, "sleep "+rs.d.String(), parked
+	w.after(rs.d, func() { w.resume(a, g, nil) })
+	a.stopAfter = context.AfterFunc(rs.ctx, func() {
+		// The worker holds the baton and waits for the renewals to end.
+		a.gen++
+		a.state = ended
+		a.wake <- wakeMsg{err: rs.ctx.Err()}
+	})
+	w.tracef("%s starts, first renewal in %v", a, rs.d)
+}
 
 // wait parks the worker for d of virtual time, or until ctx is done when ctx
 // can be cancelled; it returns ctx's error in that case.
@@ -109,7 +160,11 @@ func (w *world) resume(wk *worker, g uint64, err error) {
 	if wk.gen != g || wk.state != parked {
 		return
 	}
-	if !wk.cl.probe && err == nil && w.chance(w.p.crash) {
+	if p := wk.parent; p != nil && p.state == crashed {
+		wk.state = crashed // the process died: its renewals with it
+		return
+	}
+	if wk.parent == nil && !wk.cl.probe && err == nil && w.chance(w.p.crash) {
 		wk.state = crashed
 		w.stats.Crashes++
 		w.tracef("%s CRASHES while at %s", wk, wk.where)
@@ -124,6 +179,22 @@ func (w *world) hand(wk *worker, m wakeMsg) {
 	w.cur = wk
 	wk.wake <- m
 	<-w.back
+	if p := wk.parent; p != nil {
+		if wk.state == ended {
+			// The renewals lost the lease and end without yielding again:
+			// they cancel the method's context (the worker waits on it in
+			// body) before they return.
+			<-p.waitOn.Done()
+			if p.state == parked {
+				p.gen++
+				g := p.gen
+				err := p.waitOn.Err()
+				w.after(0, func() { w.resume(p, g, err) })
+			}
+		}
+		w.cur = nil
+		return
+	}
 	w.cur = nil
 	if wk.state == ended {
 		if wk.how != "goexit" {
@@ -249,6 +320,11 @@ type execution struct {
 // caller's cancellation can cut short), then does what the schedule drew.
 func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*simsvc.Result, error) {
 	wk := w.cur
+	if w.renew {
+		// The executor started the lease renewals before it called the
+		// method: wait for their goroutine to announce itself first.
+		w.adoptRenewal(wk, <-w.renewals)
+	}
 	w.execs++
 	e := &execution{id: w.execs, wk: wk, epoch: wk.claimEpoch}
 	wk.exec = e

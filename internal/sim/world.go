@@ -26,21 +26,23 @@ const maxEvents = 200_000
 // Only one goroutine runs at a time: the scheduler (Run's goroutine) or the
 // worker it resumed, which hands the baton back when it parks or ends.
 type world struct {
-	seed    uint64
-	opts    Options
-	runner  *Runner
-	rng     *rand.Rand
-	p       params
-	now     time.Time
-	seq     uint64
-	q       eventQueue
-	events  int
-	cur     *worker       // the worker holding the baton; nil: the scheduler
-	back    chan struct{} // a worker hands the baton back
-	mem     *memstore.Store
-	downTil time.Time // the store refuses requests until then
-	svc     *simsvc.IdempotentService
-	ctx     context.Context // the mutations of the schedule
+	seed     uint64
+	opts     Options
+	runner   *Runner
+	renew    bool               // the executor renews leases
+	renewals chan *renewalStart // a renewal goroutine announces itself
+	rng      *rand.Rand
+	p        params
+	now      time.Time
+	seq      uint64
+	q        eventQueue
+	events   int
+	cur      *worker       // the worker holding the baton; nil: the scheduler
+	back     chan struct{} // a worker hands the baton back
+	mem      *memstore.Store
+	downTil  time.Time // the store refuses requests until then
+	svc      *simsvc.IdempotentService
+	ctx      context.Context // the mutations of the schedule
 
 	keys    []*keyState
 	clients []*client
@@ -129,9 +131,16 @@ type clock struct{ w *world }
 func (c clock) Now() time.Time { return c.w.now }
 
 func (c clock) Sleep(ctx context.Context, d time.Duration) error {
-	wk := c.w.cur
+	w := c.w
+	wk := w.cur
 	if wk == nil {
 		panic("sim: Clock.Sleep called outside a worker")
+	}
+	if _, inCall := idem.KeyFrom(ctx); w.renew && wk.parent == nil && inCall {
+		// The first wait of the lease renewal the executor started in a
+		// goroutine of its own, while the worker that holds the baton is
+		// about to run the method: announce it and wait to be scheduled.
+		return w.startRenewal(ctx, d)
 	}
 	return wk.wait(ctx, d, "sleep "+d.String())
 }
@@ -210,6 +219,8 @@ type Stats struct {
 	StoreCrashes  int
 	LinkFaults    int // requests or replies dropped or duplicated
 	Cancellations int
+	Renewals      int // leases the executor's renewals extended
+	RenewalsLost  int // renewals that found the lease lost and cancelled the method
 }
 
 func (s *Stats) add(o Stats) {
@@ -221,11 +232,13 @@ func (s *Stats) add(o Stats) {
 	s.StoreCrashes += o.StoreCrashes
 	s.LinkFaults += o.LinkFaults
 	s.Cancellations += o.Cancellations
+	s.Renewals += o.Renewals
+	s.RenewalsLost += o.RenewalsLost
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("calls=%d executions=%d stalls=%d unstored=%d worker-crashes=%d store-crashes=%d link-faults=%d cancels=%d",
-		s.Calls, s.Executions, s.Stalls, s.Unstored, s.Crashes, s.StoreCrashes, s.LinkFaults, s.Cancellations)
+	return fmt.Sprintf("calls=%d executions=%d stalls=%d unstored=%d worker-crashes=%d store-crashes=%d link-faults=%d cancels=%d renewals=%d renewals-lost=%d",
+		s.Calls, s.Executions, s.Stalls, s.Unstored, s.Crashes, s.StoreCrashes, s.LinkFaults, s.Cancellations, s.Renewals, s.RenewalsLost)
 }
 
 // Result is the outcome of one schedule.

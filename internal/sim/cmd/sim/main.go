@@ -34,6 +34,7 @@ func run() int {
 	store := flag.String("store", "", "durable or losing (default: alternate by seed; durable for -seed)")
 	faults := flag.String("faults", "all", `fault classes: "all", or names joined by commas, "-name" to remove one (`+sim.AllFaults.String()+`: link, worker-crash, stall, cancel, store-crash, method, goexit, unencodable, payload-reuse)`)
 	mutations := flag.String("mutations", "none", "known mistakes to switch on, joined by '+' (release-after-final, complete-without-fencing, lost-complete-reply-as-lease-lost, takeover-without-fingerprint)")
+	renew := flag.String("renew", "seed", "lease renewal: on, off, or seed (a quarter of the seeds)")
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "schedules run at once")
 	show := flag.Int("show", 3, "failed schedules printed with their trace")
 	flag.Parse()
@@ -46,6 +47,16 @@ func run() int {
 	}
 	if opts.Mutations, err = sim.ParseMutations(*mutations); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	switch *renew {
+	case "on":
+		opts.Renewal = sim.RenewOn
+	case "off":
+		opts.Renewal = sim.RenewOff
+	case "seed":
+	default:
+		fmt.Fprintf(os.Stderr, "sim: -renew %q: on, off or seed\n", *renew)
 		return 2
 	}
 	if *store != "" {
