@@ -33,9 +33,6 @@ func same(a, b outcome) bool {
 	return a == b
 }
 
-// rejected is the name of simsvc.ErrRejected in the stored outcome.
-const rejected = "ErrRejected"
-
 func (o outcome) String() string {
 	if o.sub {
 		return fmt.Sprintf("the executor's substitute %q", o.msg)
@@ -92,7 +89,7 @@ func (w *world) tok(t idem.Token) string {
 // decode reads a stored outcome.
 func (w *world) decode(out idem.Outcome) (outcome, error) {
 	if out.Status == idem.StatusFailedFinal {
-		if out.ErrCode != rejected {
+		if out.ErrCode == idem.NotStoredCode {
 			return outcome{final: true, sub: true, msg: out.ErrMessage, exec: -1, payload: -1}, nil
 		}
 		o := outcome{final: true, msg: out.ErrMessage, exec: -1, payload: -1}
@@ -350,18 +347,21 @@ func (w *world) checkAnswer(wk *worker) {
 			w.violate("%s: %s told %q, but the store accepted its outcome", ks.name, wk, wk.err)
 		}
 		return
+	case errors.Is(wk.err, idem.ErrOutcomeNotStored):
+		// The executor's substitute for an outcome it could not store:
+		// the record must hold it.
+		got = outcome{final: true, sub: true, msg: wk.err.Error()}
+		if ks.first != nil && !same(*ks.first, got) && wk.seenEpoch == ks.epoch {
+			w.violate("%s: %s told %v, but the record holds %v", ks.name, wk, got, *ks.first)
+		}
+		return
 	case errors.Is(wk.err, idem.ErrFinal) || errors.Is(wk.err, simsvc.ErrRejected):
 		e := w.finals[wk.err.Error()]
 		if e == nil {
-			// The executor's own final outcome, a substitute for one it
-			// could not store: the record must hold it.
-			got = outcome{final: true, sub: true, msg: wk.err.Error()}
-			if ks.first != nil && !same(*ks.first, got) && wk.seenEpoch == ks.epoch {
-				w.violate("%s: %s told %v, but the record holds %v", ks.name, wk, got, *ks.first)
-			}
+			w.violate("%s: %s got a final error no execution returned: %q", ks.name, wk, wk.err)
 			return
 		}
-		if !errors.Is(wk.err, simsvc.ErrRejected) {
+		if e.id%2 == 0 && !errors.Is(wk.err, idem.ErrFinal) || e.id%2 == 1 && !errors.Is(wk.err, simsvc.ErrRejected) {
 			w.violate("%s: %s got final error %q, which is not errors.Is its sentinel", ks.name, wk, wk.err)
 			return
 		}

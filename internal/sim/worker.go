@@ -355,7 +355,11 @@ func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*s
 	res := &simsvc.Result{Key: req.Key, Payload: req.Payload, Exec: e.id}
 	switch k {
 	case kFinal:
+		// A sentinel of the annotation's final= list, or idem.Final.
 		err := fmt.Errorf("exec %d payload %d: %w", e.id, req.Payload, simsvc.ErrRejected)
+		if e.id%2 == 0 {
+			err = idem.Final(fmt.Errorf("exec %d payload %d: declined", e.id, req.Payload))
+		}
 		e.finalMsg = err.Error()
 		w.finals[e.finalMsg] = e
 		return nil, err
