@@ -21,8 +21,33 @@
 // replays the same schedule exactly; Result.Report prints the seed and the
 // trace of the steps.
 //
-// The invariants (see check.go) are checked at every step and at the end of
-// each schedule, where every lease is waited out and each key is probed.
+// The checker sees what the store accepted (the link knows, even when the
+// reply is lost) and what every method body did. Within one life of a
+// record (it ends when the record expires or a losing store forgets it), it
+// checks at every step:
+//
+//   - at most one execution per key: no method body starts after another
+//     one decided an outcome (success, final error, unencodable result) —
+//     except the documented lease-stall case, counted apart (Stats.Stalls):
+//     the deciding worker lost its lease (it stalled, crashed, or its
+//     Complete was lost or late) before its outcome was stored;
+//   - the store keeps its contract: a claim is granted only over no record
+//     or a lapsed lease of the same payload, never over a stored outcome;
+//     a fenced zombie never completes (nor releases, nor renews);
+//   - every replay equals the first outcome stored, and a stored outcome
+//     never changes;
+//   - every answer is true: a caller told success (or a final error) got
+//     the outcome the record holds, produced for its own payload (a
+//     different payload is never replayed); the documented exception, when
+//     no Complete reply came back or the executor stored its not-stored
+//     substitute, is counted apart (Stats.Unstored); a caller told
+//     ErrLeaseLost really lost its outcome;
+//   - a call that ends (even by runtime.Goexit) leaves no claim behind,
+//     unless the link lost one of its requests;
+//
+// and at the end, after every lease lapsed, a fault-free probe of each key
+// must not find it PROCESSING, and must replay the outcome a durable store
+// acknowledged (it must not execute the key again).
 package sim
 
 import (
