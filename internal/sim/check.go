@@ -262,11 +262,13 @@ func (w *world) onRelease(wk *worker) {
 func (w *world) checkExecution(e *execution) {
 	ks := e.wk.ks
 	if e.wk.fenced {
-		// Its lease was taken over before it ran (a slow reply, a stall):
-		// a zombie, the documented lease-stall case.
+		// Its lease lapsed and was taken over before it ran: the reply to
+		// its claim came late, or a retried claim of its own token was
+		// answered "claimed" without a fresh lease. A zombie from the
+		// start: counted apart, like the lease-stall case.
 		e.fenced = true
-		w.stats.Stalls++
-		w.tracef("%s: exec #%d runs although its lease was already taken over (a zombie: the documented lease-stall case)", ks.name, e.id)
+		w.stats.LateStarts++
+		w.tracef("%s: exec #%d runs although its lease was already taken over (it started as a zombie)", ks.name, e.id)
 		return
 	}
 	if d := ks.decided; d != nil && d.epoch == ks.epoch && e.epoch == ks.epoch && !d.excused {

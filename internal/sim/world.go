@@ -212,6 +212,11 @@ type Stats struct {
 	// crashed after its side effect, or its Complete failed): the
 	// documented lease-mode limit, counted apart and never a violation.
 	Stalls int
+	// LateStarts counts executions whose lease had lapsed and been taken
+	// over before the method started (a late claim reply; a retried claim
+	// of the same token answered without a fresh lease): counted apart like
+	// Stalls.
+	LateStarts int
 	// Unstored counts callers told the method's result although it could
 	// not be stored (every Complete attempt failed on the link).
 	Unstored      int
@@ -227,6 +232,7 @@ func (s *Stats) add(o Stats) {
 	s.Calls += o.Calls
 	s.Executions += o.Executions
 	s.Stalls += o.Stalls
+	s.LateStarts += o.LateStarts
 	s.Unstored += o.Unstored
 	s.Crashes += o.Crashes
 	s.StoreCrashes += o.StoreCrashes
@@ -237,8 +243,8 @@ func (s *Stats) add(o Stats) {
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("calls=%d executions=%d stalls=%d unstored=%d worker-crashes=%d store-crashes=%d link-faults=%d cancels=%d renewals=%d renewals-lost=%d",
-		s.Calls, s.Executions, s.Stalls, s.Unstored, s.Crashes, s.StoreCrashes, s.LinkFaults, s.Cancellations, s.Renewals, s.RenewalsLost)
+	return fmt.Sprintf("calls=%d executions=%d stalls=%d late-starts=%d unstored=%d worker-crashes=%d store-crashes=%d link-faults=%d cancels=%d renewals=%d renewals-lost=%d",
+		s.Calls, s.Executions, s.Stalls, s.LateStarts, s.Unstored, s.Crashes, s.StoreCrashes, s.LinkFaults, s.Cancellations, s.Renewals, s.RenewalsLost)
 }
 
 // Result is the outcome of one schedule.
