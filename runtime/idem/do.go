@@ -392,6 +392,11 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 	}
 	if !decided {
 		c.release(ctx, token, err)
+		if lost := rn.lostLease(); lost != nil && !errors.Is(err, ErrLeaseLost) {
+			// The method gave up because its context was cancelled for the
+			// lost lease: say so, not only "context canceled".
+			err = fmt.Errorf("%w; the method returned: %w", lost, err)
+		}
 		return v, err
 	}
 	if cerr := c.complete(ctx, token, out, notStored); errors.Is(cerr, ErrLeaseLost) {
@@ -524,6 +529,7 @@ type renewal struct {
 	halt   context.CancelFunc      // ends the renewals
 	cancel context.CancelCauseFunc // cancels the method's context
 	done   chan struct{}           // closed when the renewals ended
+	lost   error                   // set when a renewal found the lease lost, before done
 }
 
 // startRenewal renews the claim of token every third of lease until stop,
@@ -555,12 +561,22 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		case errors.Is(err, ErrLeaseLost):
 			err = fmt.Errorf("idem: renew %s: %w", c.key.Text, err)
 			c.emit(EventLeaseLost, err)
+			r.lost = err
 			r.cancel(err)
 			return
 		default:
 			c.emit(EventStoreError, fmt.Errorf("idem: renew %s: %w", c.key.Text, err))
 		}
 	}
+}
+
+// lostLease returns the error of the renewal that found the lease lost, or
+// nil; call it after stop. A nil renewal lost nothing.
+func (r *renewal) lostLease() error {
+	if r == nil {
+		return nil
+	}
+	return r.lost
 }
 
 // stop ends the renewals and waits for them, so that none runs once the

@@ -192,8 +192,9 @@ func WithStoreTimeout(d time.Duration) Option {
 // takeover. Renewal stops when the method returns. If a renewal finds the
 // claim taken (ErrLeaseLost), the method's context is cancelled with the
 // cause ErrLeaseLost (context.Cause), so that a method that watches its
-// context stops before its side effect; a renewal that fails otherwise is
-// reported (EventStoreError) and tried again at the next third.
+// context stops before its side effect, and the error Do returns wraps
+// ErrLeaseLost whatever the method returned; a renewal that fails otherwise
+// is reported (EventStoreError) and tried again at the next third.
 //
 // With renewal on, the first lease also covers the caller's deadline, when
 // its context has one: the lease is the larger of the configured lease and

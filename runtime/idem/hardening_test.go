@@ -568,25 +568,33 @@ func TestDoRenewsLease(t *testing.T) {
 // method's context is cancelled with the cause ErrLeaseLost, so that a
 // well-behaved method stops before its side effect.
 func TestDoRenewalLostCancelsMethod(t *testing.T) {
-	clk := newFakeClock(false)
-	st := newFaultStore(clk)
-	st.renewFault = fmt.Errorf("faultstore: renew: %w", idem.ErrLeaseLost)
-	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithObserver(ev.observe))
-	m := &idem.Method{Op: "T.M", TTL: 10 * time.Minute}
-	res := make(chan error, 1)
-	go func() {
-		_, err := call(t.Context(), ex, m, "a", func(ctx context.Context) (int, error) {
-			<-ctx.Done()
-			return 0, context.Cause(ctx)
+	returns := map[string]func(ctx context.Context) error{
+		"cause": context.Cause,
+		"err":   func(ctx context.Context) error { return ctx.Err() },
+	}
+	for name, ret := range returns {
+		t.Run(name, func(t *testing.T) {
+			clk := newFakeClock(false)
+			st := newFaultStore(clk)
+			st.renewFault = fmt.Errorf("faultstore: renew: %w", idem.ErrLeaseLost)
+			var ev eventLog
+			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithObserver(ev.observe))
+			m := &idem.Method{Op: "T.M", TTL: 10 * time.Minute}
+			res := make(chan error, 1)
+			go func() {
+				_, err := call(t.Context(), ex, m, "a", func(ctx context.Context) (int, error) {
+					<-ctx.Done()
+					return 0, ret(ctx)
+				})
+				res <- err
+			}()
+			clk.waitSleepers(t, 1)
+			clk.Advance(idem.DefaultLease / 3)
+			err := <-res
+			require.ErrorIs(t, err, idem.ErrLeaseLost, "the caller is told why the method stopped")
+			assert.Contains(t, ev.kinds(), idem.EventLeaseLost)
 		})
-		res <- err
-	}()
-	clk.waitSleepers(t, 1)
-	clk.Advance(idem.DefaultLease / 3)
-	err := <-res
-	require.ErrorIs(t, err, idem.ErrLeaseLost)
-	assert.Contains(t, ev.kinds(), idem.EventLeaseLost)
+	}
 }
 
 // TestDoRenewalSurvivesAFailure: a renewal that fails for another reason is
