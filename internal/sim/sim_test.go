@@ -52,10 +52,12 @@ func TestDeterministic(t *testing.T) {
 	if raceEnabled {
 		seeds = 50
 	}
+	runner := NewRunner() // goroutines reused across schedules, as Batch does
+	defer runner.Close()
 	for seed := uint64(1); seed <= seeds; seed++ {
 		for _, k := range []StoreKind{Durable, Losing} {
 			a := Run(seed, Options{Store: k, Trace: true})
-			b := Run(seed, Options{Store: k, Trace: true})
+			b := runner.Run(seed, Options{Store: k, Trace: true})
 			c := Run(seed, Options{Store: k})
 			if !reflect.DeepEqual(a.Trace, b.Trace) {
 				t.Fatalf("seed %d (%s): two runs differ:\n%s\n---\n%s", seed, k, strings.Join(a.Trace, "\n"), strings.Join(b.Trace, "\n"))
