@@ -107,7 +107,7 @@ func (c *config) invalid(format string, args ...any) {
 // validate checks what single options cannot: how they combine.
 func (c *config) validate() {
 	if c.lease > c.ttl {
-		c.invalid("WithLease(%v) exceeds WithTTL(%v): a claim cannot outlive its record", c.lease, c.ttl)
+		c.invalid("WithLease(%v) exceeds the TTL, %v (WithTTL): a claim cannot outlive its record", c.lease, c.ttl)
 	}
 }
 

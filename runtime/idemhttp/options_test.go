@@ -33,7 +33,8 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{"WithTTL(-1s)", []idemhttp.Option{idemhttp.WithTTL(-time.Second)}},
 		{"WithLease(0s)", []idemhttp.Option{idemhttp.WithLease(0)}},
 		{"WithLease(-1ns)", []idemhttp.Option{idemhttp.WithLease(-1)}},
-		{"WithLease(2m0s) exceeds WithTTL(1m0s)", []idemhttp.Option{idemhttp.WithLease(2 * time.Minute), idemhttp.WithTTL(time.Minute)}},
+		{"WithLease(2m0s) exceeds the TTL, 1m0s (WithTTL)", []idemhttp.Option{idemhttp.WithLease(2 * time.Minute), idemhttp.WithTTL(time.Minute)}},
+		{"WithLease(25h0m0s) exceeds the TTL, 24h0m0s (WithTTL)", []idemhttp.Option{idemhttp.WithLease(25 * time.Hour)}},
 		{"WithWait(-1s)", []idemhttp.Option{idemhttp.WithWait(-time.Second)}},
 		{"WithMaxRetryAfter(0s)", []idemhttp.Option{idemhttp.WithMaxRetryAfter(0)}},
 		{"WithMaxBody(0)", []idemhttp.Option{idemhttp.WithMaxBody(0)}},
@@ -239,4 +240,21 @@ func TestTransportQuotesUnsafeKeys(t *testing.T) {
 	if strings.Join(sent, "|") != strings.Join(want, "|") {
 		t.Fatalf("keys sent %q, want %q", sent, want)
 	}
+}
+
+// TestContentEncodingAlwaysStored: an allow-list without Content-Encoding
+// still stores it: a replayed compressed body is unreadable without it.
+func TestContentEncodingAlwaysStored(t *testing.T) {
+	e := newEnv(t, newStoreOf(memstore.New()), negotiatingHandler, idemhttp.WithStoredHeaders("Content-Type"))
+	e.do("POST", "/orders", "k", "{}", "Accept-Encoding", "gzip")
+	w := e.do("POST", "/orders", "k", "{}", "Accept-Encoding", "gzip")
+	wantReplayed(t, w.Header(), true)
+	if ce := w.Header().Get("Content-Encoding"); ce != "gzip" {
+		t.Fatalf("replayed Content-Encoding %q, want gzip", ce)
+	}
+	if v := w.Header().Get("Vary"); v != "" {
+		t.Fatalf("Vary %q replayed though not allow-listed", v)
+	}
+	// Vary was not replayed, but it was honoured.
+	wantProblem(t, e.do("POST", "/orders", "k", "{}"), 406, "replay-not-acceptable")
 }
