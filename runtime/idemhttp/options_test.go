@@ -258,3 +258,24 @@ func TestContentEncodingAlwaysStored(t *testing.T) {
 	// Vary was not replayed, but it was honoured.
 	wantProblem(t, e.do("POST", "/orders", "k", "{}"), 406, "replay-not-acceptable")
 }
+
+// TestVaryCredentialNotStored: a response that varies on Authorization
+// keeps a digest of the first request's credential, never the credential.
+func TestVaryCredentialNotStored(t *testing.T) {
+	var mu sync.Mutex
+	var stored []byte
+	fs := &faultyStore{Store: memstore.New(), outcome: func(o idem.Outcome) (idem.Outcome, error) {
+		mu.Lock()
+		stored = append(stored, o.Body...)
+		mu.Unlock()
+		return o, nil
+	}}
+	e := newEnv(t, newStoreOf(fs), negotiatingHandler)
+	e.do("POST", "/me", "k", "{}", "Authorization", "Bearer secret-token")
+	wantReplayed(t, e.do("POST", "/me", "k", "{}", "Authorization", "Bearer secret-token").Header(), true)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stored) == 0 || strings.Contains(string(stored), "secret-token") || !strings.Contains(string(stored), "sha256:") {
+		t.Fatalf("stored outcome %s: want a digest of the credential, not the credential", stored)
+	}
+}

@@ -1143,7 +1143,7 @@ func negotiatingHandler(e *env, w http.ResponseWriter, r *http.Request) {
 		h.Set("Vary", "Accept-Language")
 		body = r.Header.Get("Accept-Language") + " " + body
 	case "/me":
-		h.Set("Vary", "Authorization")
+		h.Set("Vary", "Authorization, Idempotency-Key")
 	case "/asset":
 		gz = true
 	default:
@@ -1234,6 +1234,11 @@ func testReplayVary(t *testing.T, newStore newStoreFunc) {
 		try{az("Bearer a"), 0},
 		try{az("Bearer b"), 406},
 	)
+	// The key's form (quoted or bare) is not a representation choice.
+	quoted := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/me", idemhttp.FormatKey(quoted), "{}", az("Bearer a")...), 201)
+	wantReplayed(t, e.do("POST", "/me", quoted, "{}", az("Bearer a")...).Header(), true)
+	e.wantRuns(6)
 	if n := len(e.events(idemhttp.EventNotAcceptable)); n != 11 {
 		t.Fatalf("%d not-acceptable events, want 11", n)
 	}
@@ -1245,7 +1250,7 @@ func testReplayVary(t *testing.T, newStore newStoreFunc) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b, err := io.ReadAll(zr); err != nil || string(b) != "order 6" {
+	if b, err := io.ReadAll(zr); err != nil || string(b) != "order 7" {
 		t.Fatalf("replayed gzip body %q %v", b, err)
 	}
 }

@@ -11,7 +11,8 @@ import (
 
 // selectedBy returns the request header fields that selected the response
 // whose header is resp, with req's values (see fieldValue): the fields named
-// by the response's Vary ("*" cannot be checked and is left out), and
+// by the response's Vary ("*" cannot be checked and is left out, and the
+// Idempotency-Key is the same on every retry), and
 // Accept-Encoding when the response has a Content-Encoding. A field the
 // request lacked is present with no values. nil when there are none.
 func selectedBy(resp, req http.Header) http.Header {
@@ -25,8 +26,9 @@ func selectedBy(resp, req http.Header) http.Header {
 		}
 	}
 	for _, name := range listElements(resp.Values("Vary")) {
-		if name != "*" && isToken(name) {
-			add(http.CanonicalHeaderKey(name))
+		// The key itself is the same on every retry, whatever its form.
+		if name = http.CanonicalHeaderKey(name); name != "*" && name != Header && isToken(name) {
+			add(name)
 		}
 	}
 	if len(contentCodings(resp.Values("Content-Encoding"))) > 0 {
