@@ -311,10 +311,32 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	})
 	err = t.conn.SendBatch(ctx, b).Close()
 	end(ctx, t.conn)
+	if err != nil && uncertain(err) && t.store.committed(ctx, t.key, t.token) {
+		// The COMMIT was sent and its reply lost, but it committed.
+		return nil
+	}
 	if err != nil {
 		return fail("complete", t.key, err)
 	}
 	return nil
+}
+
+// committed reports whether the key's record holds token's final outcome,
+// once no transaction writes the key any more: it resolves a COMMIT whose
+// reply was lost. It asks on a connection of its own and a context detached
+// from the caller's, bounded by settleTimeout; when it cannot tell, it
+// answers false (the caller is told the call failed; a retry replays the
+// outcome if it did commit).
+func (s *Store) committed(ctx context.Context, key idem.Key, token idem.Token) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql.settle, key.ID[:])
+	b.Queue("ROLLBACK")
+	var done bool
+	b.Queue(s.sql.completeCheck, key.ID[:], int64(token)).QueryRow(func(r pgx.Row) error { return r.Scan(&done) })
+	return s.pool.SendBatch(ctx, b).Close() == nil && done
 }
 
 // Release implements idem.Txn: it rolls the transaction back, claim and
