@@ -144,7 +144,9 @@ func TestMigrateLongTableNames(t *testing.T) {
 	pool := newPool(t, 2, nil)
 	prefix := "idem_long_" + randHex(20) // 50 bytes
 	for _, name := range []string{prefix + strings.Repeat("a", 13), prefix + strings.Repeat("b", 13), prefix + "_c"} {
-		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()) })
+		t.Cleanup(func() {
+			_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize())
+		})
 		s := pgstore.New(pool, pgstore.WithTable(name))
 		require.NoError(t, s.Migrate(ctx))
 		require.NoError(t, s.Migrate(ctx), "again")
