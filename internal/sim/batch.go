@@ -85,23 +85,34 @@ func ParseMutations(s string) (mutant.Flag, error) {
 	return f, nil
 }
 
+// BatchResult is what Batch ran and found.
+type BatchResult struct {
+	Ran    int       // schedules run
+	Failed int       // schedules that broke an invariant
+	Shown  []*Result // the first failures (with their trace), then more seeds without
+	Stats  Stats     // summed over every schedule
+}
+
+// maxShown bounds BatchResult.Shown.
+const maxShown = 100
+
 // Batch runs the schedules of seeds first..first+n-1 on parallel
-// goroutines, alternating the store kind by seed when opts.Store is 0
-// (even seeds durable, odd seeds losing). It returns the failed schedules
-// (re-run with a trace, at most maxFailures of them) and the summed stats.
-// A cancelled ctx stops it early; ran says how many schedules ran.
-func Batch(ctx context.Context, first uint64, n int, parallel, maxFailures int, opts Options) (failed []*Result, total Stats, ran int) {
+// goroutines, alternating the store kind by seed when opts.Store is 0 (even
+// seeds durable, odd seeds losing). The first traced failures are re-run
+// with a trace. A cancelled ctx stops it early.
+func Batch(ctx context.Context, first uint64, n int, parallel, traced int, opts Options) BatchResult {
 	var (
 		next atomic.Uint64
 		mu   sync.Mutex
 		wg   sync.WaitGroup
-		done atomic.Int64
+		res  BatchResult
 	)
 	next.Store(first)
 	end := first + uint64(n)
 	for range max(parallel, 1) {
 		wg.Go(func() {
 			var st Stats
+			ran := 0
 			runner := NewRunner()
 			defer runner.Close()
 			for ctx.Err() == nil {
@@ -117,34 +128,31 @@ func Batch(ctx context.Context, first uint64, n int, parallel, maxFailures int, 
 					}
 				}
 				r := runner.Run(seed, o)
-				done.Add(1)
+				ran++
 				st.add(r.Stats)
-				if !r.OK() {
-					mu.Lock()
-					keep := len(failed) < maxFailures
-					if keep {
-						failed = append(failed, nil)
-					}
-					i := len(failed) - 1
-					mu.Unlock()
-					if keep {
-						o.Trace = true
-						rr := runner.Run(seed, o)
-						mu.Lock()
-						failed[i] = rr
-						mu.Unlock()
-					} else {
-						mu.Lock()
-						failed = append(failed, r)
-						mu.Unlock()
-					}
+				if r.OK() {
+					continue
 				}
+				mu.Lock()
+				res.Failed++
+				trace := res.Failed <= traced
+				mu.Unlock()
+				if trace {
+					o.Trace = true
+					r = runner.Run(seed, o)
+				}
+				mu.Lock()
+				if len(res.Shown) < maxShown {
+					res.Shown = append(res.Shown, r)
+				}
+				mu.Unlock()
 			}
 			mu.Lock()
-			total.add(st)
+			res.Ran += ran
+			res.Stats.add(st)
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	return failed, total, int(done.Load())
+	return res
 }

@@ -24,19 +24,18 @@ func TestSchedules(t *testing.T) {
 		n = schedules / 10
 	}
 	start := time.Now()
-	failed, st, ran := Batch(t.Context(), 1, n, runtime.GOMAXPROCS(0), 3, Options{})
+	res := Batch(t.Context(), 1, n, runtime.GOMAXPROCS(0), 3, Options{})
 	el := time.Since(start)
-	t.Logf("%d schedules in %v (%.0f/s): %s", ran, el.Round(time.Millisecond), float64(ran)/el.Seconds(), st)
-	for i, r := range failed {
-		if i < 3 {
-			t.Errorf("%s", r.Report())
-		}
+	st := res.Stats
+	t.Logf("%d schedules in %v (%.0f/s): %s", res.Ran, el.Round(time.Millisecond), float64(res.Ran)/el.Seconds(), st)
+	for _, r := range res.Shown[:min(3, len(res.Shown))] {
+		t.Errorf("%s", r.Report())
 	}
-	if len(failed) > 0 {
-		t.Fatalf("%d of %d schedules broke an invariant", len(failed), ran)
+	if res.Failed > 0 {
+		t.Fatalf("%d of %d schedules broke an invariant", res.Failed, res.Ran)
 	}
-	if ran != n {
-		t.Fatalf("ran %d schedules, want %d", ran, n)
+	if res.Ran != n {
+		t.Fatalf("ran %d schedules, want %d", res.Ran, n)
 	}
 	// The faults happened: a run that drew none would prove nothing.
 	if st.Stalls == 0 || st.Crashes == 0 || st.StoreCrashes == 0 || st.LinkFaults == 0 || st.Cancellations == 0 || st.Unstored == 0 ||
@@ -121,7 +120,7 @@ func TestFindsKnownMistakes(t *testing.T) {
 func TestBatchStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, _, ran := Batch(ctx, 1, 1000, 2, 1, Options{}); ran != 0 {
-		t.Fatalf("ran %d schedules after cancel", ran)
+	if res := Batch(ctx, 1, 1000, 2, 1, Options{}); res.Ran != 0 {
+		t.Fatalf("ran %d schedules after cancel", res.Ran)
 	}
 }

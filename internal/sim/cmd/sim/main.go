@@ -86,20 +86,20 @@ func run() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start := time.Now()
-	failed, st, ran := sim.Batch(ctx, *first, *seeds, *parallel, *show, opts)
+	res := sim.Batch(ctx, *first, *seeds, *parallel, *show, opts)
 	el := time.Since(start)
-	for i, r := range failed {
-		if i < *show {
+	for _, r := range res.Shown {
+		if len(r.Trace) > 0 {
 			fmt.Println(r.Report())
 		} else {
-			fmt.Printf("seed %d: %s\n", r.Seed, r.Violations[0])
+			fmt.Printf("seed %d (store %s): %s\n", r.Seed, r.Store, r.Violations[0])
 		}
 	}
 	fmt.Printf("%d schedules (seeds %d..%d, store %s, faults %s, mutations %s) in %v: %.0f schedules/s on %d goroutines; %d failed\n",
-		ran, *first, *first+uint64(ran)-1, storeName(opts.Store), opts.Faults, opts.Mutations, el.Round(time.Millisecond),
-		float64(ran)/el.Seconds(), *parallel, len(failed))
-	fmt.Printf("totals: %s\n", st)
-	if len(failed) > 0 || ran < *seeds {
+		res.Ran, *first, *first+uint64(res.Ran)-1, storeName(opts.Store), opts.Faults, opts.Mutations, el.Round(time.Millisecond),
+		float64(res.Ran)/el.Seconds(), *parallel, res.Failed)
+	fmt.Printf("totals: %s\n", res.Stats)
+	if res.Failed > 0 || res.Ran < *seeds {
 		return 1
 	}
 	return 0
