@@ -345,7 +345,7 @@ func (w *world) checkAnswer(wk *worker) {
 		}
 		got = outcome{exec: wk.res.Exec, payload: wk.res.Payload}
 	case errors.Is(wk.err, idem.ErrLeaseLost):
-		if wk.completeOK && wk.seenEpoch == ks.epoch && w.now.Before(ks.expires) {
+		if wk.storedWhenAnswered {
 			w.violate("%s: %s told %q, but the store accepted its outcome", ks.name, wk, wk.err)
 		}
 		return

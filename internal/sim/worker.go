@@ -60,6 +60,7 @@ type worker struct {
 	completeSent, completeOK bool
 	releaseSent              bool
 	completeRefused          bool // a reply to its Complete said ErrLeaseLost
+	storedWhenAnswered       bool // completeOK when the store answered its last Complete
 	seenEpoch                int  // the record's life its last replay or accepted outcome came from
 	faulted                  bool // a request or reply of this worker was lost or cut short
 	abandoned                bool // its client stopped waiting for it
