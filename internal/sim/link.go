@@ -167,7 +167,6 @@ func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out 
 func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error {
 	w := l.w
 	wk := w.cur
-	wk.releaseSent = true
 	return l.call(ctx, op{name: "release", apply: func(sctx context.Context) error {
 		err := w.mem.Release(sctx, key, token)
 		if err == nil {
