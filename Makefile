@@ -6,12 +6,15 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress
+.PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim
 
 demo:
 	$(GO) run ./examples/orders
 
+# The simulator's short run is 10^4 schedules without the race detector
+# (seconds); under -race, in the full run, it runs 10^3.
 test: fmt-check vet staticcheck check
+	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh $(GO) test -race -count=1 -timeout 12m $(PKGS)
 
 generate:
@@ -20,7 +23,7 @@ generate:
 # Fails when a committed generated file is stale, missing or extra, and
 # prints the unified diff of what `make generate` would change.
 check:
-	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/...
+	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^testdata/')); \
@@ -51,3 +54,10 @@ bench:
 # The duplicate storm with faults, full size, on every store.
 stress:
 	scripts/with-services.sh $(GO) run ./internal/cmd/stress
+
+# The deterministic simulator (internal/sim): 10^6 seeded schedules of the
+# real executor and memstore under every fault, durable and losing stores
+# alternating by seed. Replay one: go run ./internal/sim/cmd/sim -seed N -store K -v
+SIM_SEEDS ?= 1000000
+sim:
+	$(GO) run ./internal/sim/cmd/sim -seeds $(SIM_SEEDS)

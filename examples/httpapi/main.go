@@ -110,8 +110,10 @@ func newServer(ex *idem.Executor, a *api) http.Handler {
 }
 
 // client posts with keys from idemhttp.Transport and retries on timeouts,
-// 409 and 5xx, re-sending the same *http.Request: the key that Transport set
-// on it the first time goes with every retry.
+// 409 and 503 (the statuses that come with Retry-After: the key is in flight,
+// or nothing was processed), re-sending the same *http.Request: the key that
+// Transport set on it the first time goes with every retry. Other refusals
+// (4xx, and the middleware's 500s) answer every retry the same way.
 type client struct {
 	http   *http.Client
 	out    io.Writer
@@ -145,7 +147,7 @@ func (c *client) post(ctx context.Context, url string, body []byte) (*http.Respo
 		if err != nil {
 			return nil, nil, err
 		}
-		if (resp.StatusCode == http.StatusConflict || resp.StatusCode >= 500) && attempt < 5 {
+		if (resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusServiceUnavailable) && attempt < 5 {
 			wait, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
 			fmt.Fprintf(c.out, "   attempt %d  key %s  -> %d %s, Retry-After: %ds\n", attempt, key, resp.StatusCode, http.StatusText(resp.StatusCode), wait)
 			time.Sleep(time.Duration(max(wait, 1)) * time.Second)

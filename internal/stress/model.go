@@ -120,9 +120,14 @@ func holds(s recState, t idem.Token) bool {
 //     and (for a final record) the outcome, byte for byte; a record that had
 //     certainly expired, or a same-payload lease that had certainly lapsed,
 //     cannot refuse; a refused same-payload PROCESSING record has lease left;
-//   - Complete and Release succeed exactly when the record is PROCESSING with
-//     the caller's token; otherwise they answer ErrLeaseLost and change
-//     nothing; a final record is never overwritten or deleted by them;
+//   - Complete and Release succeed when the record is PROCESSING with the
+//     caller's token; every operation is idempotent for the caller's own
+//     token (a retry after a lost reply): a claim repeated by the token that
+//     holds the PROCESSING record (same fingerprint) is claimed and changes
+//     nothing, a Complete by the token whose outcome is stored succeeds and
+//     changes nothing, and a Release of an absent record succeeds; otherwise
+//     they answer ErrLeaseLost and change nothing; a final record is never
+//     overwritten or deleted by them;
 //   - an operation that failed with a store error may have taken effect or
 //     not, at any time after its call.
 //
@@ -189,12 +194,15 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 				return []recState{claimed(in)}
 			case takeable && out.TakenOver:
 				return []recState{claimed(in)}
+			case holds(p, in.Token) && p.FP == in.FP && !out.TakenOver:
+				return []recState{p} // repeated by its own token
 			}
 			return nil
 		}
 		return refused(p, in, out)
 	case opComplete:
 		ok := holds(p, in.Token)
+		own := p.Present && p.Status != idem.StatusProcessing && p.Token == in.Token
 		switch {
 		case out.Unknown:
 			if ok {
@@ -202,12 +210,14 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 			}
 			return []recState{p}
 		case out.LeaseLost:
-			if ok {
+			if ok || own {
 				return nil
 			}
 			return []recState{p}
 		case ok:
 			return []recState{completed(p, in)}
+		case own:
+			return []recState{p} // repeated by its own token: the first outcome stays
 		}
 		return nil
 	case opRelease:
@@ -219,11 +229,11 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 			}
 			return []recState{p}
 		case out.LeaseLost:
-			if ok {
+			if ok || !p.Present {
 				return nil
 			}
 			return []recState{p}
-		case ok:
+		case ok, !p.Present:
 			return []recState{absent}
 		}
 		return nil

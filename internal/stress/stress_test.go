@@ -121,6 +121,11 @@ func TestModelRejects(t *testing.T) {
 			claim(0, fpA, 1, opOutput{Unknown: true}), claim(5*ms, fpA, 2, won)}, ModelOptions{}},
 		{"release then claim again", true, []porcupine.Operation{
 			claim(0, fpA, 1, won), release(5*ms, 1, ok), claim(10*ms, fpB, 2, won)}, ModelOptions{}},
+		{"own token: claim and complete repeated (lost replies)", true, []porcupine.Operation{
+			claim(0, fpA, 1, won), claim(2*ms, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(8*ms, 1, 7, ok),
+			complete(9*ms, 1, 8, ok), claim(10*ms, fpA, 2, done(1, 7))}, ModelOptions{}},
+		{"own token: release repeated, release of an absent record", true, []porcupine.Operation{
+			release(0, 4, ok), claim(5*ms, fpB, 3, won), release(10*ms, 3, ok), release(15*ms, 3, ok), claim(20*ms, fpA, 5, won)}, ModelOptions{}},
 
 		{"claim on an absent key refused", false, []porcupine.Operation{
 			claim(0, fpA, 1, held(fpA, 9))}, ModelOptions{}},
@@ -139,7 +144,15 @@ func TestModelRejects(t *testing.T) {
 		{"holder's complete refused", false, []porcupine.Operation{
 			claim(0, fpA, 1, won), complete(5*ms, 1, 7, lost)}, ModelOptions{}},
 		{"completed record overwritten", false, []porcupine.Operation{
-			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 1, 8, ok)}, ModelOptions{}},
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 1, 8, ok), claim(20*ms, fpA, 2, done(1, 8))}, ModelOptions{}},
+		{"completed record overwritten by another token", false, []porcupine.Operation{
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 2, 8, ok)}, ModelOptions{}},
+		{"repeated complete refused", false, []porcupine.Operation{
+			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), complete(10*ms, 1, 7, lost)}, ModelOptions{}},
+		{"release of an absent record refused", false, []porcupine.Operation{
+			release(0, 1, lost)}, ModelOptions{}},
+		{"claim repeated by another token wins", false, []porcupine.Operation{
+			claim(0, fpA, 1, won), claim(5*ms, fpA, 2, won)}, ModelOptions{}},
 		{"completed record released", false, []porcupine.Operation{
 			claim(0, fpA, 1, won), complete(5*ms, 1, 7, ok), release(10*ms, 1, ok)}, ModelOptions{}},
 		{"replay of another outcome", false, []porcupine.Operation{

@@ -4,28 +4,78 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
+
+	"github.com/idemgen/idemgen/internal/mutant"
 )
 
 // Do runs fn at most once per key: it claims the key built from parts (scoped
 // by the executor's tenant and m.Op), runs fn, stores the outcome and returns
 // what fn returned. A retry with the same key and fingerprint gets the stored
 // outcome instead of a second run; with another fingerprint it gets
-// ErrPayloadMismatch; while the first call runs, ErrInProgress (or, with
-// m.Wait, the outcome once it is stored).
+// ErrPayloadMismatch (unless the record was written under another
+// fingerprint Scheme, see below); while the first call runs, ErrInProgress
+// (or, with m.Wait, the outcome once it is stored).
 //
 // A final error (Final, or a sentinel in m.Final) is stored and replayed.
-// Every other error, a panic (re-raised) or a cancelled context releases the
-// key, so the next retry runs fn again. Generated wrappers call Do; it is
-// exported for hand-written callers too.
+// Every other error of fn, a panic (re-raised), runtime.Goexit (which goes
+// on) or a cancelled context releases the key, so the next retry runs fn
+// again; in transactional mode (TxStore) they roll the transaction back.
+//
+// Once fn has run, nothing but its own transient error releases the key. An
+// outcome that cannot be stored (the codec refuses the result, such as NaN,
+// ±Inf or a cycle in JSON; it exceeds MaxOutcomeLen; the store refuses it
+// after its retries, with an answer rather than a lost connection) is
+// replaced by a final outcome with the code NotStoredCode: the caller gets
+// fn's own result, the observer is told (EventOutcomeNotStored), and
+// retries get an error matching ErrOutcomeNotStored instead of running fn
+// again. A store that cannot be reached at all gets no substitute: the
+// caller still gets fn's result, the observer a store error, and a retry
+// after the lease runs fn again. In transactional mode
+// the substitute is committed with fn's writes (a success) or without them
+// (a final error); a commit that fails commits nothing, and the caller gets
+// the store's error, never fn's success. A stored outcome that no longer
+// decodes into T is an error matching ErrUndecodable with the zero value.
+//
+// Lost replies: in lease mode a Claim that fails is retried with the same
+// token (stores answer a repeated claim of the caller's own token as
+// claimed), and when the executor gives up it releases that token's claim,
+// best effort, so that a claim applied by the store is not left blocking
+// the key for its lease (in transactional mode a failed ClaimTx committed
+// nothing). A Complete that fails is retried; a store answers a repeated
+// Complete of the token whose outcome it holds with success, so a lost reply
+// never turns a stored outcome into ErrLeaseLost.
+//
+// Deploys: when the fingerprints differ but the record and m carry
+// different non-zero Schemes, the fingerprints were computed by different
+// releases of the wrapper, not from different payloads: the record is
+// replayed (EventSchemeChanged), and a lapsed claim of the old scheme is
+// taken over, instead of ErrPayloadMismatch.
+//
+// m is checked first: TTL > 0, Lease and Wait >= 0, Lease <= TTL (errors
+// matching ErrMisconfigured); an operation name over MaxOpLen or a tenant
+// over MaxTenantLen is ErrTooLarge. Nothing is claimed then. When the
+// caller's context ends while Do claims or waits, the error wraps the
+// context's error and the observer gets EventCanceled, not a store error.
+//
+// Generated wrappers call Do; it is exported for hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
 	var zero T
 	var start time.Time
 	if ex.observe != nil {
 		start = ex.now()
 	}
-	key, err := parts.Key(ex.tenant(ctx), m.Op)
+	renew, err := ex.check(m)
+	if err != nil {
+		return zero, err
+	}
+	tenant := ex.tenant(ctx)
+	if len(tenant) > MaxTenantLen {
+		return zero, fmt.Errorf("idem: %.64q: tenant of %d bytes: %w (idem.MaxTenantLen is %d)", m.Op, len(tenant), ErrTooLarge, MaxTenantLen)
+	}
+	key, err := parts.Key(tenant, m.Op)
 	if err != nil {
 		return zero, err
 	}
@@ -33,21 +83,23 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	if err != nil {
 		return zero, err
 	}
-	if m.TTL <= 0 {
-		return zero, fmt.Errorf("idem: %s: method has no TTL", m.Op)
-	}
 	lease := m.Lease
-	if lease <= 0 {
+	if lease == 0 {
 		lease = ex.lease
 	}
+	if renew {
+		if dl, ok := ctx.Deadline(); ok {
+			lease = max(lease, dl.Sub(ex.now())+ex.timeout)
+		}
+	}
 	lease = min(lease, m.TTL)
-	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL}
+	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
 	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start}
 
 	if ex.txStore != nil {
 		claim, txn, err := ex.txStore.ClaimTx(ctx, req, m.Wait)
 		if err != nil {
-			return zero, c.storeError("claim", err)
+			return zero, c.claimError(ctx, "claim", err)
 		}
 		if !claim.Claimed {
 			v, err, _ := c.answer(claim.Record, false)
@@ -57,25 +109,72 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 
 	var waited *waiter
+	adopted := false
 	for {
-		claim, err := ex.store.Claim(ctx, req)
+		claim, err := c.claim(ctx, &req)
 		if err != nil {
-			return zero, c.storeError("claim", err)
+			if !refused(err) {
+				c.abandon(ctx, req.Token)
+			}
+			return zero, c.claimError(ctx, "claim", err)
+		}
+		rec := claim.Record
+		if !claim.Claimed && rec.Status == StatusProcessing && rec.Token == req.Token {
+			// The caller's own claim, applied by an attempt whose reply was
+			// lost, answered by a store that does not recognise its token.
+			claim = Claim{Claimed: true}
 		}
 		if claim.Claimed {
-			return run(ctx, &c, claim, req.Token, fn)
+			return run(ctx, &c, claim, req.Token, lease, renew, fn)
+		}
+		if !adopted && rec.Status == StatusProcessing && rec.LeaseLeft <= 0 && rec.Fingerprint != req.Fingerprint && c.schemeChanged(rec) {
+			// A lapsed claim made before a deploy: take it over as the
+			// same payload, under the record's own fingerprint.
+			adopted = true
+			c.emit(EventSchemeChanged, nil)
+			req.Fingerprint, req.Scheme, c.fp = rec.Fingerprint, rec.Scheme, rec.Fingerprint
+			continue
 		}
 		if m.Wait > 0 && waited == nil {
-			waited = &waiter{deadline: ex.now().Add(m.Wait), now: ex.now}
+			waited = &waiter{deadline: ex.now().Add(m.Wait), clock: ex.clock}
 		}
-		v, err, again := c.answer(claim.Record, waited.more())
+		v, err, again := c.answer(rec, waited.more())
 		if !again {
 			return v, err
 		}
-		if err := waited.sleep(ctx, claim.Record.LeaseLeft); err != nil {
-			return zero, fmt.Errorf("idem: waiting for %s: %w", key.Text, err)
+		if err := waited.sleep(ctx, rec.LeaseLeft); err != nil {
+			return zero, c.claimError(ctx, "waiting for", err)
 		}
 	}
+}
+
+// check validates m, and reports whether its calls renew their lease.
+func (ex *Executor) check(m *Method) (renew bool, err error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %.64q: %s", ErrMisconfigured, m.Op, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case m.TTL <= 0:
+		return false, bad("TTL %v must be > 0", m.TTL)
+	case m.Lease < 0:
+		return false, bad("Lease %v must be >= 0 (0 takes the executor's lease)", m.Lease)
+	case m.Lease > m.TTL:
+		return false, bad("Lease %v exceeds TTL %v", m.Lease, m.TTL)
+	case m.Wait < 0:
+		return false, bad("Wait %v must be >= 0", m.Wait)
+	case len(m.Op) > MaxOpLen:
+		return false, fmt.Errorf("idem: %.64q: operation name of %d bytes: %w (idem.MaxOpLen is %d)", m.Op, len(m.Op), ErrTooLarge, MaxOpLen)
+	case ex.txStore != nil:
+		return false, nil // the transaction holds the claim: nothing to renew
+	case m.Renew && ex.renewer == nil:
+		return false, bad("Renew needs a store that renews leases, and %T does not implement idem.Renewer", ex.store)
+	}
+	return ex.renew || m.Renew, nil
+}
+
+// refused reports whether a store refused a claim outright, writing nothing.
+func refused(err error) bool {
+	return errors.Is(err, ErrStoreFull) || errors.Is(err, ErrTooLarge)
 }
 
 // call carries what one Do needs across its helpers.
@@ -100,17 +199,81 @@ func (c *call[T]) storeError(what string, err error) error {
 	return err
 }
 
+// claimError reports a claim (or a wait) that failed: the caller's doing
+// when its context is done (EventCanceled, the error wraps the context's),
+// the store's otherwise.
+func (c *call[T]) claimError(ctx context.Context, what string, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		return c.storeError(what, err)
+	}
+	if errors.Is(err, cerr) {
+		err = fmt.Errorf("idem: %s %s: %w", what, c.key.Text, err)
+	} else {
+		err = fmt.Errorf("idem: %s %s: %w: %w", what, c.key.Text, cerr, err)
+	}
+	c.emit(EventCanceled, err)
+	return err
+}
+
+// claim asks the store for the key, retrying a failure with the same token
+// (a lost reply may hide a claim the store applied; repeating it is the same
+// claim), within the executor's attempts and the caller's context.
+func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
+	backoff := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		claim, err := c.ex.store.Claim(ctx, *req)
+		if err == nil || attempt >= c.ex.attempts || ctx.Err() != nil || refused(err) {
+			return claim, err
+		}
+		c.emit(EventStoreRetry, err)
+		if c.ex.clock.Sleep(ctx, backoff) != nil {
+			return claim, err
+		}
+		backoff *= 4
+	}
+}
+
+// abandon releases, best effort, the claim a failed Claim of token may have
+// made (its reply lost), so that it does not block the key for the lease.
+// A store answers nil when there is no such claim, and ErrLeaseLost when
+// another token holds the key: neither is news.
+func (c *call[T]) abandon(ctx context.Context, token Token) {
+	dctx, cancel := c.detached(ctx)
+	defer cancel()
+	_ = c.ex.store.Release(dctx, c.key, token)
+}
+
+// schemeChanged reports whether rec's fingerprint was computed by another
+// known scheme than this call's.
+func (c *call[T]) schemeChanged(rec Record) bool {
+	return rec.Scheme != 0 && c.m.Scheme != 0 && rec.Scheme != c.m.Scheme
+}
+
 // answer turns a record that blocked the claim into the caller's result.
 // again is true when the caller should wait and claim again.
 func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
+	changed := false
 	if rec.Fingerprint != c.fp {
-		c.emit(EventConflict, nil)
-		return v, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Text), false
+		if !c.schemeChanged(rec) {
+			c.emit(EventConflict, nil)
+			return v, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Text), false
+		}
+		changed = true
+	}
+	if rec.Status == StatusProcessing && wait {
+		return v, nil, true
+	}
+	if changed {
+		c.emit(EventSchemeChanged, nil)
 	}
 	switch rec.Status {
 	case StatusSucceeded:
 		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
-			return v, c.storeError("decode stored result of", err), false
+			var zero T
+			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Text, err)
+			c.emit(EventUndecodable, err)
+			return zero, err, false
 		}
 		c.emit(EventReplayed, nil)
 		return v, nil, false
@@ -118,9 +281,6 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
 		c.emit(EventReplayed, nil)
 		return v, c.replayedError(rec.Outcome), false
 	default:
-		if wait {
-			return v, nil, true
-		}
 		c.emit(EventInProgress, nil)
 		return v, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}, false
 	}
@@ -128,7 +288,11 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
 
 func (c *call[T]) replayedError(out Outcome) error {
 	e := &ReplayedError{Code: out.ErrCode, Message: out.ErrMessage}
-	if out.ErrCode == "" {
+	switch out.ErrCode {
+	case "":
+		return e
+	case NotStoredCode:
+		e.sentinel = ErrOutcomeNotStored
 		return e
 	}
 	for _, f := range slices.Concat(c.m.Final, c.m.Sentinels) {
@@ -140,34 +304,50 @@ func (c *call[T]) replayedError(out Outcome) error {
 	return e
 }
 
-// outcome classifies fn's result: the outcome to store, or ok=false when
-// the error is transient and the key must be released.
-func (c *call[T]) outcome(v T, err error) (out Outcome, ok bool, encErr error) {
-	if err == nil {
+// notStoredOutcome is the final outcome stored in place of one that cannot
+// be stored. It is small and plain ASCII, so that every store takes it.
+func notStoredOutcome() Outcome {
+	return Outcome{Status: StatusFailedFinal, ErrCode: NotStoredCode, ErrMessage: ErrOutcomeNotStored.Error()}
+}
+
+// outcome classifies fn's result: the outcome to store, or decided=false
+// when the error is transient and the key must be released. When the
+// outcome itself cannot be stored, out is notStoredOutcome and notStored
+// says why.
+func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored error) {
+	switch {
+	case err == nil:
 		body, encErr := c.ex.codec.Marshal(v)
 		if encErr != nil {
-			return out, false, fmt.Errorf("idem: encode result of %s: %w", c.m.Op, encErr)
+			return notStoredOutcome(), true, fmt.Errorf("idem: encode result of %.64q: %w", c.m.Op, encErr)
 		}
-		return Outcome{Status: StatusSucceeded, Body: body}, true, nil
-	}
-	for _, f := range c.m.Final {
-		if errors.Is(err, f.Err) {
-			return Outcome{Status: StatusFailedFinal, ErrCode: f.Name, ErrMessage: err.Error()}, true, nil
-		}
-	}
-	if errors.Is(err, ErrFinal) {
-		// Stored under the name of the first sentinel it matches, so that
-		// the replay matches it too (see replayedError).
-		out := Outcome{Status: StatusFailedFinal, ErrMessage: err.Error()}
-		for _, s := range c.m.Sentinels {
-			if errors.Is(err, s.Err) {
-				out.ErrCode = s.Name
+		out = Outcome{Status: StatusSucceeded, Body: body}
+	default:
+		for _, f := range c.m.Final {
+			if errors.Is(err, f.Err) {
+				out = Outcome{Status: StatusFailedFinal, ErrCode: f.Name, ErrMessage: err.Error()}
 				break
 			}
 		}
-		return out, true, nil
+		if out.Status == 0 {
+			if !errors.Is(err, ErrFinal) {
+				return out, false, nil
+			}
+			// Stored under the name of the first sentinel it matches, so
+			// that the replay matches it too (see replayedError).
+			out = Outcome{Status: StatusFailedFinal, ErrMessage: err.Error()}
+			for _, s := range c.m.Sentinels {
+				if errors.Is(err, s.Err) {
+					out.ErrCode = s.Name
+					break
+				}
+			}
+		}
 	}
-	return out, false, nil
+	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > MaxOutcomeLen {
+		return notStoredOutcome(), true, fmt.Errorf("idem: outcome of %.64q is %d bytes: %w (idem.MaxOutcomeLen is %d)", c.m.Op, n, ErrTooLarge, MaxOutcomeLen)
+	}
+	return out, true, nil
 }
 
 // detached returns a context for store calls after fn ran: not cancelled
@@ -188,44 +368,60 @@ func (c *call[T]) claimedEvent(claim Claim) {
 	}
 }
 
+// abnormal describes how fn left without returning: a panic's value, or
+// runtime.Goexit when there is none.
+func abnormal(p any) error {
+	if p == nil {
+		return errors.New("the method called runtime.Goexit (t.FailNow, log.Fatal) instead of returning")
+	}
+	return fmt.Errorf("panic: %v", p)
+}
+
 // run executes fn under a committed claim and stores or releases.
-func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, fn func(context.Context) (T, error)) (v T, err error) {
+func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease time.Duration, renew bool, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	released := false
+	mctx := withRecordKey(ctx, c.key)
+	var rn *renewal
+	if renew {
+		mctx, rn = c.startRenewal(mctx, token, lease)
+	}
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			if !released {
-				c.release(ctx, token, fmt.Errorf("panic: %v", p))
-			}
+		if returned {
+			return
+		}
+		// fn panicked (recover is the panic's value) or called
+		// runtime.Goexit (recover is nil, and Goexit goes on).
+		rn.stop()
+		p := recover()
+		c.release(ctx, token, abnormal(p))
+		if p != nil {
 			panic(p)
 		}
 	}()
-	v, err = fn(withRecordKey(ctx, c.key))
-	out, store, encErr := c.outcome(v, err)
-	if !store {
-		released = true
-		cause := err
-		if encErr != nil {
-			cause = encErr
-		}
-		c.release(ctx, token, cause)
-		if encErr != nil {
-			// The method ran and succeeded, but its result cannot be stored;
-			// the caller still gets it. The observer was told.
-			c.emit(EventStoreError, encErr)
+	v, err = fn(mctx)
+	returned = true
+	rn.stop()
+	out, decided, notStored := c.outcome(v, err)
+	if decided && out.Status == StatusFailedFinal && notStored == nil && mutant.On(ctx, mutant.ReleaseAfterFinal) {
+		decided = false // a known mistake, switched on only by the simulator's tests
+	}
+	if !decided {
+		c.release(ctx, token, err)
+		if lost := rn.lostLease(); lost != nil && !errors.Is(err, ErrLeaseLost) {
+			// The method gave up because its context was cancelled for the
+			// lost lease: say so, not only "context canceled".
+			err = fmt.Errorf("%w; the method returned: %w", lost, err)
 		}
 		return v, err
 	}
-	released = true // from here on, a panic is not ours to handle
-	if cerr := c.complete(ctx, token, out); cerr != nil {
-		if errors.Is(cerr, ErrLeaseLost) {
-			var zero T
-			return zero, cerr
-		}
-		// The method ran; the outcome could not be stored after retries.
-		// The caller gets the method's result; a retry after the lease
-		// lapses would run it again, which the observer reports.
+	if cerr := c.complete(ctx, token, out, notStored); errors.Is(cerr, ErrLeaseLost) {
+		var zero T
+		return zero, cerr
 	}
+	// Stored, or the store could not be reached even for the substitute
+	// outcome: the method ran, so the caller gets its result either way (a
+	// retry after the lease would run it again; the observer was told).
 	return v, err
 }
 
@@ -243,70 +439,95 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 	c.emit(EventReleased, cause)
 }
 
-func (c *call[T]) complete(ctx context.Context, token Token, out Outcome) error {
+// complete stores out. If the store answers but will not take it (after
+// the retries, or at once for ErrTooLarge), it stores the substitute
+// notStoredOutcome, once, so that no encoding or storage error turns a
+// decided outcome into a second execution; a store that cannot be reached
+// (see unreachable) gets no substitute, since it may take the real outcome
+// a moment later. notStored is set when out already is the substitute.
+func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notStored error) error {
 	dctx, cancel := c.detached(ctx)
 	defer cancel()
-	backoff := 10 * time.Millisecond
-	var err error
-	for attempt := 1; ; attempt++ {
-		err = c.ex.store.Complete(dctx, c.key, token, out, c.m.TTL)
-		if err == nil {
-			c.emit(EventCompleted, nil)
-			return nil
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			err = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
-			c.emit(EventLeaseLost, err)
-			return err
-		}
-		if attempt >= c.ex.attempts || dctx.Err() != nil {
-			break
-		}
-		c.emit(EventStoreRetry, err)
-		select {
-		case <-time.After(backoff):
-		case <-dctx.Done():
-		}
-		backoff *= 4
+	err := c.tryComplete(dctx, token, out, c.ex.attempts)
+	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
+		notStored = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
+	}
+	switch {
+	case err == nil && notStored != nil:
+		c.emit(EventOutcomeNotStored, notStored)
+		return nil
+	case err == nil:
+		c.emit(EventCompleted, nil)
+		return nil
+	case errors.Is(err, ErrLeaseLost):
+		err = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		c.emit(EventLeaseLost, err)
+		return err
 	}
 	return c.storeError("complete", err)
+}
+
+// tryComplete stores out in at most attempts tries, paced by the clock; it
+// stops early on ErrLeaseLost, ErrTooLarge, or when ctx is done.
+func (c *call[T]) tryComplete(ctx context.Context, token Token, out Outcome, attempts int) error {
+	backoff := 10 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := c.ex.store.Complete(ctx, c.key, token, out, c.m.TTL)
+		if err == nil {
+			return nil
+		}
+		if mutant.On(ctx, mutant.LostCompleteReplyAsLeaseLost) {
+			err = ErrLeaseLost // a known mistake, switched on only by the simulator's tests
+		}
+		if attempt >= attempts || ctx.Err() != nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrTooLarge) {
+			return err
+		}
+		c.emit(EventStoreRetry, err)
+		_ = c.ex.clock.Sleep(ctx, backoff) // ctx.Err() ends the loop above
+		backoff *= 4
+	}
 }
 
 // runTx executes fn inside the store transaction that holds the claim.
 func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	done := false
+	returned := false
 	defer func() {
-		if p := recover(); p != nil {
-			if !done {
-				c.releaseTx(ctx, txn, fmt.Errorf("panic: %v", p))
-			}
+		if returned {
+			return
+		}
+		// A panic or runtime.Goexit: roll back, so that neither the
+		// transaction nor its connection and row lock are left open.
+		p := recover()
+		c.releaseTx(ctx, txn, abnormal(p))
+		if p != nil {
 			panic(p)
 		}
 	}()
 	v, err = fn(txn.Context(withRecordKey(ctx, c.key)))
-	out, store, encErr := c.outcome(v, err)
-	done = true
-	if !store {
-		if encErr != nil {
-			err = encErr // nothing was committed: the caller must not see success
-		}
+	returned = true
+	out, decided, notStored := c.outcome(v, err)
+	if !decided {
 		c.releaseTx(ctx, txn, err)
-		var zero T
-		if encErr != nil {
-			return zero, err
-		}
 		return v, err
 	}
 	dctx, cancel := c.detached(ctx)
 	defer cancel()
-	if cerr := txn.Complete(dctx, out, c.m.TTL, out.Status == StatusFailedFinal); cerr != nil {
+	// A final error discards fn's writes. A success commits them, also when
+	// its result cannot be stored and the substitute outcome stands in: the
+	// caller gets the result, so the writes behind it must be there.
+	if cerr := txn.Complete(dctx, out, c.m.TTL, err != nil); cerr != nil {
 		// The commit failed: the method's writes were not committed either,
 		// so the call did not happen and a retry will execute it.
 		var zero T
 		return zero, c.storeError("commit", cerr)
 	}
-	c.emit(EventCompleted, nil)
+	if notStored != nil {
+		c.emit(EventOutcomeNotStored, notStored)
+	} else {
+		c.emit(EventCompleted, nil)
+	}
 	return v, err
 }
 
@@ -320,15 +541,81 @@ func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
 	c.emit(EventReleased, cause)
 }
 
+// renewal extends a claim's lease while the method runs (see WithRenewal).
+type renewal struct {
+	halt   context.CancelFunc      // ends the renewals
+	cancel context.CancelCauseFunc // cancels the method's context
+	done   chan struct{}           // closed when the renewals ended
+	lost   error                   // set when a renewal found the lease lost, before done
+}
+
+// startRenewal renews the claim of token every third of lease until stop,
+// and returns the method's context, which a lost lease cancels.
+func (c *call[T]) startRenewal(ctx context.Context, token Token, lease time.Duration) (context.Context, *renewal) {
+	mctx, cancel := context.WithCancelCause(ctx)
+	rctx, halt := context.WithCancel(context.WithoutCancel(ctx))
+	r := &renewal{halt: halt, cancel: cancel, done: make(chan struct{})}
+	rc := *c // a copy, so that c stays on its caller's stack when renewal is off
+	go rc.renewals(rctx, r, token, lease)
+	return mctx, r
+}
+
+func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease time.Duration) {
+	defer close(r.done)
+	every := max(lease/3, time.Millisecond)
+	for c.ex.clock.Sleep(ctx, every) == nil {
+		rctx, cancel := ctx, context.CancelFunc(func() {})
+		if !c.ex.local {
+			rctx, cancel = context.WithTimeout(ctx, c.ex.timeout)
+		}
+		err := c.ex.renewer.Renew(rctx, c.key, token, lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return // the method returned meanwhile
+		case err == nil:
+			c.emit(EventRenewed, nil)
+		case errors.Is(err, ErrLeaseLost):
+			err = fmt.Errorf("idem: renew %s: %w", c.key.Text, err)
+			c.emit(EventLeaseLost, err)
+			r.lost = err
+			r.cancel(err)
+			return
+		default:
+			c.emit(EventStoreError, fmt.Errorf("idem: renew %s: %w", c.key.Text, err))
+		}
+	}
+}
+
+// lostLease returns the error of the renewal that found the lease lost, or
+// nil; call it after stop. A nil renewal lost nothing.
+func (r *renewal) lostLease() error {
+	if r == nil {
+		return nil
+	}
+	return r.lost
+}
+
+// stop ends the renewals and waits for them, so that none runs once the
+// method returned. A nil renewal does nothing.
+func (r *renewal) stop() {
+	if r == nil {
+		return
+	}
+	r.halt()
+	<-r.done
+	r.cancel(nil)
+}
+
 // waiter paces a duplicate that waits for a running call (inflight=wait:d).
 type waiter struct {
 	deadline time.Time
-	now      func() time.Time
+	clock    Clock
 	backoff  time.Duration
 }
 
 // more reports whether there is time left to wait; a nil waiter has none.
-func (w *waiter) more() bool { return w != nil && w.now().Before(w.deadline) }
+func (w *waiter) more() bool { return w != nil && w.clock.Now().Before(w.deadline) }
 
 func (w *waiter) sleep(ctx context.Context, leaseLeft time.Duration) error {
 	if w.backoff == 0 {
@@ -336,17 +623,10 @@ func (w *waiter) sleep(ctx context.Context, leaseLeft time.Duration) error {
 	} else {
 		w.backoff = min(w.backoff*2, 100*time.Millisecond)
 	}
-	d := min(w.backoff, w.deadline.Sub(w.now()))
+	d := min(w.backoff, w.deadline.Sub(w.clock.Now()))
 	if leaseLeft > 0 {
 		d = min(d, leaseLeft+time.Millisecond)
 	}
 	d = max(d, time.Millisecond)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return w.clock.Sleep(ctx, d)
 }

@@ -28,7 +28,31 @@ var (
 	// ErrFinal matches, through errors.Is, every final error: one marked with
 	// Final, or a replayed one.
 	ErrFinal = errors.New("idem: final error")
+	// ErrOutcomeNotStored is what retries get (errors.Is also matches
+	// ErrFinal) when the method ran but its outcome could not be stored: the
+	// codec refused the result (NaN, ±Inf, a cycle), the outcome exceeded
+	// MaxOutcomeLen, or the store refused it. Instead of releasing the key,
+	// which would run the method again, the executor stored a final outcome
+	// with the code NotStoredCode; the first caller got the method's own
+	// result. The key stays decided until its TTL.
+	ErrOutcomeNotStored = errors.New("idem: the call ran but its outcome could not be stored")
+	// ErrUndecodable: a stored result no longer decodes into the method's
+	// result type (a deploy changed the type or the codec). The method was
+	// not called and the caller gets the zero value; the record stays until
+	// its TTL.
+	ErrUndecodable = errors.New("idem: stored result does not decode into the result type")
+	// ErrMisconfigured: a Method's values are invalid (TTL <= 0, a negative
+	// Lease or Wait, Lease > TTL), or it asks for lease renewal on a store
+	// that cannot renew. Nothing was claimed and the method was not called;
+	// a retry fails the same way. Executor options are checked earlier, by
+	// NewExecutor.
+	ErrMisconfigured = errors.New("idem: misconfigured method")
 )
+
+// NotStoredCode is the Outcome.ErrCode of the final outcome the executor
+// stores when a call's own outcome could not be stored (see
+// ErrOutcomeNotStored). Its replay matches ErrOutcomeNotStored and ErrFinal.
+const NotStoredCode = "idem:unstorable"
 
 // Limits every store accepts: any byte string (NUL bytes and invalid UTF-8
 // included) up to these sizes. The executor refuses larger values with

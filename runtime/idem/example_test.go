@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -86,4 +87,59 @@ func ExampleWithObserver() {
 	// claimed Payments.Charge order-3
 	// completed Payments.Charge order-3
 	// replayed Payments.Charge order-3
+}
+
+// A result the store cannot keep (here a NaN, which JSON cannot carry) goes
+// to the first caller; retries get ErrOutcomeNotStored instead of running
+// the method a second time.
+func ExampleErrOutcomeNotStored() {
+	ex := idem.NewExecutor(memstore.New())
+	m := &idem.Method{Op: "Probes.Read", TTL: time.Hour}
+	reads := 0
+	read := func(ctx context.Context) (float64, error) {
+		var k idem.KeyParts
+		k.String("probe", "probe-1")
+		var h idem.Hasher
+		h.String("probe-1")
+		return idem.Do(ctx, ex, m, &k, &h, func(context.Context) (float64, error) { reads++; return math.NaN(), nil })
+	}
+	v, err := read(context.Background())
+	fmt.Println(v, err)
+	_, err = read(context.Background())
+	fmt.Println(errors.Is(err, idem.ErrOutcomeNotStored), reads)
+	// Output:
+	// NaN <nil>
+	// true 1
+}
+
+// An invalid option is a mistake in the program: NewExecutor panics and
+// names it.
+func ExampleNewExecutor_invalidOption() {
+	defer func() { fmt.Println(recover()) }()
+	idem.NewExecutor(memstore.New(), idem.WithLease(0))
+	// Output: idem: WithLease(0s): lease must be > 0
+}
+
+// Method.Scheme names how the wrapper computed a fingerprint. A retry whose
+// wrapper was regenerated with another scheme (a deploy between the first
+// call and the retry) is replayed; with the same scheme, another
+// fingerprint is another payload.
+func ExampleMethod_scheme() {
+	ex := idem.NewExecutor(memstore.New())
+	pay := func(scheme uint32, fingerprint string) (string, error) {
+		m := &idem.Method{Op: "Payments.Charge", TTL: time.Hour, Scheme: scheme}
+		var k idem.KeyParts
+		k.String("orderID", "order-9")
+		var h idem.Hasher
+		h.String(fingerprint)
+		return idem.Do(context.Background(), ex, m, &k, &h, func(context.Context) (string, error) { return "receipt-9", nil })
+	}
+	first, _ := pay(1, "old encoding")
+	retry, err := pay(2, "new encoding")
+	fmt.Println(first, retry, err)
+	_, err = pay(1, "another payload")
+	fmt.Println(errors.Is(err, idem.ErrPayloadMismatch))
+	// Output:
+	// receipt-9 receipt-9 <nil>
+	// true
 }

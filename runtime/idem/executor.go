@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -42,6 +43,11 @@ type Method struct {
 	// (the generator derives it from the hashed parameters' types and its
 	// encoding version); 0 means unknown. See ClaimRequest.Scheme.
 	Scheme uint32
+	// Renew turns lease renewal on for this method (the annotation's
+	// renew), whatever the executor's WithRenewal says; see WithRenewal.
+	// Do returns ErrMisconfigured when the store can neither renew
+	// (idem.Renewer) nor hold claims in a transaction (idem.TxStore).
+	Renew bool
 }
 
 // FinalError names a sentinel error for storage. Name is what is stored, so
@@ -60,50 +66,169 @@ type Executor struct {
 	lease    time.Duration
 	tenant   func(context.Context) string
 	codec    Codec
-	now      func() time.Time
-	observe  func(Event) // nil: no observer, and no clock reads for it
+	clock    Clock
+	now      func() time.Time // clock.Now
+	observe  func(Event)      // nil: no observer, and no clock reads for it
 	attempts int
 	timeout  time.Duration
-	local    bool // the store is a LocalStore
+	local    bool    // the store is a LocalStore
+	renewer  Renewer // the store, when it renews leases
+	renew    bool    // WithRenewal(true)
+	bad      string  // the first invalid option, for NewExecutor's panic
 }
 
-// Option configures an Executor.
+// invalid records the first invalid option.
+func (e *Executor) invalid(format string, args ...any) {
+	if e.bad == "" {
+		e.bad = "idem: " + fmt.Sprintf(format, args...)
+	}
+}
+
+// Option configures an Executor. An invalid option (a lease that is not
+// positive, a nil function) makes NewExecutor panic with a message that
+// names it.
 type Option func(*Executor)
 
-// WithLease sets the default lease of a claim (default 30s). An annotation's
-// lease= wins.
-func WithLease(d time.Duration) Option { return func(e *Executor) { e.lease = d } }
+// WithLease sets the default lease of a claim (default 30s); it must be
+// positive. An annotation's lease= wins.
+func WithLease(d time.Duration) Option {
+	return func(e *Executor) {
+		if d <= 0 {
+			e.invalid("WithLease(%v): lease must be > 0", d)
+			return
+		}
+		e.lease = d
+	}
+}
 
 // WithTenant sets the function that reads the tenant from a call's context.
-// Records are scoped by tenant; without it every call is in tenant "".
-func WithTenant(f func(context.Context) string) Option { return func(e *Executor) { e.tenant = f } }
+// Records are scoped by tenant; without it every call is in tenant "". A
+// tenant longer than MaxTenantLen makes Do fail with ErrTooLarge.
+func WithTenant(f func(context.Context) string) Option {
+	return func(e *Executor) {
+		if f == nil {
+			e.invalid("WithTenant(nil)")
+			return
+		}
+		e.tenant = f
+	}
+}
 
 // WithCodec sets the codec of stored results (default JSONCodec).
-func WithCodec(c Codec) Option { return func(e *Executor) { e.codec = c } }
+func WithCodec(c Codec) Option {
+	return func(e *Executor) {
+		if c == nil {
+			e.invalid("WithCodec(nil)")
+			return
+		}
+		e.codec = c
+	}
+}
 
-// WithClock sets the clock the executor uses to measure durations for the
-// observer and to pace waits (default time.Now). Lease and expiry instants
-// always come from the store's clock.
-func WithClock(now func() time.Time) Option { return func(e *Executor) { e.now = now } }
+// Clock is the executor's source of time: it measures durations for the
+// observer and paces every wait the executor makes (a duplicate waiting for a
+// running call, backoff between store retries). Lease and expiry instants
+// always come from the store's clock. Tests and simulations pass a virtual
+// clock; the default is the system clock.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done and then returns ctx.Err().
+	Sleep(ctx context.Context, d time.Duration) error
+}
 
-// WithObserver sets a function called once per notable event, synchronously;
-// it must be fast and safe for concurrent use.
+// SystemClock is the Clock of time.Now and real timers.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or for ctx.
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// WithClock sets the executor's clock (default SystemClock).
+func WithClock(c Clock) Option {
+	return func(e *Executor) {
+		if c == nil {
+			e.invalid("WithClock(nil)")
+			return
+		}
+		e.clock = c
+	}
+}
+
+// WithObserver sets a function called once per notable event, synchronously
+// (lease renewals report from their own goroutine); it must be fast and safe
+// for concurrent use. nil means no observer.
 func WithObserver(f func(Event)) Option { return func(e *Executor) { e.observe = f } }
 
 // WithStoreTimeout bounds each store call made after the method ran
-// (Complete, Release), which runs detached from the caller's cancellation so
-// that a client that gave up does not lose the outcome (default 5s).
-func WithStoreTimeout(d time.Duration) Option { return func(e *Executor) { e.timeout = d } }
+// (Complete, Release) and each lease renewal, which run detached from the
+// caller's cancellation so that a client that gave up does not lose the
+// outcome (default 5s); it must be positive.
+func WithStoreTimeout(d time.Duration) Option {
+	return func(e *Executor) {
+		if d <= 0 {
+			e.invalid("WithStoreTimeout(%v): timeout must be > 0", d)
+			return
+		}
+		e.timeout = d
+	}
+}
+
+// WithRenewal turns lease renewal on for every method (default off; a
+// Method's Renew turns it on for that method alone). In lease mode, while
+// the method runs, the executor renews the claim through the store's Renew
+// (idem.Renewer, fenced by the claim's token) every third of the lease, so
+// that only a stalled process, not a slow method, loses its key to a
+// takeover. Renewal stops when the method returns. If a renewal finds the
+// claim taken (ErrLeaseLost), the method's context is cancelled with the
+// cause ErrLeaseLost (context.Cause), so that a method that watches its
+// context stops before its side effect, and the error Do returns wraps
+// ErrLeaseLost whatever the method returned; a renewal that fails otherwise
+// is reported (EventStoreError) and tried again at the next third.
+//
+// With renewal on, the first lease also covers the caller's deadline, when
+// its context has one: the lease is the larger of the configured lease and
+// the time until the deadline (by the executor's Clock) plus the store
+// timeout, capped at the TTL.
+//
+// A store in transactional mode (idem.TxStore) holds its claim in the
+// transaction and needs no renewal: there, renewal does nothing.
+// NewExecutor panics if renewal is on and the store is neither a Renewer
+// nor a TxStore.
+//
+// Renewal runs in a goroutine of its own while the method runs, and waits
+// on the executor's Clock.
+func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 
 // NewExecutor returns an Executor on store. If store implements TxStore, the
 // claim, the method and the outcome run in one store transaction.
+//
+// NewExecutor panics if store is nil or an option is invalid (a lease or
+// timeout that is not positive, a nil tenant function, codec or clock,
+// renewal on a store that cannot renew), with a message naming the option,
+// as http.ServeMux panics on an invalid pattern: such a mistake is in the
+// program, not in a request, and must not surface as a store error on
+// every call.
 func NewExecutor(store Store, opts ...Option) *Executor {
+	if store == nil {
+		panic("idem: NewExecutor: store is nil")
+	}
 	e := &Executor{
 		store:    store,
 		lease:    DefaultLease,
 		tenant:   func(context.Context) string { return "" },
 		codec:    JSONCodec{},
-		now:      time.Now,
+		clock:    SystemClock{},
 		attempts: 3,
 		timeout:  5 * time.Second,
 	}
@@ -111,9 +236,17 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		e.txStore = ts
 	}
 	_, e.local = store.(LocalStore)
+	e.renewer, _ = store.(Renewer)
 	for _, o := range opts {
 		o(e)
 	}
+	if e.renew && e.renewer == nil && e.txStore == nil {
+		e.invalid("WithRenewal(true): the store (%T) does not implement idem.Renewer", store)
+	}
+	if e.bad != "" {
+		panic(e.bad)
+	}
+	e.now = e.clock.Now
 	return e
 }
 
@@ -154,12 +287,34 @@ const (
 	EventLeaseLost
 	// EventStoreError: a store call failed (Err says which and why).
 	EventStoreError
-	// EventStoreRetry: a store call after the method failed and is retried.
+	// EventStoreRetry: a store call failed and is retried (a Claim whose
+	// reply may have been lost, or a call after the method ran).
 	EventStoreRetry
+	// EventOutcomeNotStored: the method ran but its outcome could not be
+	// stored (Err says why); a final outcome with the code NotStoredCode
+	// was stored instead, and retries get ErrOutcomeNotStored. (When an
+	// earlier Complete whose reply was lost had stored the outcome, that
+	// outcome stands: a store answers its token's repeated Complete with
+	// success and keeps what it stored.)
+	EventOutcomeNotStored
+	// EventSchemeChanged: a retry's fingerprint was computed by another
+	// fingerprint scheme than its record's (a deploy in between); it was
+	// treated as the same payload instead of ErrPayloadMismatch.
+	EventSchemeChanged
+	// EventUndecodable: a stored result did not decode into the result type
+	// (Err wraps ErrUndecodable).
+	EventUndecodable
+	// EventCanceled: the caller's context ended while the executor claimed
+	// or waited; Err is the context's error. The caller's doing, not the
+	// store's.
+	EventCanceled
+	// EventRenewed: the claim's lease was renewed while the method runs.
+	EventRenewed
 )
 
 var eventNames = [...]string{"", "claimed", "taken_over", "completed", "replayed", "conflict",
-	"in_progress", "released", "lease_lost", "store_error", "store_retry"}
+	"in_progress", "released", "lease_lost", "store_error", "store_retry",
+	"outcome_not_stored", "scheme_changed", "undecodable", "canceled", "renewed"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {
@@ -179,16 +334,20 @@ type Event struct {
 	Err error
 }
 
-// LogEvents returns an observer that logs each event to l: store errors at
-// Error, lease losses and releases at Warn, the rest at Debug.
+// LogEvents returns an observer that logs each event to l: store errors,
+// outcomes not stored and undecodable records at Error; lease losses,
+// releases and store retries at Warn; scheme changes at Info; the rest
+// (a caller's own cancellation included) at Debug.
 func LogEvents(l *slog.Logger) func(Event) {
 	return func(ev Event) {
 		level := slog.LevelDebug
 		switch ev.Kind {
-		case EventStoreError:
+		case EventStoreError, EventOutcomeNotStored, EventUndecodable:
 			level = slog.LevelError
 		case EventLeaseLost, EventReleased, EventStoreRetry:
 			level = slog.LevelWarn
+		case EventSchemeChanged:
+			level = slog.LevelInfo
 		}
 		attrs := []slog.Attr{
 			slog.String("event", ev.Kind.String()),

@@ -27,6 +27,11 @@
 // policy), a response larger than WithMaxResponse, and a hijacked
 // connection. StoreAll stores every response, as Stripe does.
 //
+// A replay is the representation the first request selected: when a retry
+// would not have selected it (the stored Content-Encoding is not in its
+// Accept-Encoding, or a field named by the response's Vary differs from the
+// first request's), it gets 406 instead of bytes it cannot read.
+//
 // # Lost responses
 //
 // The point of the header is the retry of a request whose response was lost:

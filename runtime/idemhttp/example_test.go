@@ -91,7 +91,7 @@ func ExampleTransport() {
 }
 
 func ExampleParseKey() {
-	for _, v := range []string{`"8e03978e"`, `8e03978e`, `"a\"b"`, `""`, "ключ"} {
+	for _, v := range []string{`"8e03978e"`, `8e03978e`, `"a\"b"`, `""`, "ключ", "k-1, k-2"} {
 		k, err := idemhttp.ParseKey(v)
 		fmt.Printf("%-12s -> %q %v\n", v, k, err)
 	}
@@ -101,6 +101,7 @@ func ExampleParseKey() {
 	// "a\"b"       -> "a\"b" <nil>
 	// ""           -> "" idemhttp: Idempotency-Key is empty
 	// ключ         -> "" idemhttp: Idempotency-Key has a character outside printable ASCII
+	// k-1, k-2     -> "" idemhttp: Idempotency-Key is a list (a comma outside a quoted string); send exactly one key
 }
 
 func ExampleWithPolicy() {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -35,6 +36,14 @@ type response struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
 	Body   []byte      `json:"body,omitempty"`
+	// Selected holds the first request's values of the request header
+	// fields that selected this representation: those named by the
+	// response's Vary, and Accept-Encoding when the response has a
+	// Content-Encoding. A field the request lacked is present with no
+	// values. A replay is refused (406) to a retry that would not have
+	// selected it (see notAcceptable). Records stored before this field
+	// existed have none, and are replayed unchecked.
+	Selected http.Header `json:"selected,omitempty"`
 }
 
 // New returns middleware that makes the wrapped handler idempotent by the
@@ -50,17 +59,37 @@ type response struct {
 //   - 400: the key is missing (unless WithOptionalKey) or malformed;
 //   - 409 with Retry-After: the first request with the key is still running
 //     (or, WithWait, the stored response once it finishes);
+//   - 406: the stored response is in a representation the retry does not
+//     accept (its Accept-Encoding, or a field named by the response's Vary,
+//     differs from the first request's);
 //   - 413: the request body exceeds WithMaxBody;
+//   - 414 or 400: the operation or the tenant is too long to be recorded;
 //   - 422: the key was used with another request (see WithFingerprint);
-//   - 503: the store could not be reached.
+//   - 500: the request was processed, but its response cannot be replayed;
+//   - 503 with Retry-After: the store could not be reached, or is full.
 //
 // The guarantees are the executor's: exactly one handler run per key while
 // its outcome is stored, a lease that lapses if the process dies, and
 // release of the key on a 5xx or a panic so that a retry runs again.
+//
+// New panics if ex is nil or an option is invalid, with a message naming
+// the option, as idem.NewExecutor does: such a mistake is in the program,
+// not in a request.
 func New(ex *idem.Executor, opts ...Option) func(http.Handler) http.Handler {
+	if ex == nil {
+		panic("idemhttp: New: the executor is nil")
+	}
 	cfg := defaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			cfg.invalid("New: a nil Option")
+			continue
+		}
 		o(&cfg)
+	}
+	cfg.validate()
+	if cfg.bad != "" {
+		panic(cfg.bad)
 	}
 	return func(next http.Handler) http.Handler {
 		m := &middleware{cfg: cfg, ex: ex, next: next}
@@ -133,10 +162,35 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	ev.Tenant = m.cfg.tenant(r)
-	ev.Op = m.operation(r)
+	var fromPath bool
+	ev.Op, fromPath = m.operation(r)
+	if len(ev.Op) > idem.MaxOpLen || len(ev.Tenant) > idem.MaxTenantLen {
+		// A longer scope can never be recorded: answer it for what it is,
+		// not as a store failure to retry.
+		status, what := http.StatusBadRequest, "tenant"
+		if len(ev.Op) > idem.MaxOpLen {
+			what = "operation"
+			if fromPath {
+				status, what = http.StatusRequestURITooLong, "operation (its method and path)"
+			}
+		}
+		ev.Kind, ev.Status = EventScopeTooLong, status
+		m.cfg.observe(ev)
+		m.problem(w, status, "scope-too-long", "Request scope too long to record",
+			"The request's "+what+" is longer than the idempotency store records ("+
+				strconv.Itoa(idem.MaxOpLen)+" bytes for the method and path or route, "+
+				strconv.Itoa(idem.MaxTenantLen)+" for the tenant); nothing was processed.")
+		return
+	}
 
 	var h idem.Hasher
-	if err := m.cfg.fingerprint(r, body, &h); err != nil {
+	err = m.cfg.fingerprint(r, body, &h)
+	if err == nil && m.cfg.customFP {
+		_, err = h.Sum() // a value the hasher cannot encode (DefaultFingerprint adds none)
+	}
+	if err != nil {
+		ev.Kind, ev.Status, ev.Err = EventInvalidRequest, http.StatusBadRequest, err
+		m.cfg.observe(ev)
 		m.problem(w, http.StatusBadRequest, "invalid-request", "Request cannot be fingerprinted", err.Error()+".")
 		return
 	}
@@ -158,13 +212,21 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		m.next.ServeHTTP(rec, r2)
-		return m.settle(rec, ctx)
+		return m.settle(rec, r2, ctx)
 	})
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
 		return
 	}
 	if err == nil {
+		if field, ok := notAcceptable(resp, r.Header); ok {
+			ev.Kind, ev.Status = EventNotAcceptable, http.StatusNotAcceptable
+			m.cfg.observe(ev)
+			m.problem(w, http.StatusNotAcceptable, "replay-not-acceptable", "Stored response not acceptable to this request",
+				"The response stored for this Idempotency-Key was selected by the first request's "+field+
+					" header field, and this request's "+field+" would not have selected it; retry with the first request's "+field+".")
+			return
+		}
 		ev.Kind, ev.Status = EventReplayed, resp.Status
 		m.cfg.observe(ev)
 		replay(w, resp)
@@ -197,27 +259,30 @@ func (m *middleware) readBody(r *http.Request) ([]byte, error) {
 }
 
 // operation names the request's operation: the configured function, or the
-// method and the route.
-func (m *middleware) operation(r *http.Request) string {
+// method and the route, or the method and the path in its canonical escaped
+// form (fromPath is then true). The escaped form is printable ASCII, so an
+// operation never carries the NUL or invalid UTF-8 a path may decode to,
+// and it is a function of the decoded path: /a%41 and /aA are one path.
+func (m *middleware) operation(r *http.Request) (op string, fromPath bool) {
 	if m.cfg.op != nil {
-		return m.cfg.op(r)
+		return m.cfg.op(r), false
 	}
 	pattern := r.Pattern
 	if pattern == "" && m.mux != nil {
 		_, pattern = m.mux.Handler(r)
 	}
 	if pattern == "" {
-		return r.Method + " " + r.URL.Path
+		return r.Method + " " + (&url.URL{Path: r.URL.Path}).EscapedPath(), true
 	}
 	if strings.HasPrefix(pattern, r.Method+" ") {
-		return pattern
+		return pattern, false
 	}
-	return r.Method + " " + pattern
+	return r.Method + " " + pattern, false
 }
 
 // settle decides, once the handler returned, whether its response is the
 // stored outcome (nil error) or the key is released (an error).
-func (m *middleware) settle(rec *recorder, ctx context.Context) (response, error) {
+func (m *middleware) settle(rec *recorder, r *http.Request, ctx context.Context) (response, error) {
 	if rec.hijacked {
 		return response{}, ErrHijacked
 	}
@@ -238,6 +303,7 @@ func (m *middleware) settle(rec *recorder, ctx context.Context) (response, error
 			resp.Header[k] = v
 		}
 	}
+	resp.Selected = selectedBy(rec.snapshot, r.Header)
 	if !m.cfg.policy(rec.status) {
 		return resp, fmt.Errorf("%w: %d", ErrNotStored, rec.status)
 	}
@@ -290,6 +356,36 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 	var inProgress *idem.InProgressError
 	switch {
+	case errors.Is(err, idem.ErrStoreFull):
+		ev.Kind, ev.Status, ev.Err = EventStoreFull, http.StatusServiceUnavailable, err
+		m.cfg.observe(*ev)
+		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
+		m.problem(w, http.StatusServiceUnavailable, "store-full", "Idempotency store full",
+			"The idempotency store is at its capacity (its records, or its connections, are all in use) and refused a new key, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
+	case errors.Is(err, idem.ErrTooLarge):
+		// The operation and the middleware's tenant were checked before:
+		// this is the executor's tenant (idem.WithTenant).
+		ev.Kind, ev.Status, ev.Err = EventScopeTooLong, http.StatusBadRequest, err
+		m.cfg.observe(*ev)
+		m.problem(w, http.StatusBadRequest, "scope-too-long", "Request scope too long to record",
+			"The request's tenant or operation is longer than the idempotency store records; nothing was processed.")
+	case errors.Is(err, idem.ErrOutcomeNotStored), errors.Is(err, idem.ErrUndecodable):
+		// The first request ran; what it answered is not available to
+		// replay, and it will not run again for this key. A 503 would
+		// invite retries that can never succeed.
+		ev.Kind, ev.Status, ev.Err = EventNotReplayable, http.StatusInternalServerError, err
+		m.cfg.observe(*ev)
+		why := "its response could not be stored"
+		if errors.Is(err, idem.ErrUndecodable) {
+			why = "its stored response no longer decodes (the service was changed since)"
+		}
+		m.problem(w, http.StatusInternalServerError, "response-not-replayable", "Response of this Idempotency-Key cannot be replayed",
+			"The first request with this Idempotency-Key was processed, but "+why+". Retrying with this key will not process it again; look its result up instead.")
+	case errors.Is(err, idem.ErrMisconfigured):
+		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusInternalServerError, err
+		m.cfg.observe(*ev)
+		m.problem(w, http.StatusInternalServerError, "server-misconfigured", "Idempotency misconfigured",
+			"The service's idempotency settings are invalid, so no request with an Idempotency-Key can be processed; nothing was processed. Retrying will not help until the service is fixed.")
 	case errors.Is(err, idem.ErrPayloadMismatch):
 		ev.Kind, ev.Status = EventConflict, http.StatusUnprocessableEntity
 		m.cfg.observe(*ev)
@@ -305,9 +401,15 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		w.Header().Set("Retry-After", retryAfter(d))
 		m.problem(w, http.StatusConflict, "request-in-progress", "A request with this Idempotency-Key is in progress",
 			"The first request with this Idempotency-Key has not finished; retry after the time in Retry-After to get its response.")
+	case ev.Request.Context().Err() != nil && errors.Is(err, ev.Request.Context().Err()):
+		// The client went away while its request waited or claimed
+		// (WithClientCancellation): its own doing, not the store's, and
+		// there is no one to answer.
+		ev.Kind, ev.Err = EventClientGone, err
+		m.cfg.observe(*ev)
 	default:
-		// A store error, or a context that ended while waiting; a replayed
-		// final error cannot happen (the middleware stores none).
+		// A store error; a replayed final error other than the ones above
+		// cannot happen (the middleware stores none).
 		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
 		m.cfg.observe(*ev)
 		w.Header().Set("Retry-After", "1")
@@ -315,6 +417,11 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 			"The idempotency of this request could not be checked, so it was not processed; retry with the same Idempotency-Key.")
 	}
 }
+
+// storeFullRetryAfter is the Retry-After of a 503 store-full: longer than a
+// store outage's, as a full store frees room only as records expire or
+// calls end.
+const storeFullRetryAfter = 2 * time.Second
 
 // retryAfter formats d as delay-seconds, rounded up, at least 1.
 func retryAfter(d time.Duration) string {

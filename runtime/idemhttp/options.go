@@ -1,7 +1,9 @@
 package idemhttp
 
 import (
+	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -17,6 +19,10 @@ const (
 	// DefaultMaxBody is the largest request body accepted on a keyed
 	// request: 1 MiB. A larger one is answered with 413.
 	DefaultMaxBody = 1 << 20
+	// MaxMaxResponse is the largest limit WithMaxResponse accepts: 32 MiB,
+	// so that a stored response (its body base64-encoded by the default
+	// codec, and its header fields) stays within idem.MaxOutcomeLen.
+	MaxMaxResponse = 32 << 20
 )
 
 // DefaultStoredHeaders returns the allow-list of response header fields
@@ -65,7 +71,9 @@ func DefaultPolicy(status int) bool {
 // had effects that must not happen twice.
 func StoreAll(status int) bool { return status >= 200 }
 
-// Option configures the middleware.
+// Option configures the middleware. An invalid option (a duration or size
+// that is not positive, a nil function) makes New panic with a message that
+// names it.
 type Option func(*config)
 
 type config struct {
@@ -85,6 +93,22 @@ type config struct {
 	cancel      bool
 	problemBase string
 	maxRetry    time.Duration
+	customFP    bool   // fingerprint is not DefaultFingerprint: it may fail in Sum
+	bad         string // the first invalid option, for New's panic
+}
+
+// invalid records the first invalid option.
+func (c *config) invalid(format string, args ...any) {
+	if c.bad == "" {
+		c.bad = "idemhttp: " + fmt.Sprintf(format, args...)
+	}
+}
+
+// validate checks what single options cannot: how they combine.
+func (c *config) validate() {
+	if c.lease > c.ttl {
+		c.invalid("WithLease(%v) exceeds the TTL, %v (WithTTL): a claim cannot outlive its record", c.lease, c.ttl)
+	}
 }
 
 func defaultConfig() config {
@@ -104,14 +128,36 @@ func defaultConfig() config {
 }
 
 // WithMethods sets the request methods the middleware applies to (default
-// POST and PATCH); requests with other methods pass through untouched.
+// POST and PATCH); requests with other methods pass through untouched. At
+// least one method is required, each a valid method token (case matters:
+// "post" is not POST).
 func WithMethods(methods ...string) Option {
 	return func(c *config) {
-		c.methods = make(map[string]bool, len(methods))
+		if len(methods) == 0 {
+			c.invalid("WithMethods(): no methods: the middleware would protect nothing")
+			return
+		}
+		set := make(map[string]bool, len(methods))
 		for _, m := range methods {
-			c.methods[m] = true
+			if !isToken(m) {
+				c.invalid("WithMethods(%q): not a method token", m)
+				return
+			}
+			set[m] = true
+		}
+		c.methods = set
+	}
+}
+
+// isToken reports whether s is a token of RFC 9110 section 5.6.2 (the syntax
+// of a method and of a field name).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTChar(s[i]) {
+			return false
 		}
 	}
+	return s != ""
 }
 
 // WithOptionalKey lets requests without an Idempotency-Key through to the
@@ -120,27 +166,62 @@ func WithMethods(methods ...string) Option {
 // present but invalid is still answered with 400.
 func WithOptionalKey() Option { return func(c *config) { c.optional = true } }
 
-// WithTTL sets how long a stored response is replayed (default 24h). It
-// must cover the clients' retry budget.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+// WithTTL sets how long a stored response is replayed (default 24h); it
+// must be positive, and cover the clients' retry budget.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithTTL(%v): the TTL must be > 0", d)
+			return
+		}
+		c.ttl = d
+	}
+}
 
 // WithLease sets how long a claim holds while the handler runs before
 // another request may take the key over (default: the executor's lease,
-// 30s unless configured). Set it above the handler's longest run.
-func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+// 30s unless configured, capped at the TTL). It must be positive and at
+// most the TTL. Set it above the handler's longest run.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithLease(%v): the lease must be > 0", d)
+			return
+		}
+		c.lease = d
+	}
+}
 
 // WithMaxRetryAfter caps the Retry-After of a 409. By default it is the time
 // until the first request's lease lapses (rounded up to whole seconds, at
 // least 1): the latest moment the first request can still hold the key,
 // which is as long as the lease whatever the handler's usual run time. A
-// cap invites earlier retries, which may get another 409.
-func WithMaxRetryAfter(d time.Duration) Option { return func(c *config) { c.maxRetry = d } }
+// cap invites earlier retries, which may get another 409. It must be
+// positive (Retry-After is at least 1 second whatever the cap).
+func WithMaxRetryAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithMaxRetryAfter(%v): the cap must be > 0", d)
+			return
+		}
+		c.maxRetry = d
+	}
+}
 
 // WithWait makes a request that finds the same key in flight wait up to d
 // for the first to finish and get its stored response, instead of a 409.
 // If the first releases the key (a 5xx, a panic), the waiting request runs
-// the handler itself. After d it gets the 409.
-func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+// the handler itself. After d it gets the 409. WithWait(0) is the default:
+// no waiting; a negative d is invalid.
+func WithWait(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid("WithWait(%v): the wait must be >= 0", d)
+			return
+		}
+		c.wait = d
+	}
+}
 
 // WithTenant sets the function that names the tenant of a request: the
 // authenticated subject, the API key's account. Keys are scoped by tenant,
@@ -156,24 +237,51 @@ func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
 // The function must not depend on anything a retry may change (a request
 // ID, a timestamp). An empty result means the single, shared tenant. The
 // executor's own tenant function (idem.WithTenant) applies too, to the
-// request's context.
-func WithTenant(f func(*http.Request) string) Option { return func(c *config) { c.tenant = f } }
+// request's context. A tenant longer than idem.MaxTenantLen bytes is
+// answered with 400 (scope-too-long).
+func WithTenant(f func(*http.Request) string) Option {
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithTenant(nil)")
+			return
+		}
+		c.tenant = f
+	}
+}
 
 // WithOperation sets the function that names the operation of a request,
 // which scopes keys together with the tenant. The default is the method
 // and the route: r.Pattern when the handler is registered on a Go 1.22+
 // http.ServeMux (wrap each route, or wrap the mux itself: the middleware
-// then asks the mux for the pattern), else the URL path.
-func WithOperation(f func(*http.Request) string) Option { return func(c *config) { c.op = f } }
+// then asks the mux for the pattern), else the URL path in its canonical
+// escaped form ("POST /orders/%FF": printable ASCII whatever bytes the path
+// decodes to, the same for every spelling of the same path). An operation
+// longer than idem.MaxOpLen bytes is answered with 414 when it is the
+// path, 400 otherwise (scope-too-long).
+func WithOperation(f func(*http.Request) string) Option {
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithOperation(nil)")
+			return
+		}
+		c.op = f
+	}
+}
 
 // WithFingerprint sets what makes two requests with the same key "the same
 // request": f adds the request's significant parts to h. The default,
 // DefaultFingerprint, takes the method, path, query and body. A request
 // whose fingerprint differs from the first one's with that key gets 422.
 // body is the request body, already read (do not read r.Body). An error
-// from f is answered with 400.
+// from f, or a value h cannot encode (h.Sum fails), is answered with 400.
 func WithFingerprint(f func(r *http.Request, body []byte, h *idem.Hasher) error) Option {
-	return func(c *config) { c.fingerprint = f }
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithFingerprint(nil)")
+			return
+		}
+		c.fingerprint, c.customFP = f, true
+	}
 }
 
 // DefaultFingerprint adds the method, the path, the raw query and the body:
@@ -190,40 +298,82 @@ func DefaultFingerprint(r *http.Request, body []byte, h *idem.Hasher) error {
 
 // WithPolicy sets which responses are stored (default DefaultPolicy; StoreAll
 // is the Stripe-like alternative).
-func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+func WithPolicy(p Policy) Option {
+	return func(c *config) {
+		if p == nil {
+			c.invalid("WithPolicy(nil)")
+			return
+		}
+		c.policy = p
+	}
+}
 
 // WithStoredHeaders replaces the allow-list of response header fields that
 // are stored and replayed (default DefaultStoredHeaders). Set-Cookie,
 // Authorization and the other credential fields are never stored, even when
 // listed here; neither are hop-by-hop fields and Content-Length.
+// Content-Encoding is always stored when the response has it, listed or
+// not: the stored body cannot be read without it. Each name must be a valid
+// field name; an empty list stores no header field but Content-Encoding.
 func WithStoredHeaders(names ...string) Option {
 	return func(c *config) {
-		c.stored = make(map[string]bool, len(names))
+		stored := make(map[string]bool, len(names)+1)
 		for _, n := range names {
+			if !isToken(n) {
+				c.invalid("WithStoredHeaders(%q): not a header field name", n)
+				return
+			}
 			n = http.CanonicalHeaderKey(n)
 			if !neverStored[n] {
-				c.stored[n] = true
+				stored[n] = true
 			}
 		}
+		stored["Content-Encoding"] = true
+		c.stored = stored
 	}
 }
 
 // WithMaxResponse sets the largest response body that is stored (default
 // 1 MiB). A larger response still reaches the client, but it is not
 // stored: the key is released (a retry runs the handler again) and the
-// observer is told (EventResponseTooLarge).
-func WithMaxResponse(n int) Option { return func(c *config) { c.maxResponse = n } }
+// observer is told (EventResponseTooLarge). n must be between 1 and
+// MaxMaxResponse.
+func WithMaxResponse(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > MaxMaxResponse {
+			c.invalid("WithMaxResponse(%d): the limit must be between 1 and %d bytes (MaxMaxResponse)", n, MaxMaxResponse)
+			return
+		}
+		c.maxResponse = n
+	}
+}
 
 // WithMaxBody sets the largest request body read on a keyed request
 // (default 1 MiB); a larger body is answered with 413. The body is read
 // whole before the handler runs (it is part of the fingerprint) and handed
-// to the handler unchanged.
-func WithMaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
+// to the handler unchanged. n must be positive.
+func WithMaxBody(n int64) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.invalid("WithMaxBody(%d): the limit must be at least 1 byte", n)
+			return
+		}
+		c.maxBody = n
+	}
+}
 
 // WithObserver sets a function told of the middleware's own events (the
 // executor's observer sees claims, replays and releases). It is called
 // synchronously and must be safe for concurrent use.
-func WithObserver(f func(Event)) Option { return func(c *config) { c.observe = f } }
+func WithObserver(f func(Event)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithObserver(nil)")
+			return
+		}
+		c.observe = f
+	}
+}
 
 // WithClientCancellation makes the handler's context end when the client
 // goes away, as it does without the middleware.
@@ -240,8 +390,18 @@ func WithClientCancellation() Option { return func(c *config) { c.cancel = true 
 
 // WithProblemBase sets the prefix of the "type" URI of the problem details
 // the middleware answers with (default DefaultProblemBase); the rule's
-// anchor is appended, e.g. "key-reused".
-func WithProblemBase(base string) Option { return func(c *config) { c.problemBase = base } }
+// anchor is appended, e.g. "key-reused". base must be an absolute URI
+// (RFC 9457 resolves a relative "type" against the response's URI, which
+// would name a resource of the service).
+func WithProblemBase(base string) Option {
+	return func(c *config) {
+		if u, err := url.Parse(base); err != nil || !u.IsAbs() {
+			c.invalid("WithProblemBase(%q): not an absolute URI", base)
+			return
+		}
+		c.problemBase = base
+	}
+}
 
 // EventKind says what the middleware did with a request.
 type EventKind uint8
@@ -271,10 +431,30 @@ const (
 	EventStoreError
 	// EventHijacked: the handler hijacked the connection; nothing was stored.
 	EventHijacked
+	// EventNotAcceptable: a stored response was not replayed because the
+	// request would not have selected its representation (406).
+	EventNotAcceptable
+	// EventScopeTooLong: the operation or the tenant is longer than a
+	// store records (414 or 400).
+	EventScopeTooLong
+	// EventStoreFull: the store refused a new key at its capacity (503).
+	EventStoreFull
+	// EventInvalidRequest: the fingerprint function failed, or added a
+	// value the hasher cannot encode (400).
+	EventInvalidRequest
+	// EventNotReplayable: the key's first request ran, but its response
+	// could not be stored (idem.ErrOutcomeNotStored) or no longer decodes
+	// (idem.ErrUndecodable): 500, and the handler does not run again.
+	EventNotReplayable
+	// EventClientGone: with WithClientCancellation, the client went away
+	// before its request was claimed or while it waited (WithWait); nothing
+	// was processed and nothing was answered (Status is 0).
+	EventClientGone
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
-	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked"}
+	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
+	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

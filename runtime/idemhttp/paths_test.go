@@ -21,6 +21,8 @@ import (
 type faultyStore struct {
 	*memstore.Store
 	claimErr, completeErr error
+	// outcome, when set, decides what Complete stores, or refuses it.
+	outcome func(idem.Outcome) (idem.Outcome, error)
 }
 
 func (s *faultyStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
@@ -33,6 +35,12 @@ func (s *faultyStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Cl
 func (s *faultyStore) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
 	if s.completeErr != nil {
 		return s.completeErr
+	}
+	if s.outcome != nil {
+		var err error
+		if out, err = s.outcome(out); err != nil {
+			return err
+		}
 	}
 	return s.Store.Complete(ctx, key, token, out, ttl)
 }

@@ -8,8 +8,10 @@ import (
 // DefaultProblemBase is the default prefix of the "type" of the problem
 // details the middleware answers with: the README of this package, whose
 // sections are named by the rules ("missing-key", "invalid-key",
-// "key-reused", "request-in-progress", "request-too-large",
-// "unreadable-body", "invalid-request", "store-unavailable").
+// "key-reused", "request-in-progress", "replay-not-acceptable",
+// "request-too-large", "scope-too-long", "unreadable-body",
+// "invalid-request", "response-not-replayable", "store-full",
+// "store-unavailable", "server-misconfigured").
 const DefaultProblemBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 
 // Problem is an RFC 9457 problem details object, as the middleware writes

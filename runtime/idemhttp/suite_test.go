@@ -2,6 +2,7 @@ package idemhttp_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,9 @@ func runSuite(t *testing.T, newStore newStoreFunc) {
 		{"OtherMethodsPassThrough", testOtherMethods},
 		{"TransportKeepsKeyAcrossRetries", testTransportRetries},
 		{"StripeGoChargesOnce", testStripeChargesOnce},
+		{"PathBytesAndLength", testPathBytes},
+		{"TenantLength", testTenantLength},
+		{"ReplayHonoursAcceptEncodingAndVary", testReplayVary},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,8 +356,14 @@ func testInvalidKey(t *testing.T, newStore newStoreFunc) {
 	for _, k := range []string{`""`, `"abc`, `"a"b"`, "é", "a\x01b", strings.Repeat("k", 256), `"` + strings.Repeat("k", 256) + `"`} {
 		wantProblem(t, e.do("POST", "/orders", k, "{}"), 400, "invalid-key")
 	}
-	// Two header fields.
+	// Two header fields, and a list in one (as a proxy may combine them).
 	wantProblem(t, e.do("POST", "/orders", "a", "{}", idemhttp.Header, "b"), 400, "invalid-key")
+	for _, k := range []string{"key-1, key-2", `"key-1", "key-2"`, `"key-1";v=1,"key-2"`} {
+		p := wantProblem(t, e.do("POST", "/orders", k, "{}"), 400, "invalid-key")
+		if !strings.Contains(p.Detail, "list") {
+			t.Errorf("%q: detail %q does not say it is a list", k, p.Detail)
+		}
+	}
 	e.wantRuns(0)
 	wantStatus(t, e.do("POST", "/orders", strings.Repeat("k", 255), "{}"), 201)
 }
@@ -436,12 +446,10 @@ func testInFlight(t *testing.T, newStore newStoreFunc) {
 	if err != nil || ra < 1 || ra > 10 {
 		t.Fatalf("Retry-After %q, want 1..10 seconds", w.Header().Get("Retry-After"))
 	}
-	// A different body while in flight is a conflict, not "in progress"
-	// (except on a transactional store: the claim is not committed yet, so
-	// its fingerprint cannot be seen; the retry after it gets the 422).
-	if _, tx := e.store.(idem.TxStore); !tx {
-		wantProblem(t, e.do("POST", "/orders", key, `{"other":1}`), 422, "key-reused")
-	}
+	// A different body while in flight is a conflict, not "in progress",
+	// on every store (a transactional store tells it from the payload of
+	// the claim it has not committed yet).
+	wantProblem(t, e.do("POST", "/orders", key, `{"other":1}`), 422, "key-reused")
 	once.Do(func() { close(release) })
 	wantStatus(t, <-done, 201)
 	wantReplayed(t, e.do("POST", "/orders", key, "{}").Header(), true)
@@ -459,9 +467,13 @@ func testInFlightWait(t *testing.T, newStore newStoreFunc) {
 	<-started
 	second := make(chan *httptest.ResponseRecorder)
 	go func() { second <- e.do("POST", "/orders", key, "{}") }()
+	// Another body: 422, whether it is told at once or after waiting.
+	other := make(chan *httptest.ResponseRecorder)
+	go func() { other <- e.do("POST", "/orders", key, `{"other":1}`) }()
 	time.Sleep(50 * time.Millisecond)
 	once.Do(func() { close(release) })
 	a, b := <-first, <-second
+	wantProblem(t, <-other, 422, "key-reused")
 	wantStatus(t, a, 201)
 	wantStatus(t, b, 201)
 	wantReplayed(t, b.Header(), true)
@@ -629,8 +641,11 @@ func testOperationScope(t *testing.T, newStore newStoreFunc) {
 
 func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 	finished := make(chan struct{}, 1)
+	release := make(chan struct{}) // the handler runs until the in-flight retry was answered
+	var once sync.Once
+	defer once.Do(func() { close(release) }) // on failure too
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
-		time.Sleep(300 * time.Millisecond)
+		<-release
 		if err := r.Context().Err(); err != nil {
 			t.Errorf("handler context ended with its client: %v", err)
 		}
@@ -644,11 +659,12 @@ func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 	if _, _, _, err := post(t, impatient, srv.URL+"/orders", key, "{}"); err == nil {
 		t.Fatal("the first attempt did not time out")
 	}
-	// A retry while the handler still runs: 409, or the replay.
+	// A retry while the handler still runs: 409.
 	st, _, _, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
 	if err != nil || st != 409 {
 		t.Fatalf("retry in flight: %d %v, want 409", st, err)
 	}
+	once.Do(func() { close(release) })
 	<-finished
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -1018,4 +1034,223 @@ func postVia(c *http.Client, url, body string, ctx context.Context) (int, http.H
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b), err
+}
+
+// testPathBytes sends paths that decode to bytes no text column takes (NUL,
+// invalid UTF-8) and paths too long for an operation, to a handler without
+// a mux pattern: the operation is the path. Each is answered for what it is,
+// never with 503 "retry" for a request that can never succeed.
+func testPathBytes(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201))
+	for _, c := range []struct{ target, op string }{
+		{"/orders/%FF", "POST /orders/%FF"},
+		{"/orders/%00", "POST /orders/%00"},
+		{"/orders/%FF%00%C3%28", "POST /orders/%FF%00%C3%28"},
+		{"/orders/%25FF", "POST /orders/%25FF"}, // a literal "%FF": another path
+		{"/orders/caf%C3%A9", "POST /orders/caf%C3%A9"},
+		{"/orders/" + strings.Repeat("a", idem.MaxOpLen-len("POST /orders/")), ""}, // at the limit
+	} {
+		t.Run(c.op, func(t *testing.T) {
+			key := idemhttp.NewKey()
+			runs := e.runs.Load()
+			first := e.do("POST", c.target, key, "{}")
+			wantStatus(t, first, 201)
+			second := e.do("POST", c.target, key, "{}")
+			wantStatus(t, second, 201)
+			wantReplayed(t, second.Header(), true)
+			if got := e.runs.Load() - runs; got != 1 {
+				t.Fatalf("handler ran %d times, want 1", got)
+			}
+			if c.op == "" {
+				return
+			}
+			evs := e.events(idemhttp.EventReplayed)
+			if op := evs[len(evs)-1].Op; op != c.op {
+				t.Fatalf("operation %q, want %q", op, c.op)
+			}
+		})
+	}
+	// One byte over the limit, and 4 kB: 414, every time.
+	for _, n := range []int{idem.MaxOpLen - len("POST /orders/") + 1, 4096} {
+		runs := e.runs.Load()
+		target := "/orders/" + strings.Repeat("a", n)
+		key := idemhttp.NewKey()
+		for range 2 {
+			p := wantProblem(t, e.do("POST", target, key, "{}"), 414, "scope-too-long")
+			if !strings.Contains(p.Detail, "operation") {
+				t.Errorf("detail %q does not name the operation", p.Detail)
+			}
+		}
+		if e.runs.Load() != runs {
+			t.Fatalf("a %d-byte path ran the handler", n)
+		}
+	}
+	if n := len(e.events(idemhttp.EventScopeTooLong)); n != 4 {
+		t.Fatalf("%d scope-too-long events, want 4", n)
+	}
+
+	// Under a mux pattern the operation is the route, and a 4 kB path (or
+	// one with a NUL) is an ordinary request of it.
+	runs := atomic.Int64{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(201)
+	})
+	h := idemhttp.New(idem.NewExecutor(newStore(t)))(mux)
+	for _, target := range []string{"/orders/" + strings.Repeat("b", 4096), "/orders/%00%FF"} {
+		key := idemhttp.NewKey()
+		for i := range 2 {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest("POST", target, strings.NewReader("{}"))
+			r.Header.Set(idemhttp.Header, key)
+			h.ServeHTTP(w, r)
+			wantStatus(t, w, 201)
+			wantReplayed(t, w.Header(), i == 1)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("the routed handler ran %d times, want 2", runs.Load())
+	}
+}
+
+// testTenantLength: a tenant longer than a store records is refused with
+// 400, one at the limit is served.
+func testTenantLength(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, statusHandler(201),
+		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }))
+	key := idemhttp.NewKey()
+	for range 2 {
+		wantProblem(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen+1)), 400, "scope-too-long")
+	}
+	e.wantRuns(0)
+	wantStatus(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen)), 201)
+	wantReplayed(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen)).Header(), true)
+	e.wantRuns(1)
+}
+
+// negotiatingHandler answers in the representation the request selects:
+// gzip when Accept-Encoding names it (Vary: Accept-Encoding), a greeting in
+// the Accept-Language on /greet (Vary: Accept-Language), and on /asset a
+// pre-compressed body whatever the request says (no Vary).
+func negotiatingHandler(e *env, w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain")
+	body := fmt.Sprintf("order %d", e.runs.Load())
+	gz := false
+	switch r.URL.Path {
+	case "/greet":
+		h.Set("Vary", "Accept-Language")
+		body = r.Header.Get("Accept-Language") + " " + body
+	case "/me":
+		h.Set("Vary", "Authorization, Idempotency-Key")
+	case "/asset":
+		gz = true
+	default:
+		h.Set("Vary", "Accept-Encoding")
+		gz = strings.Contains(r.Header.Get("Accept-Encoding"), "gzip")
+	}
+	if !gz {
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, body)
+		return
+	}
+	h.Set("Content-Encoding", "gzip")
+	w.WriteHeader(201)
+	zw := gzip.NewWriter(w)
+	_, _ = io.WriteString(zw, body)
+	_ = zw.Close()
+}
+
+func testReplayVary(t *testing.T, newStore newStoreFunc) {
+	e := newEnv(t, newStore, negotiatingHandler)
+	type try struct {
+		hdr  []string
+		want int // 0: replayed
+	}
+	check := func(target string, runs int64, tries ...try) {
+		t.Helper()
+		key := idemhttp.NewKey()
+		first := e.do("POST", target, key, "{}", tries[0].hdr...)
+		wantStatus(t, first, 201)
+		for _, tr := range tries[1:] {
+			w := e.do("POST", target, key, "{}", tr.hdr...)
+			if tr.want == 0 {
+				wantStatus(t, w, 201)
+				wantReplayed(t, w.Header(), true)
+				if !bytes.Equal(w.Body.Bytes(), first.Body.Bytes()) || w.Header().Get("Content-Encoding") != first.Header().Get("Content-Encoding") {
+					t.Fatalf("%s %q: replay %v %q, first %v %q", target, tr.hdr, w.Header(), w.Body, first.Header(), first.Body)
+				}
+				continue
+			}
+			p := wantProblem(t, w, tr.want, "replay-not-acceptable")
+			if name := tries[0].hdr; len(name) > 0 && !strings.Contains(p.Detail, http.CanonicalHeaderKey(name[0])) {
+				t.Errorf("%s %q: detail %q does not name %s", target, tr.hdr, p.Detail, name[0])
+			}
+		}
+		e.wantRuns(runs)
+	}
+	ae := func(v string) []string { return []string{"Accept-Encoding", v} }
+	// A gzip response, selected by Accept-Encoding: gzip.
+	check("/orders", 1,
+		try{ae("gzip"), 0},
+		try{ae("gzip"), 0},
+		try{ae("br, gzip;q=0.5"), 0},
+		try{ae("x-gzip"), 0},
+		try{ae("*"), 0},
+		try{nil, 406}, // no Accept-Encoding: no coding accepted
+		try{ae("identity"), 406},
+		try{ae("gzip;q=0"), 406},
+		try{ae("br"), 406},
+		try{ae("*, gzip;q=0"), 406},
+	)
+	// An uncompressed response is acceptable unless identity is refused.
+	check("/orders", 2,
+		try{nil, 0},
+		try{ae("gzip"), 0},
+		try{ae("*;q=0"), 406},
+		try{ae("identity;q=0, gzip"), 406},
+	)
+	// Pre-compressed, no Vary: the first request's Accept-Encoding selected
+	// it, even absent; the same request is always replayed.
+	check("/asset", 3,
+		try{nil, 0},
+		try{nil, 0},
+		try{ae("gzip, deflate"), 0},
+		try{ae("deflate"), 406},
+	)
+	// Vary: Accept-Language: the same list elements, or 406.
+	al := func(v string) []string { return []string{"Accept-Language", v} }
+	check("/greet", 4,
+		try{al("en, fr;q=0.5"), 0},
+		try{al("en,fr;q=0.5"), 0},
+		try{al("fr"), 406},
+		try{nil, 406},
+	)
+	// Vary: Authorization: compared, never stored in clear.
+	az := func(v string) []string { return []string{"Authorization", v} }
+	check("/me", 5,
+		try{az("Bearer a"), 0},
+		try{az("Bearer a"), 0},
+		try{az("Bearer b"), 406},
+	)
+	// The key's form (quoted or bare) is not a representation choice.
+	quoted := idemhttp.NewKey()
+	wantStatus(t, e.do("POST", "/me", idemhttp.FormatKey(quoted), "{}", az("Bearer a")...), 201)
+	wantReplayed(t, e.do("POST", "/me", quoted, "{}", az("Bearer a")...).Header(), true)
+	e.wantRuns(6)
+	if n := len(e.events(idemhttp.EventNotAcceptable)); n != 11 {
+		t.Fatalf("%d not-acceptable events, want 11", n)
+	}
+	// And the first response decodes.
+	key := idemhttp.NewKey()
+	e.do("POST", "/orders", key, "{}", ae("gzip")...)
+	w := e.do("POST", "/orders", key, "{}", ae("gzip")...)
+	zr, err := gzip.NewReader(w.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(zr); err != nil || string(b) != "order 7" {
+		t.Fatalf("replayed gzip body %q %v", b, err)
+	}
 }

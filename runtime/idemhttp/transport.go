@@ -3,6 +3,7 @@ package idemhttp
 import (
 	"context"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -82,7 +83,9 @@ type Transport struct {
 	Methods []string
 	// Quoted sends the key as a structured-field string ("…"), the draft's
 	// form, instead of bare, as most deployed servers expect it. The idemhttp
-	// middleware accepts both.
+	// middleware accepts both. A key that bare would be read as something
+	// else (one with a comma, a leading double quote, or surrounding
+	// spaces) is always sent quoted.
 	Quoted bool
 	// NewKey returns a fresh key (case 4); nil means NewKey.
 	NewKey func() string
@@ -98,7 +101,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return base.RoundTrip(req)
 	}
 	key := t.keyFor(req)
-	if t.Quoted {
+	if t.Quoted || !bareSafe(key) {
 		key = FormatKey(key)
 	}
 	if req.Header == nil {
@@ -107,6 +110,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req.Header.Set(Header, key)
 	return base.RoundTrip(req)
+}
+
+// bareSafe reports whether key, sent bare, parses back to itself: no comma
+// (a bare comma makes a list), no leading double quote (a structured-field
+// string), no surrounding spaces or tabs (trimmed). Other keys are sent as
+// structured-field strings, which carry them intact.
+func bareSafe(key string) bool {
+	return key != "" && !strings.ContainsRune(key, ',') && key[0] != '"' &&
+		strings.Trim(key, " \t") == key
 }
 
 func (t *Transport) applies(method string) bool {

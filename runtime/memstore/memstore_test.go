@@ -1,8 +1,12 @@
 package memstore_test
 
 import (
+	"context"
+	"errors"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,17 +36,28 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// sweep is idemtest's Options.Sweep for memstore.
+func sweep(ctx context.Context, s idem.Store, limit int) (int, error) {
+	return s.(*memstore.Store).Sweep(ctx, limit)
+}
+
 func TestConformanceFakeClock(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return memstore.New(memstore.WithClock(clock.Now)) },
-		Sleep:    clock.Advance,
+		NewBounded: func(_ *testing.T, n int) idem.Store {
+			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxRecords(n))
+		},
+		Sweep: sweep,
+		Sleep: clock.Advance,
 	})
 }
 
 func TestConformanceRealClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
-		NewStore: func(*testing.T) idem.Store { return memstore.New() },
+		NewStore:   func(*testing.T) idem.Store { return memstore.New() },
+		NewBounded: func(_ *testing.T, n int) idem.Store { return memstore.New(memstore.WithMaxRecords(n)) },
+		Sweep:      sweep,
 	})
 }
 
@@ -79,8 +94,125 @@ func TestSweep(t *testing.T) {
 	n, err := s.Sweep(t.Context(), 100)
 	require.NoError(t, err)
 	assert.Equal(t, 100, n, "a batch bounds one sweep")
-	n, err = s.Sweep(t.Context(), 0)
+	n, err = s.Sweep(t.Context(), 1000)
 	require.NoError(t, err)
-	assert.Equal(t, 200, n, "batch 0 sweeps every expired record")
+	assert.Equal(t, 200, n, "Sweep removes what is left, up to its limit")
 	assert.Equal(t, 200, s.Len(), "live records stay")
+	n, err = s.Sweep(t.Context(), 1000)
+	require.NoError(t, err)
+	assert.Zero(t, n)
+	for _, limit := range []int{0, -1} {
+		_, err = s.Sweep(t.Context(), limit)
+		assert.Error(t, err, "a limit of %d is a mistake", limit)
+	}
+}
+
+// TestMemoryPerRecord: a record without an outcome costs at most
+// RecordOverhead bytes of heap, the figure WithMaxBytes counts and the
+// package documentation promises.
+func TestMemoryPerRecord(t *testing.T) {
+	const n = 50_000
+	keys := make([]idem.Key, n)
+	for i := range keys {
+		k, err := idem.NewKey("tenant", "Orders.Pay", "order-"+strconv.Itoa(i))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := memstore.New()
+	for _, k := range keys {
+		c, err := s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.True(t, c.Claimed)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	t.Logf("%d records: %.0f bytes each (RecordOverhead %d)", n, per, memstore.RecordOverhead)
+	assert.LessOrEqual(t, per, float64(memstore.RecordOverhead), "a record costs at most RecordOverhead")
+	assert.Equal(t, n, s.Len())
+	assert.Equal(t, int64(n*memstore.RecordOverhead), s.Bytes())
+	runtime.KeepAlive(s)
+}
+
+// TestMaxBytes: outcomes count against WithMaxBytes; a claim that does not
+// fit is refused with ErrStoreFull, an outcome is stored even past the
+// bound, and expired records make room.
+func TestMaxBytes(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+	const body = 10_000
+	s := memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxBytes(3*(memstore.RecordOverhead+body)))
+	ctx := t.Context()
+	claim := func(i int) (idem.ClaimRequest, error) {
+		k, err := idem.NewKey("t", "op", strconv.Itoa(i))
+		require.NoError(t, err)
+		r := idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: time.Minute, TTL: time.Minute}
+		_, err = s.Claim(ctx, r)
+		return r, err
+	}
+	var held []idem.ClaimRequest
+	for i := range 3 {
+		r, err := claim(i)
+		require.NoError(t, err)
+		held = append(held, r)
+		require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, body)}, time.Minute))
+	}
+	assert.Equal(t, int64(3*(memstore.RecordOverhead+body)), s.Bytes())
+	_, err := claim(3)
+	require.ErrorIs(t, err, idem.ErrStoreFull, "the outcomes fill the bound")
+	assert.Contains(t, err.Error(), "memstore: claim ")
+
+	require.ErrorIs(t, s.Release(ctx, held[2].Key, held[2].Token), idem.ErrLeaseLost, "a final record is not released to make room")
+	clock.Advance(2 * time.Minute)
+	r, err := claim(4)
+	require.NoError(t, err, "expired records make room")
+	assert.Equal(t, 1, s.Len())
+	// An outcome is never refused: the decided call is stored past the bound.
+	require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, 4*body)}, time.Minute),
+		"an outcome larger than the whole bound is still stored")
+	assert.Greater(t, s.Bytes(), int64(3*(memstore.RecordOverhead+body)))
+	_, err = claim(5)
+	require.ErrorIs(t, err, idem.ErrStoreFull)
+	require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), "repeated by its token")
+	assert.Equal(t, int64(memstore.RecordOverhead+4*body), s.Bytes(), "a repeated Complete keeps the stored outcome")
+}
+
+// TestCapacityRace: of many concurrent claims of fresh keys on a bounded
+// store, exactly the bound succeed and the rest are refused.
+func TestCapacityRace(t *testing.T) {
+	const capacity, goroutines = 16, 64
+	s := memstore.New(memstore.WithMaxRecords(capacity))
+	var wg sync.WaitGroup
+	var claimed, full atomic.Int32
+	start := make(chan struct{})
+	for i := range goroutines {
+		wg.Go(func() {
+			k, err := idem.NewKey("t", "op", strconv.Itoa(i))
+			if err != nil {
+				panic(err)
+			}
+			<-start
+			c, err := s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Minute})
+			switch {
+			case errors.Is(err, idem.ErrStoreFull):
+				full.Add(1)
+			case err == nil && c.Claimed:
+				claimed.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.Equal(t, int32(capacity), claimed.Load())
+	assert.Equal(t, int32(goroutines-capacity), full.Load())
+	assert.Equal(t, capacity, s.Len())
+}
+
+// TestOptionsValidated: a bound that is not positive is refused at
+// construction, naming the option.
+func TestOptionsValidated(t *testing.T) {
+	assert.PanicsWithValue(t, "memstore: WithMaxRecords(0): the bound must be positive", func() { memstore.New(memstore.WithMaxRecords(0)) })
+	assert.PanicsWithValue(t, "memstore: WithMaxBytes(-1): the bound must be positive", func() { memstore.New(memstore.WithMaxBytes(-1)) })
 }

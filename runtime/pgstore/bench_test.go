@@ -67,8 +67,8 @@ func rawKey(id string) ([]byte, []byte) {
 
 func rawClaimArgs(id string) []any {
 	k, f := rawKey(id)
-	return []any{"", benchMethod.Op, k, id, f, int64(binary.BigEndian.Uint64(k)), int64(time.Minute / time.Microsecond),
-		int64(time.Hour / time.Microsecond)}
+	return []any{k, int64(binary.BigEndian.Uint64(k)), []byte(""), []byte(benchMethod.Op), []byte(id), f,
+		int64(time.Minute / time.Microsecond), int64(time.Hour / time.Microsecond), int32(0)}
 }
 
 func scanRaw(rows pgx.Rows) error {
@@ -76,11 +76,12 @@ func scanRaw(rows pgx.Rows) error {
 		claimed, taken bool
 		status         int16
 		fp, body, meta []byte
+		scheme         int32
 		token          int64
 		left           pgtype.Interval
-		code, msg      string
+		code, msg      []byte
 	)
-	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &token, &left, &body, &code, &msg, &meta}, func() error { return nil })
+	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta}, func() error { return nil })
 	return err
 }
 
@@ -94,7 +95,7 @@ func (e *benchEnv) rawLeaseFirst(id string) error {
 	if err := scanRaw(rows); err != nil {
 		return err
 	}
-	_, err = e.pool.Exec(ctx, e.done, "", benchMethod.Op, args[2], args[5], int16(2), []byte("42"), "", "", []byte(nil),
+	_, err = e.pool.Exec(ctx, e.done, args[0], args[1], int16(2), []byte("42"), []byte(nil), []byte(nil), []byte(nil),
 		int64(time.Hour/time.Microsecond))
 	return err
 }
@@ -122,7 +123,7 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	b.BeginTx(pgx.TxOptions{})
 	b.Queue(pgstore.SaveLockTimeout)
 	b.Queue(pgstore.SetLockTimeout, "1ms")
-	b.Queue(e.keyLock, args[5], "", benchMethod.Op, args[2], false)
+	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2))
 	b.Queue(pgstore.RestoreLockTimeout)
 	b.Queue(e.claimTx, args...).Query(scanRaw)
 	b.Queue(pgstore.SavepointSQL)
@@ -134,7 +135,7 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 		return err
 	}
 	b = &pgx.Batch{}
-	b.Queue(e.done, "", benchMethod.Op, args[2], args[5], int16(2), []byte("42"), "", "", []byte(nil),
+	b.Queue(e.done, args[0], args[1], int16(2), []byte("42"), []byte(nil), []byte(nil), []byte(nil),
 		int64(time.Hour/time.Microsecond))
 	b.Queue("COMMIT")
 	return conn.SendBatch(ctx, b).Close()

@@ -1,17 +1,27 @@
 // Package pgstore is the PostgreSQL idempotency store of idemgen, on pgx v5
 // (pgxpool). It is the final line: a record is a row under the primary key
-// (tenant, op, key), so two claims of one key cannot both succeed, whichever
-// process or host they come from.
+// key, the 32-byte SHA-256 of tenant, operation and key parts (idem.Key.ID),
+// so two claims of one key cannot both succeed, whichever process or host
+// they come from.
 //
 // # Two modes
 //
-// Lease mode ([New]) implements [idem.Store]. A claim is committed on its own
+// Lease mode ([New]) implements [idem.Store] and [idem.Renewer]. A claim is committed on its own
 // before the method runs, as with Redis: Claim is one INSERT … ON CONFLICT
 // statement that creates the PROCESSING row, or takes over a record that has
 // expired or whose lease lapsed (same payload, fresh fencing token), or
 // returns the live record. Complete and Release are fenced by the token: a
 // worker whose lease was taken over gets [idem.ErrLeaseLost] and changes
-// nothing. Lease mode guarantees at most one running claim per live lease and
+// nothing. Every operation is idempotent for its caller's own token, so that
+// a caller may repeat one whose reply it lost: a repeated Claim of a
+// PROCESSING record that holds the token (and payload) is claimed again, a
+// repeated Complete finds the token's outcome stored and answers nil, a
+// Release of a record that is gone answers nil. A Claim whose reply never
+// arrived (the context expired after the request was sent, the connection
+// broke) is undone by Claim itself before it returns the error, once no
+// transaction writes the key any more, so the caller's retry is not blocked
+// for the lease by a claim nobody runs. Renew extends a running claim's
+// lease without touching an indexed column. Lease mode guarantees at most one running claim per live lease and
 // exactly one stored outcome per key; it cannot undo the method's own side
 // effects, so a worker that stalls past its lease may have run the method
 // once more than the outcome says (the lease must exceed the method's run
@@ -24,7 +34,15 @@
 // a concurrent duplicate waits on it (for at most the method's inflight wait,
 // through lock_timeout on that one statement; never unbounded) and then
 // replays the committed outcome, or claims the key itself if the first
-// transaction rolled back. Replays of a committed outcome take no lock. A transient error, a panic or a lost connection
+// transaction rolled back. When its wait runs out first, the duplicate is
+// told apart by its payload, through a shared advisory lock the holder takes
+// beside the key's (no extra round trip): the same payload is in progress,
+// another is a payload mismatch, as with every other store. Replays of a
+// committed outcome take no lock. Every running call holds a pooled
+// connection: when the pool is exhausted, a claim waits for a connection at
+// most its wait or [WithAcquireTimeout] and then fails with
+// [idem.ErrStoreFull], instead of hanging. A COMMIT whose reply is lost is
+// resolved by asking whether the record committed. A transient error, a panic or a lost connection
 // rolls everything back: no record and no business row are left behind. A
 // final error rolls the business writes back to a savepoint and commits only
 // the FAILED_FINAL record. The guarantee covers writes made through the
@@ -34,23 +52,65 @@
 //
 // Lease and expiry instants always come from the database clock
 // (statement_timestamp()), never from the client's. An expired record behaves
-// as absent; [Store.Sweep] deletes expired rows in bounded batches, or moves
-// them to an archive table ([WithArchive]).
+// as absent; [Store.Sweep] removes at most a given number of expired rows per
+// call (the meaning every store shares), or moves them to an archive table
+// ([WithArchive]).
+//
+// # Bytes and sizes
+//
+// Tenants, operations, readable keys, error codes and messages are stored
+// as bytea, byte for byte: NUL bytes and invalid UTF-8 are data, never an
+// encoding error that could turn a decided outcome into a second run. Only
+// the 32-byte key ID is indexed, so a long operation name cannot exceed an
+// index row. A tenant longer than [idem.MaxTenantLen], an operation longer
+// than [idem.MaxOpLen] or an outcome larger than [idem.MaxOutcomeLen] is
+// refused with an error wrapping [idem.ErrTooLarge], before anything is
+// written. Errors name the store, the operation and the key's hex ID, and
+// wrap their cause (errors.Is works).
 //
 // # Schema
 //
 // The schema is plain SQL, shipped in the package ([Schema], [ArchiveSchema])
-// for any migration tool; [Store.Migrate] applies it idempotently.
+// for any migration tool; [Store.Migrate] applies it idempotently. A row
+// holds the key ID, token, lease, expiry, sweep instant, creation instant,
+// fingerprint scheme, status, fingerprint, the tenant, operation and
+// readable key as given, and the outcome (about 200 bytes with a small
+// outcome). The only secondary index is on sweep_at, which the claim sets to
+// the record's expiry and Complete leaves alone (it only ever moves it
+// earlier), so storing an outcome updates no indexed column and can be a HOT
+// update (the table's fillfactor of 80 leaves room on the page); the sweeper
+// moves sweep_at of a record it finds still live (its outcome, stored after
+// the claim, expires later) to the record's expiry. The trade-off: a sweep
+// may look at such records once more, and an expired record is removed only
+// when the sweeper reaches it, never earlier than its claim's expiry.
+//
+// # Upgrading from v0.1
+//
+// v0.1's layout (tenant, op, key_text, err_code and err_message as text,
+// primary key (tenant, op, key), updated_at, an index on expires_at) could
+// not store NUL bytes or invalid UTF-8. [Store.Migrate] upgrades a table of
+// that layout in place, keeping its records (a retry that straddles the
+// upgrade still replays): it converts those columns to bytea (their UTF-8
+// bytes), makes key alone the primary key (the ID already covers tenant and
+// operation), adds scheme and sweep_at, drops updated_at and the old index,
+// and does the same to the archive table. The upgrade rewrites the table
+// under an exclusive lock, in one transaction: run it (Migrate, or the
+// SQL it runs, which MigrationSQL does not include) when no v0.1 process
+// writes to the table any more, since a v0.1 process fails on the new
+// layout. The table name stays the same.
 //
 // # Round trips
 //
 // With warm statement caches (pgx's default QueryExecModeCacheStatement):
 // lease mode takes one round trip per claim and one per outcome (two for a
 // first call, one for a replay); transactional mode batches BEGIN, the key
-// lock, the claim and the savepoint into one round trip and the outcome with
-// COMMIT into another (two for a first call, plus the method's own
-// statements; two for a replay, whose second is the ROLLBACK). The first use
-// of a statement on a connection adds one round trip to prepare it.
+// and payload locks, the claim and the savepoint into one round trip and
+// the outcome with COMMIT into another (two for a first call, plus the
+// method's own statements; two for a replay, whose second is the ROLLBACK).
+// The first use of a statement on a connection adds one round trip to
+// prepare it. Only the rare paths add one: a Complete or Release that
+// changed nothing (to tell a repeat from a lost lease), a duplicate whose
+// wait ran out (to read pg_locks), a claim or COMMIT whose reply was lost.
 //
 // Use one mode per table.
 package pgstore

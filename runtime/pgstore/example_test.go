@@ -84,8 +84,9 @@ func ExampleTxFrom() {
 	_ = credit
 }
 
-// A sweeper, one per process or several: each batch is its own short
-// statement, and rows another transaction holds are skipped.
+// A sweeper, one per process or several: each call removes at most the
+// given number of expired records, in one short statement, and rows another
+// transaction holds are skipped. Loop while a call removes the limit.
 func ExampleStore_Sweep() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_PG_DSN"))
@@ -98,11 +99,18 @@ func ExampleStore_Sweep() {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
 	for range tick.C {
-		n, err := store.Sweep(ctx, 1000)
-		if err != nil {
-			log.Print(err)
-			continue
+		total := 0
+		for {
+			n, err := store.Sweep(ctx, 1000)
+			total += n
+			if err != nil {
+				log.Print(err)
+				break
+			}
+			if n < 1000 {
+				break
+			}
 		}
-		log.Printf("swept %d expired idempotency records", n)
+		log.Printf("swept %d expired idempotency records", total)
 	}
 }

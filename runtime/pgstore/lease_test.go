@@ -30,7 +30,7 @@ func TestLeaseStall(t *testing.T) {
 	ledger := newLedger(t, pool)
 	svc := NewIdempotentLedger(ledger, ex)
 	m := idemLedgerCredit
-	m.Lease, m.Wait = 300*time.Millisecond, 0
+	m.TTL, m.Lease, m.Wait = time.Hour, time.Minute, 0
 	req := CreditRequest{ID: "stall-" + randHex(4), Amount: 5}
 
 	stalled, resume := make(chan struct{}), make(chan struct{})
@@ -53,7 +53,7 @@ func TestLeaseStall(t *testing.T) {
 	<-stalled
 	_, err := svc.credit(context.Background(), &m, req)
 	require.ErrorIs(t, err, idem.ErrInProgress, "inside the lease, a duplicate is in progress")
-	time.Sleep(m.Lease + 100*time.Millisecond)
+	timeTravel(t, pool, pgstore.New(pool, pgstore.WithTable(table)).Table())(m.Lease + time.Second)
 	heir, err := svc.credit(context.Background(), &m, req)
 	require.NoError(t, err, "the lapsed lease is taken over")
 	close(resume)
@@ -81,6 +81,9 @@ func TestConformanceLockTimeout(t *testing.T) {
 		NewStore: func(t *testing.T) idem.Store {
 			return pgstore.New(pool, pgstore.WithTable(table), pgstore.WithLockTimeout(2*time.Second))
 		},
+		Sleep: timeTravel(t, pool, pgstore.New(pool, pgstore.WithTable(table)).Table()),
+		Unit:  conformanceUnit,
+		Sweep: sweepOf,
 	})
 }
 
@@ -96,7 +99,7 @@ func TestTableNames(t *testing.T) {
 	assert.Equal(t, `"billing"."idem"`, s.Table())
 	sql := s.MigrationSQL()
 	assert.Contains(t, sql, `CREATE TABLE IF NOT EXISTS "billing"."idem" (`)
-	assert.Contains(t, sql, `CREATE INDEX IF NOT EXISTS "idem_expires_at_idx" ON "billing"."idem" (expires_at)`)
+	assert.Contains(t, sql, `CREATE INDEX IF NOT EXISTS "idem_sweep_at_idx" ON "billing"."idem" (sweep_at)`)
 	assert.Contains(t, sql, `CREATE TABLE IF NOT EXISTS "audit"."idem_old" (`)
 	assert.Contains(t, sql, `LIKE "billing"."idem",`)
 	assert.NotContains(t, sql, "idem_records")

@@ -1,33 +1,43 @@
--- Schema of the idemgen idempotency records (runtime/pgstore).
+-- Schema of the idemgen idempotency records (runtime/pgstore), layout 2.
 --
 -- Plain SQL, safe to run more than once; apply it with any migration tool or
--- with (*pgstore.Store).Migrate. The table is named idem_records; a store
--- configured with pgstore.WithTable uses the same definition under its name
--- (Migrate substitutes it).
+-- with (*pgstore.Store).Migrate, which also upgrades a table of layout 1
+-- (v0.1: text columns, primary key (tenant, op, key)) in place. The table is
+-- named idem_records; a store configured with pgstore.WithTable uses the same
+-- definition under its name (Migrate substitutes it).
 --
--- status: 1 = PROCESSING, 2 = SUCCEEDED, 3 = FAILED_FINAL (idem.Status).
--- token:  the fencing token of the current claim (idem.Token, as int64 bits).
--- key:    SHA-256 of tenant, operation and key parts (idem.Key.ID);
---         key_text is its readable form, for people only.
+-- key:         SHA-256 of tenant, operation and key parts (idem.Key.ID): the
+--              record's identity, and the only indexed bytes.
+-- status:      1 = PROCESSING, 2 = SUCCEEDED, 3 = FAILED_FINAL (idem.Status).
+-- scheme:      idem.ClaimRequest.Scheme (a uint32, stored as its int32 bits).
+-- token:       the fencing token of the claim (idem.Token, as int64 bits).
+-- expires_at:  when the record expires; an expired record behaves as absent.
+-- sweep_at:    when the sweeper first looks at the record: never later than
+--              expires_at. Complete leaves it alone (so that storing an
+--              outcome changes no indexed column and can be a HOT update);
+--              the sweeper moves it to expires_at when it finds the record
+--              still live.
+-- tenant, op, key_text, err_code, err_message: the bytes as given (any byte
+--              string; for people and audit only, never compared).
 -- All instants come from the database clock.
 CREATE TABLE IF NOT EXISTS idem_records (
-    tenant      text        NOT NULL,
-    op          text        NOT NULL,
-    key         bytea       NOT NULL CHECK (octet_length(key) = 32),
-    key_text    text        NOT NULL DEFAULT '',
-    fingerprint bytea       NOT NULL CHECK (octet_length(fingerprint) = 32),
-    status      smallint    NOT NULL CHECK (status BETWEEN 1 AND 3),
+    key         bytea       NOT NULL PRIMARY KEY CHECK (octet_length(key) = 32),
     token       bigint      NOT NULL,
     lease_until timestamptz NOT NULL,
-    body        bytea,
-    err_code    text,
-    err_message text,
-    meta        bytea,
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    updated_at  timestamptz NOT NULL DEFAULT now(),
     expires_at  timestamptz NOT NULL,
-    PRIMARY KEY (tenant, op, key)
-);
+    sweep_at    timestamptz NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    scheme      integer     NOT NULL DEFAULT 0,
+    status      smallint    NOT NULL CHECK (status BETWEEN 1 AND 3),
+    fingerprint bytea       NOT NULL CHECK (octet_length(fingerprint) = 32),
+    tenant      bytea       NOT NULL,
+    op          bytea       NOT NULL,
+    key_text    bytea       NOT NULL DEFAULT ''::bytea,
+    body        bytea,
+    err_code    bytea,
+    err_message bytea,
+    meta        bytea
+) WITH (fillfactor = 80);
 
--- The sweeper finds expired records through this index.
-CREATE INDEX IF NOT EXISTS idem_records_expires_at_idx ON idem_records (expires_at);
+-- The sweeper finds records due for a look through this index.
+CREATE INDEX IF NOT EXISTS idem_records_sweep_at_idx ON idem_records (sweep_at);

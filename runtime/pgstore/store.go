@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -20,7 +22,7 @@ import (
 )
 
 // Schema is the SQL that creates the default table, idem_records, and its
-// expiry index. It is safe to run more than once.
+// sweep index. It is safe to run more than once.
 //
 //go:embed schema.sql
 var Schema string
@@ -34,7 +36,8 @@ var ArchiveSchema string
 // DefaultTable is the table a store uses unless WithTable says otherwise.
 const DefaultTable = "idem_records"
 
-// DefaultSweepBatch is the batch size Sweep uses when given one <= 0.
+// DefaultSweepBatch is how many records one statement of Sweep removes at
+// most when Sweep is asked to remove them all (limit <= 0).
 const DefaultSweepBatch = 1000
 
 // maxClaimAttempts bounds the retries of a claim statement that found a
@@ -42,14 +45,19 @@ const DefaultSweepBatch = 1000
 // transaction after the statement started): the next statement sees it.
 const maxClaimAttempts = 8
 
+// settleTimeout bounds the clean-up of a claim whose reply did not arrive
+// (see Claim); it runs on a context detached from the caller's.
+const settleTimeout = 5 * time.Second
+
 // Option configures a store.
 type Option func(*config)
 
 type config struct {
-	table       string
-	archive     string
-	archiveSet  bool
-	lockTimeout time.Duration
+	table          string
+	archive        string
+	archiveSet     bool
+	lockTimeout    time.Duration
+	acquireTimeout time.Duration
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -73,7 +81,9 @@ func parseTable(name string) (pgx.Identifier, error) {
 // WithTable sets the table of the records (default "idem_records"), as
 // "table" or "schema.table". Each part must be a plain identifier: letters,
 // digits and underscores, not starting with a digit, at most 63 bytes; it is
-// quoted, never spliced. New panics on an invalid name.
+// quoted, never spliced. New panics on an invalid name. The names of the
+// table's index are derived from it and always fit PostgreSQL's 63 bytes
+// (a long table name gets a hash-suffixed index name, see MigrationSQL).
 func WithTable(name string) Option {
 	return func(c *config) { c.table = name }
 }
@@ -86,25 +96,42 @@ func WithArchive(table string) Option {
 }
 
 // WithLockTimeout bounds how long a lease-mode statement (Claim, Complete,
-// Release) waits for a row lock held by another transaction: when d > 0 it
-// is set with SET LOCAL lock_timeout in the same round trip (by default the
-// server's setting applies, and waits are short, since every lease-mode
-// statement commits at once; keep d well above a few milliseconds, as a
-// statement may also wait briefly on the table's extension lock). In
-// transactional mode it is also how long a duplicate waits for the key's lock
-// when its caller asked not to wait (wait 0); default 1ms, the shortest
-// lock_timeout PostgreSQL has, since 0 would mean "wait forever".
+// Release, Renew) waits for a row lock held by another transaction: when
+// d > 0 it is set with SET LOCAL lock_timeout in the same round trip (by
+// default the server's setting applies, and waits are short, since every
+// lease-mode statement commits at once; keep d well above a few
+// milliseconds, as a statement may also wait briefly on the table's
+// extension lock). In transactional mode it is also how long a duplicate
+// waits for the key's lock when its caller asked not to wait (wait 0);
+// default 1ms, the shortest lock_timeout PostgreSQL has, since 0 would mean
+// "wait forever".
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
 
+// WithAcquireTimeout bounds, in transactional mode, how long ClaimTx waits
+// for a free connection of the pool when its caller does not wait (wait 0);
+// a caller that waits gets at least its wait. Every transactional call holds
+// a connection while its method runs, so a pool held by running calls would
+// otherwise make a duplicate hang instead of answering by its inflight
+// policy. When no connection frees up in time, ClaimTx returns an error
+// wrapping idem.ErrStoreFull (nothing was claimed, the method did not run;
+// retry later). Default DefaultAcquireTimeout; d <= 0 keeps the default.
+func WithAcquireTimeout(d time.Duration) Option {
+	return func(c *config) { c.acquireTimeout = d }
+}
+
+// DefaultAcquireTimeout is the WithAcquireTimeout default.
+const DefaultAcquireTimeout = 250 * time.Millisecond
+
 // Store is a PostgreSQL idempotency store in lease mode; it implements
-// idem.Store. It is safe for concurrent use.
+// idem.Store and idem.Renewer. It is safe for concurrent use.
 type Store struct {
 	pool        *pgxpool.Pool
 	table       pgx.Identifier
 	archive     pgx.Identifier
 	lockTimeout time.Duration
+	acquire     time.Duration
 	sql         statements
 	// claimRetries counts claim statements run again because a concurrent
 	// claim committed after the statement's snapshot (for tests).
@@ -112,9 +139,10 @@ type Store struct {
 }
 
 type statements struct {
-	claim, complete, release, sweep string
-	claimTx, keyLock                string // transactional mode
-	table, index, archive           string // sanitized identifiers
+	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
+	claimTx, keyLock, holder                                                    string // transactional mode
+	table, index, archive                                                       string // sanitized identifiers
+	indexName                                                                   string // unquoted
 }
 
 // New returns a store in lease mode on pool. The table must exist: run
@@ -125,7 +153,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&c)
 	}
-	s := &Store{pool: pool, lockTimeout: c.lockTimeout}
+	s := &Store{pool: pool, lockTimeout: c.lockTimeout, acquire: c.acquireTimeout}
+	if s.acquire <= 0 {
+		s.acquire = DefaultAcquireTimeout
+	}
 	var err error
 	if s.table, err = parseTable(c.table); err != nil {
 		panic(err)
@@ -153,10 +184,27 @@ const ts = "statement_timestamp()"
 // us turns a microsecond count parameter into an interval.
 func us(param string) string { return "(" + param + "::bigint * interval '1 microsecond')" }
 
+// derivedIdent returns base+suffix as an identifier of at most 63 bytes:
+// when it is longer, base is cut and followed by 8 hex digits of its
+// SHA-256, so that two long table names never share an index name and
+// PostgreSQL never truncates one (which made a 63-byte table name's
+// CREATE INDEX IF NOT EXISTS match the table itself and create nothing).
+func derivedIdent(base, suffix string) string {
+	if len(base)+len(suffix) <= 63 {
+		return base + suffix
+	}
+	sum := sha256.Sum256([]byte(base))
+	tag := "_" + hex.EncodeToString(sum[:4])
+	return base[:63-len(suffix)-len(tag)] + tag + suffix
+}
+
+// Parameters of the lease-mode statements: $1 key ID, $2 token; the claim
+// adds $3 tenant, $4 op, $5 key text, $6 fingerprint, $7 lease µs, $8 TTL µs,
+// $9 scheme.
 func buildStatements(table, archive pgx.Identifier) statements {
 	t := table.Sanitize()
-	idx := pgx.Identifier{truncIdent(table[len(table)-1] + "_expires_at_idx")}.Sanitize()
-	st := statements{table: t, index: idx}
+	name := derivedIdent(table[len(table)-1], "_sweep_at_idx")
+	st := statements{table: t, index: pgx.Identifier{name}.Sanitize(), indexName: name}
 	// The record is takeable when it has expired, or when it is PROCESSING
 	// with a lapsed lease and the same payload.
 	takeable := func(r, fp string) string {
@@ -173,78 +221,110 @@ func buildStatements(table, archive pgx.Identifier) statements {
 	// row the snapshot could not see, or a takeable one) take the row over
 	// only if it is takeable, re-checked on its latest committed version
 	// under the row lock. A fresh row and the replacement of an expired one
-	// get created_at = now, a takeover keeps the original: taken_over.
+	// get created_at = now, a takeover keeps the original: taken_over. A live
+	// PROCESSING record that holds this very token and payload is this
+	// caller's own claim, repeated after a lost reply: claimed again.
 	claim := `WITH cur AS (
-	SELECT c.status, c.fingerprint, c.token, %[3]s AS lease_left,
+	SELECT c.status, c.fingerprint, c.scheme, c.token, %[3]s AS lease_left,
 		c.body, c.err_code, c.err_message, c.meta
 	FROM %[1]s c
-	WHERE c.tenant = $1::text AND c.op = $2::text AND c.key = $3::bytea
-		AND c.expires_at > %[4]s AND NOT %[5]s
+	WHERE c.key = $1::bytea AND c.expires_at > %[4]s AND NOT %[5]s
 ), ins AS (
-	INSERT INTO %[1]s AS r (tenant, op, key, key_text, fingerprint, status, token,
-		lease_until, created_at, updated_at, expires_at)
-	SELECT $1::text, $2::text, $3::bytea, $4::text, $5::bytea, 1, $6::bigint,
-		%[4]s + %[6]s, %[4]s, %[4]s, %[4]s + %[7]s
+	INSERT INTO %[1]s AS r (key, tenant, op, key_text, fingerprint, scheme, status, token,
+		lease_until, created_at, expires_at, sweep_at)
+	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
+		%[4]s + %[6]s, %[4]s, %[4]s + %[7]s, %[4]s + %[7]s
 	WHERE NOT EXISTS (SELECT 1 FROM cur)%[2]s
-	ON CONFLICT (tenant, op, key) DO UPDATE SET
-		key_text = excluded.key_text, fingerprint = excluded.fingerprint, status = 1,
+	ON CONFLICT (key) DO UPDATE SET
+		tenant = excluded.tenant, op = excluded.op, key_text = excluded.key_text,
+		fingerprint = excluded.fingerprint, scheme = excluded.scheme, status = 1,
 		token = excluded.token, lease_until = excluded.lease_until,
 		body = NULL, err_code = NULL, err_message = NULL, meta = NULL,
 		created_at = CASE WHEN r.expires_at <= %[4]s THEN %[4]s ELSE r.created_at END,
-		updated_at = %[4]s, expires_at = excluded.expires_at
+		expires_at = excluded.expires_at, sweep_at = excluded.sweep_at
 	WHERE %[8]s
 	RETURNING r.created_at < %[4]s AS taken_over
 )
-SELECT true, ins.taken_over, 1::smallint, $5::bytea, $6::bigint, interval '0',
-	NULL::bytea, ''::text, ''::text, NULL::bytea
+SELECT true, ins.taken_over, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
 FROM ins
 UNION ALL
-SELECT false, false, status, fingerprint, token, lease_left,
-	body, coalesce(err_code, ''), coalesce(err_message, ''), meta
+SELECT status = 1 AND token = $2::bigint AND fingerprint = $6::bytea, false, status, fingerprint,
+	scheme, token, lease_left, body, err_code, err_message, meta
 FROM cur`
-	st.claim = fmt.Sprintf(claim, t, "", leaseLeft, ts, takeable("c", "$5::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
+	st.claim = fmt.Sprintf(claim, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
 	// Transactional mode: the claim inserts (or takes over) only under the
 	// key's advisory lock, which keyLock takes unless a final record is
 	// visible (a replay needs no lock, and concurrent replays must not queue
 	// on it). Without the lock and without a visible record (it expired in
 	// between) the claim returns no row and runs again with the lock.
 	st.claimTx = fmt.Sprintf(claim, t, "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'", leaseLeft, ts,
-		takeable("c", "$5::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
-	st.keyLock = fmt.Sprintf(`SELECT pg_advisory_xact_lock($1::bigint), set_config('idemgen.key_locked', 'on', true)
-WHERE $5::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE tenant = $2::text AND op = $3::text AND key = $4::bytea
-	AND status <> 1 AND expires_at > %[2]s)`, t, ts)
-	st.complete = fmt.Sprintf(`UPDATE %[1]s SET status = $5::smallint, body = $6::bytea,
-	err_code = $7::text, err_message = $8::text, meta = $9::bytea,
-	lease_until = %[2]s, updated_at = %[2]s, expires_at = %[2]s + %[3]s
-WHERE tenant = $1::text AND op = $2::text AND key = $3::bytea AND token = $4::bigint
-	AND status = 1 AND expires_at > %[2]s`, t, ts, us("$10"))
-	st.release = fmt.Sprintf(`DELETE FROM %[1]s
-WHERE tenant = $1::text AND op = $2::text AND key = $3::bytea AND token = $4::bigint AND status = 1`, t)
+		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
+	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
+	// that names the claimer's payload (see payloadLock), taken first and
+	// shared, so that whoever holds the key's lock also holds its payload's.
+	st.keyLock = fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
+	set_config('idemgen.key_locked', 'on', true)
+WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s)`, t, ts)
+	// holder: whether a session holds the key's lock ($1, $2: its two
+	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
+	// it also holds the payload lock $3, $4 (the same payload).
+	st.holder = `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
+	WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
+		AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false)
+FROM pg_locks k
+WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
+	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`
+	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
+	// sweep_at only ever moves earlier here (an outcome that expires sooner
+	// than the claim), so the usual Complete changes no indexed column.
+	st.complete = fmt.Sprintf(`UPDATE %[1]s SET status = $3::smallint, body = $4::bytea,
+	err_code = $5::bytea, err_message = $6::bytea, meta = $7::bytea,
+	lease_until = %[2]s, expires_at = %[2]s + %[3]s, sweep_at = LEAST(sweep_at, %[2]s + %[3]s)
+WHERE key = $1::bytea AND token = $2::bigint AND status = 1 AND expires_at > %[2]s`, t, ts, us("$8"))
+	// completeCheck runs when Complete changed nothing, as a new statement
+	// (it sees what committed meanwhile): is the token's outcome stored?
+	st.completeCheck = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s WHERE key = $1::bytea AND token = $2::bigint AND status <> 1)`, t)
+	st.release = fmt.Sprintf(`DELETE FROM %[1]s WHERE key = $1::bytea AND token = $2::bigint AND status = 1`, t)
+	// releaseCheck: after a Release that deleted nothing, is there a live
+	// record (another token's, or a final one)?
+	st.releaseCheck = fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %[1]s WHERE key = $1::bytea AND expires_at > %[2]s)`, t, ts)
+	// Renew: $3 lease µs, never beyond the record's expiry.
+	st.renew = fmt.Sprintf(`UPDATE %[1]s SET lease_until = LEAST(%[2]s + %[3]s, expires_at)
+WHERE key = $1::bytea AND token = $2::bigint AND status = 1 AND expires_at > %[2]s`, t, ts, us("$3"))
+	// settle waits until no other transaction is writing the key (an
+	// INSERT … ON CONFLICT waits for an uncommitted row of the same key),
+	// inside a transaction the caller rolls back, so nothing is written.
+	st.settle = fmt.Sprintf(`INSERT INTO %[1]s (key, tenant, op, fingerprint, status, token, lease_until, expires_at, sweep_at)
+VALUES ($1::bytea, '', '', $1::bytea, 1, 0, %[2]s, %[2]s, %[2]s) ON CONFLICT (key) DO NOTHING`, t, ts)
 
-	// Sweep: lock a bounded batch of expired rows, skipping rows another
-	// transaction holds (a concurrent claim, another sweeper), and delete
-	// them by ctid (a TID scan). The outer expires_at check re-runs on the
-	// latest row version, so a row a claim refreshed meanwhile is kept.
-	pick := fmt.Sprintf(`ctid = ANY(ARRAY(SELECT ctid FROM %[1]s WHERE expires_at <= %[2]s
-	LIMIT $1::int FOR UPDATE SKIP LOCKED)) AND expires_at <= %[2]s`, t, ts)
-	if archive == nil {
-		st.sweep = fmt.Sprintf(`DELETE FROM %[1]s WHERE %[2]s`, t, pick)
-	} else {
+	// Sweep: lock at most $1 rows due for a look, oldest first, skipping
+	// rows another transaction holds (a concurrent claim, another
+	// sweeper). Expired ones are deleted by ctid (a TID scan); live ones (an
+	// outcome stored after its claim, whose expiry is later) get sweep_at =
+	// expires_at and are not looked at again before they expire.
+	cols := "key, token, lease_until, expires_at, sweep_at, created_at, scheme, status, fingerprint, tenant, op, key_text, body, err_code, err_message, meta"
+	returning, archiveCTE := "1", ""
+	if archive != nil {
 		a := archive.Sanitize()
 		st.archive = a
-		cols := "tenant, op, key, key_text, fingerprint, status, token, lease_until, body, err_code, err_message, meta, created_at, updated_at, expires_at"
-		st.sweep = fmt.Sprintf(`WITH d AS (DELETE FROM %[1]s WHERE %[2]s RETURNING %[3]s)
-INSERT INTO %[4]s (%[3]s, archived_at) SELECT %[3]s, %[5]s FROM d`, t, pick, cols, a, ts)
+		returning = cols
+		archiveCTE = fmt.Sprintf(`, a AS (
+	INSERT INTO %[1]s (%[2]s, archived_at) SELECT %[2]s, %[3]s FROM d
+)`, a, cols, ts)
 	}
+	st.sweep = fmt.Sprintf(`WITH c AS MATERIALIZED (
+	SELECT ctid, expires_at <= %[2]s AS dead FROM %[1]s WHERE sweep_at <= %[2]s
+	ORDER BY sweep_at LIMIT $1::int FOR UPDATE SKIP LOCKED
+), d AS (
+	DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(SELECT ctid FROM c WHERE dead)) AND expires_at <= %[2]s
+	RETURNING %[3]s
+), b AS (
+	UPDATE %[1]s SET sweep_at = expires_at WHERE ctid = ANY(ARRAY(SELECT ctid FROM c WHERE NOT dead))
+	RETURNING 1
+)%[4]s
+SELECT (SELECT count(*) FROM d)::int, (SELECT count(*) FROM b)::int`, t, ts, returning, archiveCTE)
 	return st
-}
-
-// truncIdent cuts an identifier to PostgreSQL's 63 bytes (it is ASCII).
-func truncIdent(s string) string {
-	if len(s) > 63 {
-		return s[:63]
-	}
-	return s
 }
 
 // micros turns d into whole microseconds, rounding up, so that a positive
@@ -265,9 +345,14 @@ func lockTimeoutValue(d time.Duration) string {
 
 const setLockTimeout = "SELECT set_config('lock_timeout', $1::text, true)"
 
+// fail wraps err in the store's convention: "pgstore: OP KEYHEX: err".
+func fail(op string, key idem.Key, err error) error {
+	return fmt.Errorf("pgstore: %s %s: %w", op, key.Hex(), err)
+}
+
 func claimArgs(req idem.ClaimRequest) []any {
-	return []any{req.Key.Tenant, req.Key.Op, req.Key.ID[:], req.Key.Text, req.Fingerprint[:],
-		int64(req.Token), micros(req.Lease), micros(req.TTL)}
+	return []any{req.Key.ID[:], int64(req.Token), []byte(req.Key.Tenant), []byte(req.Key.Op), []byte(req.Key.Text),
+		req.Fingerprint[:], micros(req.Lease), micros(req.TTL), int32(req.Scheme)}
 }
 
 // scanClaim reads the one row of the claim statement; ok is false when it
@@ -280,32 +365,36 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 	var (
 		status    int16
 		fp        []byte
+		scheme    int32
 		token     int64
 		leaseLeft pgtype.Interval
+		code, msg []byte
 		out       idem.Outcome
 	)
-	if err := rows.Scan(&c.Claimed, &c.TakenOver, &status, &fp, &token, &leaseLeft,
-		&out.Body, &out.ErrCode, &out.ErrMessage, &out.Meta); err != nil {
+	if err := rows.Scan(&c.Claimed, &c.TakenOver, &status, &fp, &scheme, &token, &leaseLeft,
+		&out.Body, &code, &msg, &out.Meta); err != nil {
 		return c, false, err
 	}
 	if rows.Next() {
-		return c, false, errors.New("pgstore: claim returned more than one row")
+		return c, false, errors.New("claim returned more than one row")
 	}
 	if err := rows.Err(); err != nil {
 		return c, false, err
 	}
 	if c.Claimed {
-		return c, true, nil
+		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, true, nil
 	}
 	rec := &c.Record
 	rec.Status = idem.Status(status)
 	copy(rec.Fingerprint[:], fp)
+	rec.Scheme = uint32(scheme)
 	rec.Token = idem.Token(token)
 	if rec.Status == idem.StatusProcessing {
 		left := time.Duration(leaseLeft.Microseconds)*time.Microsecond + time.Duration(leaseLeft.Days)*24*time.Hour
 		rec.LeaseLeft = max(left, 0)
 	} else {
 		out.Status = rec.Status
+		out.ErrCode, out.ErrMessage = string(code), string(msg)
 		rec.Outcome = out
 	}
 	return c, true, nil
@@ -313,69 +402,110 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 
 // Claim implements idem.Store: one statement that creates the PROCESSING
 // record, takes over an expired record or a lapsed lease of the same
-// payload, or returns the live record.
+// payload, or returns the live record. The same request repeated (same
+// token, same payload) while its record is PROCESSING is claimed again, so a
+// caller may retry a claim whose reply it lost.
+//
+// When the statement was sent but its reply did not arrive (ctx expired, the
+// connection broke), the claim may have committed after all, and the caller
+// is told it failed: Claim then waits until no transaction writes the key
+// any more and releases the claim it may have made (fenced by its token), so
+// that the key is not blocked for the lease by a claim nobody runs.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
 	args := claimArgs(req)
 	for range maxClaimAttempts {
-		var rows pgx.Rows
-		var err error
+		var (
+			c   idem.Claim
+			ok  bool
+			err error
+		)
 		if s.lockTimeout > 0 {
 			b := &pgx.Batch{}
 			b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
-			q := b.Queue(s.sql.claim, args...)
-			var c idem.Claim
-			var ok bool
-			q.Query(func(r pgx.Rows) error {
-				c, ok, err = scanClaim(r)
-				return err
+			b.Queue(s.sql.claim, args...).Query(func(r pgx.Rows) error {
+				var serr error
+				c, ok, serr = scanClaim(r)
+				return serr
 			})
-			if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-				return idem.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			err = s.pool.SendBatch(ctx, b).Close()
+		} else {
+			var rows pgx.Rows
+			if rows, err = s.pool.Query(ctx, s.sql.claim, args...); err == nil {
+				c, ok, err = scanClaim(rows)
 			}
-			if ok {
-				return c, nil
+		}
+		if err != nil {
+			if uncertain(err) {
+				s.settle(ctx, req.Key, req.Token)
 			}
-			s.claimRetries.Add(1)
-			continue
-		}
-		rows, err = s.pool.Query(ctx, s.sql.claim, args...)
-		if err != nil {
-			return idem.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
-		}
-		c, ok, err := scanClaim(rows)
-		if err != nil {
-			return idem.Claim{}, fmt.Errorf("pgstore: claim: %w", err)
+			return idem.Claim{}, fail("claim", req.Key, err)
 		}
 		if ok {
 			return c, nil
 		}
 		s.claimRetries.Add(1)
 	}
-	return idem.Claim{}, errors.New("pgstore: claim: the record kept changing under concurrent claims")
+	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+}
+
+// uncertain reports whether a statement that failed with err may have been
+// applied: it was sent, and the server did not answer with an error.
+func uncertain(err error) bool {
+	if _, isPg := errors.AsType[*pgconn.PgError](err); isPg {
+		return false
+	}
+	return !pgconn.SafeToRetry(err)
+}
+
+// settle undoes a claim whose reply was lost: on a connection of its own and
+// a context detached from the caller's (bounded by settleTimeout), it waits
+// until no transaction writes the key (the lost claim has committed or
+// rolled back by then) and deletes the PROCESSING record of token, if any.
+// It is best effort: if it fails too, the record lapses with its lease.
+func (s *Store) settle(ctx context.Context, key idem.Key, token idem.Token) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql.settle, key.ID[:])
+	b.Queue("ROLLBACK")
+	b.Queue(s.sql.release, key.ID[:], int64(token))
+	_ = s.pool.SendBatch(ctx, b).Close()
 }
 
 func checkClaim(req idem.ClaimRequest) error {
 	if req.TTL <= 0 {
-		return errors.New("pgstore: claim: TTL must be positive")
+		return fail("claim", req.Key, errors.New("TTL must be positive"))
 	}
 	if req.Lease < 0 || req.Lease > req.TTL {
-		return errors.New("pgstore: claim: lease must be within 0..TTL")
+		return fail("claim", req.Key, errors.New("lease must be within 0..TTL"))
+	}
+	if n := len(req.Key.Tenant); n > idem.MaxTenantLen {
+		return fail("claim", req.Key, fmt.Errorf("tenant of %d bytes, more than %d: %w", n, idem.MaxTenantLen, idem.ErrTooLarge))
+	}
+	if n := len(req.Key.Op); n > idem.MaxOpLen {
+		return fail("claim", req.Key, fmt.Errorf("operation of %d bytes, more than %d: %w", n, idem.MaxOpLen, idem.ErrTooLarge))
 	}
 	return nil
 }
 
 func completeArgs(key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) ([]any, error) {
 	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return nil, fmt.Errorf("pgstore: complete: outcome status %v is not final", out.Status)
+		return nil, fail("complete", key, fmt.Errorf("outcome status %v is not final", out.Status))
 	}
 	if ttl <= 0 {
-		return nil, errors.New("pgstore: complete: TTL must be positive")
+		return nil, fail("complete", key, errors.New("TTL must be positive"))
 	}
-	return []any{key.Tenant, key.Op, key.ID[:], int64(token), int16(out.Status), out.Body,
-		out.ErrCode, out.ErrMessage, out.Meta, micros(ttl)}, nil
+	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+		return nil, fail("complete", key, fmt.Errorf("outcome of %d bytes, more than %d: %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
+	}
+	// Body and Meta keep nil as NULL; ErrCode and ErrMessage are bytes as
+	// given (NUL bytes and invalid UTF-8 included).
+	return []any{key.ID[:], int64(token), int16(out.Status), out.Body,
+		[]byte(out.ErrCode), []byte(out.ErrMessage), out.Meta, micros(ttl)}, nil
 }
 
 // exec runs one statement, with SET LOCAL lock_timeout in the same round trip
@@ -392,9 +522,19 @@ func (s *Store) exec(ctx context.Context, sql string, args ...any) (pgconn.Comma
 	return tag, err
 }
 
+// check runs a statement that returns one boolean.
+func (s *Store) check(ctx context.Context, sql string, args ...any) (bool, error) {
+	var v bool
+	err := s.pool.QueryRow(ctx, sql, args...).Scan(&v)
+	return v, err
+}
+
 // Complete implements idem.Store: it stores out in the PROCESSING record that
-// holds token, or returns idem.ErrLeaseLost when the record expired, is
-// final or holds another token.
+// holds token. When the record already holds token's own final outcome (a
+// Complete repeated after a lost reply), it answers nil and changes
+// nothing. Otherwise, when the record expired, is gone, or holds another
+// token, it returns an error wrapping idem.ErrLeaseLost. An outcome larger
+// than idem.MaxOutcomeLen is refused with idem.ErrTooLarge.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
 	args, err := completeArgs(key, token, out, ttl)
 	if err != nil {
@@ -402,24 +542,58 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	}
 	tag, err := s.exec(ctx, s.sql.complete, args...)
 	if err != nil {
-		return fmt.Errorf("pgstore: complete: %w", err)
+		return fail("complete", key, err)
 	}
-	if tag.RowsAffected() != 1 {
-		return idem.ErrLeaseLost
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	done, err := s.check(ctx, s.sql.completeCheck, key.ID[:], int64(token))
+	if err != nil {
+		return fail("complete", key, err)
+	}
+	if done {
+		return nil
+	}
+	return fail("complete", key, idem.ErrLeaseLost)
+}
+
+// Release implements idem.Store: it deletes the PROCESSING record that holds
+// token. When there is no live record it answers nil (a Release repeated
+// after a lost reply); a live record that is final or holds another token
+// is left alone, with an error wrapping idem.ErrLeaseLost.
+func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
+	tag, err := s.exec(ctx, s.sql.release, key.ID[:], int64(token))
+	if err != nil {
+		return fail("release", key, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	live, err := s.check(ctx, s.sql.releaseCheck, key.ID[:])
+	if err != nil {
+		return fail("release", key, err)
+	}
+	if live {
+		return fail("release", key, idem.ErrLeaseLost)
 	}
 	return nil
 }
 
-// Release implements idem.Store: it deletes the PROCESSING record that holds
-// token, or returns idem.ErrLeaseLost when the record is gone, final or
-// holds another token.
-func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
-	tag, err := s.exec(ctx, s.sql.release, key.Tenant, key.Op, key.ID[:], int64(token))
+// Renew implements idem.Renewer: it sets the lease of the PROCESSING record
+// that holds token to lease from the database's now, never beyond the
+// record's expiry, or returns an error wrapping idem.ErrLeaseLost when the
+// record expired, is gone, final or holds another token. It changes no
+// indexed column.
+func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	if lease <= 0 {
+		return fail("renew", key, errors.New("lease must be positive"))
+	}
+	tag, err := s.exec(ctx, s.sql.renew, key.ID[:], int64(token), micros(lease))
 	if err != nil {
-		return fmt.Errorf("pgstore: release: %w", err)
+		return fail("renew", key, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return idem.ErrLeaseLost
+		return fail("renew", key, idem.ErrLeaseLost)
 	}
 	return nil
 }
@@ -430,9 +604,11 @@ const migrateLockID int64 = 0x6964656d67656e
 
 // MigrationSQL returns the schema for this store's table names: Schema, plus
 // ArchiveSchema with WithArchive, with the default names replaced by the
-// configured (quoted) ones.
+// configured (quoted) ones. The index is named after the table with the
+// suffix _sweep_at_idx; when that would exceed 63 bytes, the table name is
+// cut and followed by 8 hex digits of its SHA-256.
 func (s *Store) MigrationSQL() string {
-	pairs := []string{"idem_records_expires_at_idx", s.sql.index}
+	pairs := []string{"idem_records_sweep_at_idx", s.sql.index}
 	if s.archive != nil {
 		pairs = append(pairs, "idem_records_archive", s.sql.archive)
 	}
@@ -446,8 +622,10 @@ func (s *Store) MigrationSQL() string {
 }
 
 // Migrate creates the store's table, index and (with WithArchive) archive
-// table if they do not exist. It is idempotent and safe to call from several
-// processes at once: a transaction-scoped advisory lock serializes them.
+// table if they do not exist, and upgrades tables of layout 1 (created by
+// v0.1) in place (see the package documentation). It is idempotent and safe
+// to call from several processes at once: a transaction-scoped advisory lock
+// serializes them.
 func (s *Store) Migrate(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
@@ -456,6 +634,14 @@ func (s *Store) Migrate(ctx context.Context) error {
 	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::bigint)", migrateLockID); err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if err := s.upgrade(ctx, tx, s.table, true); err != nil {
+		return fmt.Errorf("pgstore: migrate: upgrade %s: %w", s.sql.table, err)
+	}
+	if s.archive != nil {
+		if err := s.upgrade(ctx, tx, s.archive, false); err != nil {
+			return fmt.Errorf("pgstore: migrate: upgrade %s: %w", s.sql.archive, err)
+		}
 	}
 	// No arguments: pgx sends the script with the simple protocol, which
 	// runs several statements.
@@ -468,30 +654,89 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Sweep deletes expired records (or, with WithArchive, moves them to the
-// archive table) in batches of at most batch rows (DefaultSweepBatch when
-// batch <= 0), each its own short statement, until a batch comes back short
-// or ctx is done. Rows locked by another transaction are skipped, so several
-// sweepers, in one process or many, can run at once without waiting on each
-// other or on claims. It returns how many rows it removed.
-func (s *Store) Sweep(ctx context.Context, batch int) (deleted int, err error) {
-	if batch <= 0 {
-		batch = DefaultSweepBatch
+// upgrade converts table from layout 1 (v0.1: tenant, op, key_text, err_code
+// and err_message as text, primary key (tenant, op, key), updated_at, an
+// expires_at index) to layout 2, if it exists in layout 1; records is false
+// for an archive table (no primary key, no index).
+func (s *Store) upgrade(ctx context.Context, tx pgx.Tx, table pgx.Identifier, records bool) error {
+	name := table.Sanitize()
+	var old bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'tenant' AND atttypid = 'text'::regtype AND NOT attisdropped)`,
+		name).Scan(&old); err != nil || !old {
+		return err
 	}
-	for {
-		tag, err := s.pool.Exec(ctx, s.sql.sweep, batch)
-		if err != nil {
-			return deleted, fmt.Errorf("pgstore: sweep: %w", err)
+	var sql strings.Builder
+	if records {
+		var pk string
+		if err := tx.QueryRow(ctx, `SELECT conname FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'`,
+			name).Scan(&pk); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
 		}
-		n := int(tag.RowsAffected())
-		deleted += n
-		if n < batch {
-			return deleted, nil
+		if pk != "" {
+			fmt.Fprintf(&sql, "ALTER TABLE %s DROP CONSTRAINT %s;\n", name, pgx.Identifier{pk}.Sanitize())
 		}
-		if err := ctx.Err(); err != nil {
-			return deleted, err
+		// v0.1's index name: the table's name and _expires_at_idx, cut at
+		// 63 bytes (a 63-byte table name had none).
+		oldIdx := table[len(table)-1] + "_expires_at_idx"
+		if len(oldIdx) <= 63 {
+			idx := append(pgx.Identifier{}, table[:len(table)-1]...)
+			fmt.Fprintf(&sql, "DROP INDEX IF EXISTS %s;\n", append(idx, oldIdx).Sanitize())
 		}
 	}
+	fmt.Fprintf(&sql, `ALTER TABLE %s
+	ALTER COLUMN tenant TYPE bytea USING convert_to(tenant, 'UTF8'),
+	ALTER COLUMN op TYPE bytea USING convert_to(op, 'UTF8'),
+	ALTER COLUMN key_text DROP DEFAULT,
+	ALTER COLUMN key_text TYPE bytea USING convert_to(key_text, 'UTF8'),
+	ALTER COLUMN key_text SET DEFAULT ''::bytea,
+	ALTER COLUMN err_code TYPE bytea USING convert_to(err_code, 'UTF8'),
+	ALTER COLUMN err_message TYPE bytea USING convert_to(err_message, 'UTF8'),
+	ADD COLUMN scheme integer NOT NULL DEFAULT 0,
+	ADD COLUMN sweep_at timestamptz,
+	DROP COLUMN updated_at;
+UPDATE %[1]s SET sweep_at = expires_at;
+ALTER TABLE %[1]s ALTER COLUMN sweep_at SET NOT NULL`, name)
+	if records {
+		sql.WriteString(", ADD PRIMARY KEY (key), SET (fillfactor = 80)")
+	}
+	_, err := tx.Exec(ctx, sql.String())
+	return err
 }
 
-var _ idem.Store = (*Store)(nil)
+// Sweep removes at most limit expired records (or, with WithArchive, moves
+// them to the archive table) and returns how many it removed; with limit <=
+// 0 it removes every expired record, DefaultSweepBatch per statement. A
+// caller that sweeps in bounded steps calls it again while it returns limit.
+// Rows locked by another transaction are skipped, so several sweepers, in
+// one process or many, can run at once without waiting on each other or on
+// claims. Each statement looks at no more rows than it may remove: it
+// follows the sweep_at index, and a record it finds still live (its outcome
+// was stored later than its claim) is moved to its own expiry and not looked
+// at again before then.
+func (s *Store) Sweep(ctx context.Context, limit int) (removed int, err error) {
+	all := limit <= 0
+	for all || removed < limit {
+		n := DefaultSweepBatch
+		if !all {
+			n = min(n, limit-removed)
+		}
+		var deleted, moved int
+		if err := s.pool.QueryRow(ctx, s.sql.sweep, n).Scan(&deleted, &moved); err != nil {
+			return removed, fmt.Errorf("pgstore: sweep: %w", err)
+		}
+		removed += deleted
+		if deleted+moved < n {
+			return removed, nil // no more rows due
+		}
+		if err := ctx.Err(); err != nil {
+			return removed, fmt.Errorf("pgstore: sweep: %w", err)
+		}
+	}
+	return removed, nil
+}
+
+var (
+	_ idem.Store   = (*Store)(nil)
+	_ idem.Renewer = (*Store)(nil)
+)

@@ -2,9 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,11 +20,15 @@ import (
 // TxStore is a PostgreSQL idempotency store in transactional mode; it
 // implements idem.TxStore, so an idem.Executor on it runs the claim, the
 // method and the outcome in one transaction. Its Store methods (Claim,
-// Complete, Release, Migrate, Sweep) are those of lease mode, for callers
-// that use the idem.Store contract directly. It is safe for concurrent use.
+// Complete, Release, Renew, Migrate, Sweep) are those of lease mode, for
+// callers that use the idem.Store contract directly, except that Renew of a
+// claim held by one of this store's open transactions answers nil: the open
+// transaction holds the key until it ends, so there is no lease to extend.
+// It is safe for concurrent use.
 type TxStore struct {
 	*Store
 	noWait time.Duration // lock_timeout of a claim whose caller does not wait
+	open   sync.Map      // idem.Token -> [32]byte key ID, of claims held in open transactions
 }
 
 // NewTx returns a store in transactional mode on pool; the options are those
@@ -61,18 +67,44 @@ const (
 // 2^-64 per pair.
 func keyLock(k idem.Key) int64 { return int64(binary.BigEndian.Uint64(k.ID[:8])) }
 
-// ClaimTx implements idem.TxStore. In one round trip it begins a
-// transaction, takes the key's transaction-scoped advisory lock unless a
-// final record is already visible (a replay takes no lock) (waiting at
-// most wait, through lock_timeout; WithLockTimeout's value, default 1ms, when
-// wait is 0), runs the claim statement and sets a savepoint. When the key is
-// claimed the returned Txn owns the transaction and its connection, and the
-// lock is held until it ends. A duplicate of a call whose transaction is still
-// open waits on that lock: when the transaction commits, the duplicate gets
-// the committed record; when it rolls back, the duplicate claims the key;
-// when the wait runs out first, the duplicate gets a PROCESSING record with
-// its own fingerprint (the holder's is not visible yet), which the executor
-// reports as idem.ErrInProgress. Only the lock wait runs under the short
+// payloadLock is the pair of int4 keys of the shared advisory lock that a
+// claimer holds beside the key's lock: the first 8 bytes of SHA-256(key ID,
+// fingerprint). It names the payload of the transaction that holds the key,
+// so that a duplicate that cannot wait longer tells "the same request is
+// running" from "another payload holds this key" without seeing the
+// uncommitted claim. (A two-int4 advisory lock never equals a bigint one:
+// pg_locks tells them apart by objsubid.)
+func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
+	h := sha256.New()
+	h.Write(k.ID[:])
+	h.Write(fp[:])
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return int32(binary.BigEndian.Uint32(sum[:4])), int32(binary.BigEndian.Uint32(sum[4:8]))
+}
+
+// ClaimTx implements idem.TxStore. It takes a connection from the pool;
+// when all of them are in use, it waits at most wait or, when that is
+// shorter, the store's acquire timeout (WithAcquireTimeout): when none frees
+// up it returns an error wrapping idem.ErrStoreFull, having claimed nothing. Then, in one round
+// trip, it begins a transaction, takes the key's transaction-scoped advisory
+// lock unless a final record is already visible (a replay takes no lock),
+// waiting for what is left of wait (through lock_timeout; WithLockTimeout's
+// value, default 1ms, when wait is 0), runs the claim statement and sets a
+// savepoint. When the key is claimed the returned Txn owns the transaction
+// and its connection, and the lock is held until it ends.
+//
+// A duplicate of a call whose transaction is still open waits on that lock:
+// when the transaction commits, the duplicate gets the committed record;
+// when it rolls back, the duplicate claims the key. When the wait runs out
+// first, the duplicate gets a PROCESSING record (which the executor reports
+// as idem.ErrInProgress) if the holder runs the same payload, or, if it runs
+// another payload, a PROCESSING record whose Fingerprint is not the
+// duplicate's (the holder's is not visible; the executor reports
+// idem.ErrPayloadMismatch, as every other store does): the holder's payload
+// is known from the shared advisory lock it holds beside the key's, which
+// costs no round trip to a call that claims or replays, and one more to a
+// duplicate that times out. Only the lock wait runs under the short
 // lock_timeout: the claim and the method's statements run under the
 // connection's own setting.
 //
@@ -83,14 +115,24 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, nil, err
 	}
-	if wait <= 0 {
+	start := time.Now()
+	conn, err := s.acquireConn(ctx, wait)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			st := s.pool.Stat()
+			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
+				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
+		}
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	if wait > 0 {
+		wait = max(wait-time.Since(start), time.Millisecond)
+	} else {
 		wait = s.noWait
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return idem.Claim{}, nil, fmt.Errorf("pgstore: claim: %w", err)
-	}
 	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	lockArgs := func(force bool) []any { return []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb} }
 
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
@@ -101,7 +143,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	// timeout, and a lock timeout means exactly "the key is held".
 	b.Queue(saveLockTimeout)
 	b.Queue(setLockTimeout, lockTimeoutValue(wait))
-	b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.Tenant, req.Key.Op, req.Key.ID[:], false)
+	b.Queue(s.sql.keyLock, lockArgs(false)...)
 	b.Queue(restoreLockTimeout)
 	var (
 		claim idem.Claim
@@ -130,7 +172,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		}
 		b := &pgx.Batch{}
 		b.Queue(setLockTimeout, lockTimeoutValue(wait))
-		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.Tenant, req.Key.Op, req.Key.ID[:], true)
+		b.Queue(s.sql.keyLock, lockArgs(true)...)
 		b.Queue(restoreLockTimeout)
 		b.Queue(s.sql.claimTx, args...).Query(func(rows pgx.Rows) error {
 			var err error
@@ -141,12 +183,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		err = conn.SendBatch(ctx, b).Close()
 	}
 	if err != nil {
-		end(ctx, conn)
 		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
 			// Another transaction holds the key and did not finish in time.
-			return idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}, nil, nil
+			return s.heldBy(ctx, conn, req), nil, nil
 		}
-		return idem.Claim{}, nil, fmt.Errorf("pgstore: claim: %w", err)
+		end(ctx, conn)
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
 	if !claim.Claimed {
 		end(ctx, conn)
@@ -154,7 +196,59 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	}
 	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
 	t.mtx = &methodTx{Tx: tx, owner: t}
+	s.open.Store(req.Token, req.Key.ID)
 	return claim, t, nil
+}
+
+// acquireConn takes a connection from the pool. When every connection of
+// the pool is in use (held by running calls), it waits for one at most
+// max(wait, the store's acquire timeout); while the pool may still open a
+// connection, only ctx bounds the wait (opening one takes as long as it
+// takes, and a full pool is what makes a duplicate hang).
+func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool.Conn, error) {
+	st := s.pool.Stat()
+	if st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
+		return s.pool.Acquire(ctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, max(wait, s.acquire))
+	defer cancel()
+	return s.pool.Acquire(actx)
+}
+
+// heldBy answers a duplicate whose wait for the key's lock ran out: it ends
+// the aborted transaction and asks pg_locks whether the session holding the
+// key holds the duplicate's payload lock too. The answer is a PROCESSING
+// record with the duplicate's fingerprint (the same request is running, or
+// the holder just finished) or, when the holder runs another payload, with a
+// fingerprint that differs from it.
+func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.ClaimRequest) idem.Claim {
+	defer conn.Release()
+	c := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
+	if _, err := conn.Exec(ctx, rollbackSQL); err != nil {
+		return c
+	}
+	k := uint64(keyLock(req.Key))
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	var held, same bool
+	err := conn.QueryRow(ctx, s.sql.holder, int64(k>>32), int64(uint32(k)),
+		int64(uint32(pa)), int64(uint32(pb))).Scan(&held, &same)
+	if err == nil && held && !same {
+		for i := range c.Record.Fingerprint {
+			c.Record.Fingerprint[i] ^= 0xff
+		}
+	}
+	return c
+}
+
+// Renew implements idem.Renewer. A claim held by one of this store's open
+// transactions needs no lease (the transaction holds the key until it
+// ends): Renew answers nil while the transaction is open. Any other record
+// is renewed as in lease mode.
+func (s *TxStore) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	if id, ok := s.open.Load(token); ok && id.([32]byte) == key.ID {
+		return nil
+	}
+	return s.Store.Renew(ctx, key, token, lease)
 }
 
 // end rolls back whatever transaction conn is in and returns it to the pool
@@ -190,6 +284,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		return errTxnDone
 	}
 	t.mtx.closed.Store(true)
+	t.store.open.Delete(t.token)
 	args, err := completeArgs(t.key, t.token, out, ttl)
 	if err != nil {
 		end(ctx, t.conn)
@@ -216,10 +311,32 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	})
 	err = t.conn.SendBatch(ctx, b).Close()
 	end(ctx, t.conn)
+	if err != nil && uncertain(err) && t.store.committed(ctx, t.key, t.token) {
+		// The COMMIT was sent and its reply lost, but it committed.
+		return nil
+	}
 	if err != nil {
-		return fmt.Errorf("pgstore: complete: %w", err)
+		return fail("complete", t.key, err)
 	}
 	return nil
+}
+
+// committed reports whether the key's record holds token's final outcome,
+// once no transaction writes the key any more: it resolves a COMMIT whose
+// reply was lost. It asks on a connection of its own and a context detached
+// from the caller's, bounded by settleTimeout; when it cannot tell, it
+// answers false (the caller is told the call failed; a retry replays the
+// outcome if it did commit).
+func (s *Store) committed(ctx context.Context, key idem.Key, token idem.Token) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(s.sql.settle, key.ID[:])
+	b.Queue("ROLLBACK")
+	var done bool
+	b.Queue(s.sql.completeCheck, key.ID[:], int64(token)).QueryRow(func(r pgx.Row) error { return r.Scan(&done) })
+	return s.pool.SendBatch(ctx, b).Close() == nil && done
 }
 
 // Release implements idem.Txn: it rolls the transaction back, claim and
@@ -230,6 +347,7 @@ func (t *txn) Release(ctx context.Context) error {
 		return errTxnDone
 	}
 	t.mtx.closed.Store(true)
+	t.store.open.Delete(t.token)
 	defer t.conn.Release()
 	if t.conn.Conn().IsClosed() {
 		return nil
@@ -238,7 +356,7 @@ func (t *txn) Release(ctx context.Context) error {
 		if t.conn.Conn().IsClosed() {
 			return nil
 		}
-		return fmt.Errorf("pgstore: rollback: %w", err)
+		return fail("rollback", t.key, err)
 	}
 	return nil
 }
@@ -327,6 +445,7 @@ func (r errRow) Scan(...any) error { return r.err }
 
 var (
 	_ idem.TxStore = (*TxStore)(nil)
+	_ idem.Renewer = (*TxStore)(nil)
 	_ idem.Txn     = (*txn)(nil)
 	_ pgx.Tx       = (*methodTx)(nil)
 )

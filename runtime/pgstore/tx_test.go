@@ -36,7 +36,7 @@ func (e *txEnv) record(id string) idem.Status {
 	require.NoError(e.t, err)
 	var st int16
 	err = e.store.Pool().QueryRow(context.Background(),
-		"SELECT status FROM "+e.store.Table()+" WHERE tenant = $1 AND op = $2 AND key = $3", k.Tenant, k.Op, k.ID[:]).Scan(&st)
+		"SELECT status FROM "+e.store.Table()+" WHERE key = $1", k.ID[:]).Scan(&st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0
 	}
@@ -158,7 +158,7 @@ func TestTxNoWait(t *testing.T) {
 	start := time.Now()
 	_, err := e.svc.credit(t.Context(), &m, req)
 	require.ErrorIs(t, err, idem.ErrInProgress)
-	assert.Less(t, time.Since(start), time.Second)
+	assert.Less(t, time.Since(start), 10*time.Second, "it did not wait for the holder, which runs until the test lets it finish")
 	m.Wait = 150 * time.Millisecond
 	start = time.Now()
 	_, err = e.svc.credit(t.Context(), &m, req)
@@ -253,7 +253,7 @@ func TestTxFrom(t *testing.T) {
 func TestTxExpiry(t *testing.T) {
 	e := newTxEnv(t, 20)
 	m := idemLedgerCredit
-	m.TTL, m.Lease, m.Wait = 300*time.Millisecond, 300*time.Millisecond, 0
+	m.TTL, m.Lease, m.Wait = time.Hour, time.Minute, 0
 	req := CreditRequest{ID: "expiry-" + randHex(4), Amount: 4}
 	first, err := e.svc.credit(t.Context(), &m, req)
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func TestTxExpiry(t *testing.T) {
 	for range 16 {
 		require.NoError(t, <-errs, "concurrent replays, none in progress")
 	}
-	time.Sleep(m.TTL + 50*time.Millisecond)
+	timeTravel(t, e.store.Pool(), e.store.Table())(m.TTL + time.Second)
 	second, err := e.svc.credit(t.Context(), &m, req)
 	require.NoError(t, err)
 	assert.NotEqual(t, first.Row, second.Row, "past its TTL the record is absent: the method runs again")

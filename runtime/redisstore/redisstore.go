@@ -9,17 +9,40 @@
 // touches it, lives in one slot. Key.ID already covers the tenant and the
 // operation, so they are not repeated in the key. The fields are short and
 // binary: s (status digit), f (the 32-byte fingerprint), t (the 8-byte
-// big-endian token), l (the lease deadline in milliseconds, by the Redis
-// server's clock, PROCESSING only), and for a final record b (body), c (error
-// code), m (error message) and x (metadata), each present only when not empty.
+// big-endian token), v (the fingerprint scheme in decimal, present only when
+// not 0), l (the lease deadline in milliseconds, by the Redis server's
+// clock, PROCESSING only), and for a final record b (body), c (error code),
+// m (error message) and x (metadata), each present only when not empty. A
+// final record keeps the token that completed it.
 //
-// Claim, Complete and Release are each one Lua script (redis.NewScript:
-// EVALSHA, falling back to EVAL when the server does not know the script yet),
-// so each is atomic and costs one round trip. Complete and Release are fenced
-// by the claim's token. The record's expiry is a PEXPIRE; the lease deadline
-// and LeaseLeft are computed inside the script from the server's TIME (Redis
-// 5+ replicates a script's effects, not the script, so TIME is allowed). No
-// instant is ever computed from the client's clock.
+// Records written before the v field existed read as scheme 0 (unknown),
+// which is what their claims meant; no migration is needed, and the key
+// prefix did not change.
+//
+// Redis strings are bytes: tenants, operations, key parts, error messages
+// and metadata may hold any byte (NUL, invalid UTF-8). Tenants and
+// operations are not stored (Key.ID covers them); the sizes that every
+// store accepts (idem.MaxTenantLen, idem.MaxOpLen, idem.MaxOutcomeLen) are
+// checked before anything is sent, and larger values are refused with an
+// error wrapping idem.ErrTooLarge.
+//
+// Claim, Complete, Release and Renew are each one Lua script
+// (redis.NewScript: EVALSHA, falling back to EVAL when the server does not
+// know the script yet), so each is atomic and costs one round trip.
+// Complete, Release and Renew are fenced by the claim's token. The record's
+// expiry is a PEXPIRE; the lease deadline and LeaseLeft are computed inside
+// the script from the server's TIME (Redis 5+ replicates a script's effects,
+// not the script, so TIME is allowed). No instant is ever computed from the
+// client's clock.
+//
+// Every script is idempotent for its caller's token, so that go-redis'
+// retry of a command whose reply was lost (and the executor's retry) meets
+// the applied command as a success: a Claim repeated by the token that holds
+// the PROCESSING record is claimed again, a Complete repeated by the token
+// whose outcome is stored answers nil, and a Release of a record that is not
+// there answers nil.
+//
+// Redis expires records itself (PEXPIRE), so the store has no Sweep.
 //
 // # What it guarantees, and what it does not
 //
@@ -37,6 +60,13 @@
 // a database behind it for money paths: runtime/tiered runs Redis in front of
 // runtime/pgstore, whose unique index is the final line. Run Redis with
 // maxmemory-policy noeviction (or enough memory) when it holds records.
+//
+// Under noeviction a Redis server past its maxmemory refuses a script's
+// first write that may grow memory with an OOM error: a claim that would
+// create or take over a record is refused, with an error wrapping
+// idem.ErrStoreFull (no method is run, no record is dropped), while replays
+// (which write nothing), Complete and Release (whose first write frees
+// memory, after which Redis lets a script finish) go on.
 package redisstore
 
 import (
@@ -129,55 +159,73 @@ func (s *Store) RedisKey(k idem.Key) string {
 	return b.String()
 }
 
-// claimScript: KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms.
-// Returns 1 (claimed), 2 (taken over) or the blocking record packed into one
-// string (see decodeRecord), which costs the client one allocation instead
-// of one per field. The server's TIME is read only when a lease is set or
+// claimScript: KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms,
+// scheme (decimal; "0" is not stored). Returns 1 (claimed, or claimed
+// already by this token), 2 (taken over) or the blocking record packed into
+// one string (see decodeRecord), which costs the client one allocation
+// instead of one per field. The server's TIME is read only when a lease is set or
 // checked, so a replay does not pay for it; redis.replicate_commands, which
 // lets Redis 3.2 and 4 replicate the effects of a script that calls TIME, is
 // called there too (from Redis 5 effects replication is the default, from 7
 // the only mode, and the call is a no-op).
 var claimScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'b', 'c', 'm', 'x')
+local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'b', 'c', 'm', 'x', 'v')
 local s = r[1]
 local function now()
 	if redis.replicate_commands then redis.replicate_commands() end
 	local t = redis.call('TIME')
 	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+local function scheme(fresh)
+	if ARGV[5] ~= '0' then
+		redis.call('HSET', KEYS[1], 'v', ARGV[5])
+	elseif not fresh then
+		redis.call('HDEL', KEYS[1], 'v')
+	end
+end
 if not s then
 	redis.call('HSET', KEYS[1], 's', '1', 'f', ARGV[1], 't', ARGV[2], 'l', now() + tonumber(ARGV[3]))
+	scheme(true)
 	redis.call('PEXPIRE', KEYS[1], ARGV[4])
 	return 1
 end
-local f, t = r[2] or '', r[3] or ''
-if #s ~= 1 or #f ~= 32 or #t ~= 8 then
+local f, t, v = r[2] or '', r[3] or '', r[9] or '0'
+if #s ~= 1 or #f ~= 32 or #t ~= 8 or not string.match(v, '^%d+$') then
 	return redis.error_reply('malformed record')
 end
 if s == '1' then
+	if t == ARGV[2] and f == ARGV[1] then
+		return 1
+	end
 	local n = now()
 	local left = (tonumber(r[4]) or 0) - n
 	if left <= 0 then
 		if f == ARGV[1] then
 			redis.call('HSET', KEYS[1], 't', ARGV[2], 'l', n + tonumber(ARGV[3]))
+			scheme(false)
 			redis.call('PEXPIRE', KEYS[1], ARGV[4])
 			return 2
 		end
 		left = 0
 	end
-	return s .. f .. t .. string.format('%d', left)
+	return s .. f .. t .. v .. ':' .. string.format('%d', left)
 end
 local c, m, x = r[6] or '', r[7] or '', r[8] or ''
-return s .. f .. t .. #c .. ':' .. #m .. ':' .. #x .. ':' .. c .. m .. x .. (r[5] or '')
+return s .. f .. t .. v .. ':' .. #c .. ':' .. #m .. ':' .. #x .. ':' .. c .. m .. x .. (r[5] or '')
 `)
 
 // completeScript: KEYS[1] record; ARGV token, ttl ms, then the HSET
 // field-value pairs of the outcome (s and the non-empty b, c, m, x, built by
-// outcomeArgs). Returns 1, or 0 when the record is not PROCESSING under token.
+// outcomeArgs). Returns 1, 2 when the record is final under token already
+// (a repeated Complete: the stored outcome stays), or 0 when the record is
+// absent or holds another token.
 var completeScript = redis.NewScript(`
 local r = redis.call('HMGET', KEYS[1], 's', 't')
-if r[1] ~= '1' or r[2] ~= ARGV[1] then
+if not r[1] or r[2] ~= ARGV[1] then
 	return 0
+end
+if r[1] ~= '1' then
+	return 2
 end
 redis.call('HDEL', KEYS[1], 'l')
 redis.call('HSET', KEYS[1], unpack(ARGV, 3))
@@ -185,14 +233,37 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 `)
 
-// releaseScript: KEYS[1] record; ARGV token. Returns 1, or 0 when the record
-// is not PROCESSING under token.
+// releaseScript: KEYS[1] record; ARGV token. Returns 1 (released, or
+// absent), or 0 when the record is final or holds another token.
 var releaseScript = redis.NewScript(`
 local r = redis.call('HMGET', KEYS[1], 's', 't')
+if not r[1] then
+	return 1
+end
 if r[1] ~= '1' or r[2] ~= ARGV[1] then
 	return 0
 end
 redis.call('DEL', KEYS[1])
+return 1
+`)
+
+// renewScript: KEYS[1] record; ARGV token, lease ms. Returns 1, or 0 when
+// the record is not PROCESSING under token. The lease ends lease from the
+// server's now, or with the record if that is sooner.
+var renewScript = redis.NewScript(`
+local r = redis.call('HMGET', KEYS[1], 's', 't')
+if r[1] ~= '1' or r[2] ~= ARGV[1] then
+	return 0
+end
+if redis.replicate_commands then redis.replicate_commands() end
+local t = redis.call('TIME')
+local n = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[2])
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl >= 0 and ttl < lease then
+	lease = ttl
+end
+redis.call('HSET', KEYS[1], 'l', n + lease)
 return 1
 `)
 
@@ -246,9 +317,15 @@ func millis(d time.Duration) int64 {
 // Claim implements idem.Store. It runs one script: it creates the record, or
 // takes over a PROCESSING record of the same fingerprint whose lease has
 // lapsed by the server's clock, or returns the live record.
+//
+// A claim repeated by the token that holds the PROCESSING record (go-redis'
+// retry after a lost reply) is claimed again.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	if err := checkKey(req.Key); err != nil {
+		return idem.Claim{}, errorf("claim", req.Key, err)
+	}
 	if req.TTL <= 0 {
-		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: ttl must be positive", req.Key.Text)
+		return idem.Claim{}, errorf("claim", req.Key, errors.New("ttl must be positive"))
 	}
 	lease := min(req.Lease, req.TTL)
 	// The fingerprint and the token share one allocation.
@@ -256,9 +333,9 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	buf = append(buf, req.Fingerprint[:]...)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(req.Token))
 	res, err := claimScript.Run(ctx, s.client, []string{s.RedisKey(req.Key)},
-		buf[:len(req.Fingerprint)], buf[len(req.Fingerprint):], millis(lease), millis(req.TTL)).Result()
+		buf[:len(req.Fingerprint)], buf[len(req.Fingerprint):], millis(lease), millis(req.TTL), schemeArg(req.Scheme)).Result()
 	if err != nil {
-		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: %w", req.Key.Text, err)
+		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
 	switch v := res.(type) {
 	case int64:
@@ -266,40 +343,92 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	case string:
 		var c idem.Claim
 		if err := decodeRecord(v, &c.Record); err != nil {
-			return idem.Claim{}, fmt.Errorf("redisstore: claim %s: %w", req.Key.Text, err)
+			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
 		return c, nil
 	default:
-		return idem.Claim{}, fmt.Errorf("redisstore: claim %s: unexpected reply %T", req.Key.Text, res)
+		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %T", res))
 	}
 }
 
+// schemeArg is the claim script's scheme argument; the common schemes are
+// boxed once.
+func schemeArg(v uint32) any {
+	if v < uint32(len(smallSchemes)) {
+		return smallSchemes[v]
+	}
+	return strconv.FormatUint(uint64(v), 10)
+}
+
+var smallSchemes = [...]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+
+// errorf wraps err with the store's name, the operation and the key's ID.
+// A Redis server out of memory under maxmemory-policy noeviction (an "OOM"
+// error reply) is a full store: the error wraps idem.ErrStoreFull too.
+func errorf(op string, k idem.Key, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+		return fmt.Errorf("redisstore: %s %s: %w: %w", op, k.Hex(), idem.ErrStoreFull, err)
+	}
+	return fmt.Errorf("redisstore: %s %s: %w", op, k.Hex(), err)
+}
+
+func checkKey(k idem.Key) error {
+	if len(k.Tenant) > idem.MaxTenantLen {
+		return fmt.Errorf("tenant of %d bytes (at most %d): %w", len(k.Tenant), idem.MaxTenantLen, idem.ErrTooLarge)
+	}
+	if len(k.Op) > idem.MaxOpLen {
+		return fmt.Errorf("operation name of %d bytes (at most %d): %w", len(k.Op), idem.MaxOpLen, idem.ErrTooLarge)
+	}
+	return nil
+}
+
 // Complete implements idem.Store: one fenced script replaces the PROCESSING
-// record holding token with out and sets its expiry to ttl.
+// record holding token with out and sets its expiry to ttl. Complete
+// repeated by the token whose outcome is stored answers nil and keeps the
+// stored outcome.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
 	if err := checkOutcome(out, ttl); err != nil {
-		return fmt.Errorf("redisstore: complete %s: %w", key.Text, err)
+		return errorf("complete", key, err)
 	}
 	args := outcomeArgs(append(make([]any, 0, 12), tokenBytes(token), millis(ttl)), out)
 	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)}, args...).Int64()
 	if err != nil {
-		return fmt.Errorf("redisstore: complete %s: %w", key.Text, err)
+		return errorf("complete", key, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redisstore: complete %s: %w", key.Text, idem.ErrLeaseLost)
+		return errorf("complete", key, idem.ErrLeaseLost)
 	}
 	return nil
 }
 
 // Release implements idem.Store: one fenced script deletes the PROCESSING
-// record holding token.
+// record holding token. Releasing a record that is not there (released
+// already, or expired) answers nil; a final record is never released.
 func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
 	n, err := releaseScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token)).Int64()
 	if err != nil {
-		return fmt.Errorf("redisstore: release %s: %w", key.Text, err)
+		return errorf("release", key, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("redisstore: release %s: %w", key.Text, idem.ErrLeaseLost)
+		return errorf("release", key, idem.ErrLeaseLost)
+	}
+	return nil
+}
+
+// Renew implements idem.Renewer: one fenced script sets the lease of the
+// PROCESSING record holding token to end lease from the server's now, or
+// with the record if that is sooner.
+func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	if lease <= 0 {
+		return errorf("renew", key, fmt.Errorf("lease %v is not positive", lease))
+	}
+	n, err := renewScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token), millis(lease)).Int64()
+	if err != nil {
+		return errorf("renew", key, err)
+	}
+	if n == 0 {
+		return errorf("renew", key, idem.ErrLeaseLost)
 	}
 	return nil
 }
@@ -307,13 +436,16 @@ func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) err
 // Seed implements idem.Seeder: one script stores out as the record of key
 // unless a final record is already there.
 func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	if err := checkKey(key); err != nil {
+		return errorf("seed", key, err)
+	}
 	if err := checkOutcome(out, ttl); err != nil {
-		return fmt.Errorf("redisstore: seed %s: %w", key.Text, err)
+		return errorf("seed", key, err)
 	}
 	args := append(make([]any, 0, 15), millis(ttl), "f", fp[:], "t", tokenBytes(token))
 	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, outcomeArgs(args, out)...).Err()
 	if err != nil {
-		return fmt.Errorf("redisstore: seed %s: %w", key.Text, err)
+		return errorf("seed", key, err)
 	}
 	return nil
 }
@@ -325,12 +457,16 @@ func checkOutcome(out idem.Outcome, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("ttl must be positive")
 	}
+	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+		return fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge)
+	}
 	return nil
 }
 
 // decodeRecord reads the claim script's packed record into rec: the status
-// digit, the 32-byte fingerprint, the 8-byte token, then for a PROCESSING
-// record the lease left in milliseconds (decimal), and for a final record
+// digit, the 32-byte fingerprint, the 8-byte token, the scheme in decimal
+// and ':', then for a PROCESSING record the lease left in milliseconds
+// (decimal), and for a final record
 // the decimal lengths of the error code, message and metadata, each followed
 // by ':', then those three fields and the body (the rest). Strings share the
 // reply's memory; Body and Meta are copies.
@@ -347,6 +483,12 @@ func decodeRecord(v string, rec *idem.Record) error {
 	}
 	rec.Token = idem.Token(tok)
 	rest := v[head:]
+	j := strings.IndexByte(rest, ':')
+	scheme, err := strconv.ParseUint(rest[:max(j, 0)], 10, 32)
+	if j < 0 || err != nil {
+		return errors.New("malformed record reply: scheme")
+	}
+	rec.Scheme, rest = uint32(scheme), rest[j+1:]
 	if rec.Status == idem.StatusProcessing {
 		left, err := strconv.ParseInt(rest, 10, 64)
 		if err != nil {
@@ -383,6 +525,6 @@ func decodeRecord(v string, rec *idem.Record) error {
 }
 
 var (
-	_ idem.Store  = (*Store)(nil)
-	_ idem.Seeder = (*Store)(nil)
+	_ idem.Renewer = (*Store)(nil)
+	_ idem.Seeder  = (*Store)(nil)
 )

@@ -13,9 +13,9 @@
 //     the durable store accepted it (or was copied from the durable store).
 //     Anything else (no record, a claim, a PROCESSING record) is settled by
 //     a Claim on the durable store, with the same request and token.
-//   - Complete and Release go to the durable store first; its answer is the
-//     answer (ErrLeaseLost included: fencing is the durable store's). The
-//     fast store is then updated with the same token.
+//   - Complete, Release and Renew go to the durable store first; its answer
+//     is the answer (ErrLeaseLost included: fencing is the durable store's).
+//     The fast store is then updated with the same token.
 //   - A final record found in the durable store but missing (or stale) in
 //     the fast store is written back into the fast store (EventRepaired),
 //     when the fast store implements idem.Seeder.
@@ -40,6 +40,16 @@
 // fails, Claim fails with an error wrapping ErrDurable: the method is not run
 // unprotected.
 //
+// Every operation is idempotent for its caller's own token as far as both
+// tiers are (redisstore and pgstore are): a Claim repeated by the token that
+// holds the claim is claimed again, a Complete repeated by the token whose
+// outcome is stored answers nil, and a Release of a record that is not there
+// answers nil. Tenants, operations and outcomes larger than the limits every
+// store accepts (idem.MaxTenantLen, idem.MaxOpLen, idem.MaxOutcomeLen) are
+// refused with an error wrapping idem.ErrTooLarge before either tier is
+// called. The tiered store has no Sweep: sweep the durable store (Redis
+// expires its records itself).
+//
 // # Limits
 //
 // The tiered store is not an idem.TxStore: the durable store is used through
@@ -50,7 +60,9 @@
 // lives, which is the record's TTL). A record repaired into the fast store
 // gets min(the claim's TTL, WithRepairTTL), since a Record does not say how
 // long the durable record has left: a repaired outcome may be replayed from
-// the fast store for up to that long after the durable record expired.
+// the fast store for up to that long after the durable record expired. A
+// repaired record has scheme 0 (idem.Seeder does not carry the scheme), so
+// its replays from the fast store report the scheme as unknown.
 package tiered
 
 import (
@@ -108,7 +120,8 @@ func (k EventKind) String() string {
 // Event is what the observer is told.
 type Event struct {
 	Kind EventKind
-	// Op is the store call: "claim", "complete", "release" or "seed".
+	// Op is the store call: "claim", "complete", "release", "renew" or
+	// "seed".
 	Op  string
 	Key idem.Key
 	// Err is the fast store's error (EventFastError, EventDegraded).
@@ -210,6 +223,9 @@ func final(st idem.Status) bool {
 // Claim implements idem.Store: a final outcome in the fast store is returned
 // from there; everything else is decided by the durable store.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	if err := checkKey(req.Key); err != nil {
+		return idem.Claim{}, errorf("claim", req.Key, err)
+	}
 	fc, fastErr := idem.Claim{}, errSkipped
 	if s.fastUp() {
 		fc, fastErr = fastDo(s, ctx, "claim", req.Key, func(ctx context.Context) (idem.Claim, error) {
@@ -226,7 +242,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		if fastClaimed {
 			s.fastRelease(ctx, req.Key, req.Token)
 		}
-		return idem.Claim{}, fmt.Errorf("tiered: claim %s: %w: %w", req.Key.Text, ErrDurable, err)
+		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("%w: %w", ErrDurable, err))
 	}
 	if dc.Claimed || fastErr != nil {
 		return dc, nil
@@ -250,6 +266,9 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 // Complete implements idem.Store: the durable store first (its ErrLeaseLost
 // is the answer), then the fast store with the same token.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+		return errorf("complete", key, fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
+	}
 	if err := s.durable.Complete(ctx, key, token, out, ttl); err != nil {
 		return s.durableErr("complete", key, err)
 	}
@@ -274,11 +293,52 @@ func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) err
 	return nil
 }
 
+// ErrNoRenew is wrapped by Renew when the durable store does not implement
+// idem.Renewer.
+var ErrNoRenew = fmt.Errorf("tiered: the durable store cannot renew a lease: %w", errors.ErrUnsupported)
+
+// Renew implements idem.Renewer: the durable store renews the lease (its
+// ErrLeaseLost is the answer), then the fast store's record of the same
+// token, best effort. It fails with an error wrapping ErrNoRenew when the
+// durable store does not implement idem.Renewer.
+func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	d, ok := s.durable.(idem.Renewer)
+	if !ok {
+		return errorf("renew", key, ErrNoRenew)
+	}
+	if err := d.Renew(ctx, key, token, lease); err != nil {
+		return s.durableErr("renew", key, err)
+	}
+	if f, ok := s.fast.(idem.Renewer); ok && s.fastUp() {
+		// A fast PROCESSING record is never trusted: renewing it only saves
+		// a duplicate the round trip of taking it over.
+		_, _ = fastDo(s, ctx, "renew", key, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, f.Renew(ctx, key, token, lease)
+		})
+	}
+	return nil
+}
+
 func (s *Store) durableErr(op string, key idem.Key, err error) error {
 	if errors.Is(err, idem.ErrLeaseLost) {
-		return fmt.Errorf("tiered: %s %s: %w", op, key.Text, err)
+		return errorf(op, key, err)
 	}
-	return fmt.Errorf("tiered: %s %s: %w: %w", op, key.Text, ErrDurable, err)
+	return errorf(op, key, fmt.Errorf("%w: %w", ErrDurable, err))
+}
+
+// errorf wraps err with the store's name, the operation and the key's ID.
+func errorf(op string, k idem.Key, err error) error {
+	return fmt.Errorf("tiered: %s %s: %w", op, k.Hex(), err)
+}
+
+func checkKey(k idem.Key) error {
+	if len(k.Tenant) > idem.MaxTenantLen {
+		return fmt.Errorf("tenant of %d bytes (at most %d): %w", len(k.Tenant), idem.MaxTenantLen, idem.ErrTooLarge)
+	}
+	if len(k.Op) > idem.MaxOpLen {
+		return fmt.Errorf("operation name of %d bytes (at most %d): %w", len(k.Op), idem.MaxOpLen, idem.ErrTooLarge)
+	}
+	return nil
 }
 
 // fastRelease deletes the fast record holding token, best effort: a fast
@@ -347,4 +407,4 @@ func fastDo[T any](s *Store, ctx context.Context, op string, key idem.Key, f fun
 	return r.v, r.err
 }
 
-var _ idem.Store = (*Store)(nil)
+var _ idem.Renewer = (*Store)(nil)

@@ -54,6 +54,11 @@ func (e *events) count(k tiered.EventKind) int {
 func TestConformanceMemoryTiers(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return tiered.New(memstore.New(), memstore.New()) },
+		// The durable store's bound is the tiered store's: a refused claim
+		// leaves nothing behind in the fast store either.
+		NewBounded: func(_ *testing.T, n int) idem.Store {
+			return tiered.New(memstore.New(), memstore.New(memstore.WithMaxRecords(n)))
+		},
 	})
 }
 

@@ -1,0 +1,92 @@
+// Package mutant switches on known mistakes in the runtime, so that tests can
+// show that the simulator (internal/sim) finds them. A mutation travels in a
+// context: only a test that builds the context with With turns one on, and
+// the production path pays at most one ctx.Value lookup, and only on the
+// branch a mutation changes.
+//
+// It is internal to the module: no user of idemgen can switch one on.
+package mutant
+
+import "context"
+
+// Flag is a set of mutations.
+type Flag uint32
+
+const (
+	// ReleaseAfterFinal: the executor releases the key after a final
+	// (business) error instead of storing it (runtime/idem).
+	ReleaseAfterFinal Flag = 1 << iota
+	// CompleteWithoutFencing: the store's Complete ignores the fencing token
+	// and the record's status, so a zombie overwrites the outcome
+	// (runtime/memstore).
+	CompleteWithoutFencing
+	// LostCompleteReplyAsLeaseLost: the executor treats a failed Complete
+	// (a lost reply) as a lost lease instead of retrying it (runtime/idem).
+	LostCompleteReplyAsLeaseLost
+	// TakeoverWithoutFingerprint: the store's Claim takes over a lapsed
+	// lease whatever the payload's fingerprint (runtime/memstore).
+	TakeoverWithoutFingerprint
+)
+
+// All returns every mutation, in declaration order.
+func All() []Flag {
+	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint}
+}
+
+func name(f Flag) string {
+	switch f {
+	case ReleaseAfterFinal:
+		return "release-after-final"
+	case CompleteWithoutFencing:
+		return "complete-without-fencing"
+	case LostCompleteReplyAsLeaseLost:
+		return "lost-complete-reply-as-lease-lost"
+	case TakeoverWithoutFingerprint:
+		return "takeover-without-fingerprint"
+	}
+	return "unknown"
+}
+
+// String returns the names of the mutations in f, joined by '+'; "none"
+// for the empty set.
+func (f Flag) String() string {
+	s := ""
+	all := All()
+	for _, m := range all {
+		if f&m != 0 {
+			if s != "" {
+				s += "+"
+			}
+			s += name(m)
+		}
+	}
+	if rest := f &^ (1<<len(all) - 1); rest != 0 {
+		if s != "" {
+			s += "+"
+		}
+		s += "unknown"
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+type ctxKey struct{}
+
+// With returns ctx with the mutations f switched on, in addition to those
+// ctx already carries.
+func With(ctx context.Context, f Flag) context.Context {
+	return context.WithValue(ctx, ctxKey{}, From(ctx)|f)
+}
+
+// From returns the mutations ctx carries (none for a context without any).
+func From(ctx context.Context) Flag {
+	f, _ := ctx.Value(ctxKey{}).(Flag)
+	return f
+}
+
+// On reports whether ctx switches on every mutation in f.
+func On(ctx context.Context, f Flag) bool {
+	return f != 0 && From(ctx)&f == f
+}

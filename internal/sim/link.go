@@ -1,0 +1,220 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Transport errors of the simulated link, as a network client reports them.
+var (
+	errRequestLost = errors.New("sim: request lost (timeout)")
+	errReplyLost   = errors.New("sim: reply lost (timeout)")
+	errStoreDown   = errors.New("sim: store unavailable (connection refused)")
+)
+
+// link is the idem.Store the executor sees: the path to the real store
+// through a simulated network that delays, drops and duplicates requests
+// and replies. Every request and reply is a yield point; the store applies
+// an operation at the instant its request arrives.
+type link struct{ w *world }
+
+// Local marks the link as a LocalStore so that the executor puts no
+// wall-clock deadline (context.WithTimeout) on its store calls after the
+// method ran: such a deadline runs in real time, outside the simulator's
+// control. The link's own timeouts stand for it.
+func (l link) Local() {}
+
+var _ idem.LocalStore = link{}
+
+// op is one store operation: apply runs it on the current store and
+// records what the checker needs.
+type op struct {
+	name  string
+	apply func(ctx context.Context) error
+}
+
+// call carries op over the link for the current worker.
+func (l link) call(ctx context.Context, o op) error {
+	w := l.w
+	wk := w.cur
+	if wk == nil {
+		panic("sim: store called outside a worker")
+	}
+	if wk.state == killed {
+		return errKilled
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &w.p
+	perfect := wk.cl.probe
+	sctx := context.WithoutCancel(ctx) // what the store sees: the values, not the caller's cancellation
+	if !perfect && w.chance(p.dropRequest) {
+		w.stats.LinkFaults++
+		wk.faulted = true
+		w.tracef("%s %s: request LOST", wk, o.name)
+		if err := wk.wait(ctx, w.between(50*time.Millisecond, p.timeout), o.name+" (request lost)"); err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: %w", o.name, errRequestLost)
+	}
+	d := w.between(0, p.maxDelay)
+	arrive := w.now.Add(d)
+	if err := wk.wait(ctx, d, o.name+" request"); err != nil {
+		// The caller gave up while its request was in flight: the request
+		// still arrives and is applied, with nobody waiting for the reply.
+		wk.faulted = true
+		w.at(arrive, func() { w.orphan(wk, o, sctx, "arrives after its caller gave up") })
+		return err
+	}
+	if w.now.Before(w.downTil) {
+		wk.faulted = true
+		w.tracef("%s %s: store down", wk, o.name)
+		return fmt.Errorf("%s: %w", o.name, errStoreDown)
+	}
+	err := o.apply(sctx)
+	w.tracef("%s %s applied: %s", wk, o.name, errText(err))
+	if !perfect && w.chance(p.duplicate) {
+		w.stats.LinkFaults++
+		wk.faulted = true
+		w.after(w.between(0, 2*p.maxDelay), func() { w.orphan(wk, o, sctx, "DUPLICATE") })
+	}
+	if !perfect && w.chance(p.dropReply) {
+		w.stats.LinkFaults++
+		wk.faulted = true
+		w.tracef("%s %s: reply LOST", wk, o.name)
+		if werr := wk.wait(ctx, w.between(50*time.Millisecond, p.timeout), o.name+" (reply lost)"); werr != nil {
+			return werr
+		}
+		return fmt.Errorf("%s: %w", o.name, errReplyLost)
+	}
+	if werr := wk.wait(ctx, w.between(0, p.maxDelay), o.name+" reply"); werr != nil {
+		wk.faulted = true
+		return werr
+	}
+	return err
+}
+
+// orphan applies a request nobody waits for (a duplicate, or one whose
+// caller gave up), on the scheduler's goroutine.
+func (w *world) orphan(wk *worker, o op, ctx context.Context, why string) {
+	if w.now.Before(w.downTil) {
+		w.tracef("%s %s (%s): store down", wk, o.name, why)
+		return
+	}
+	err := o.apply(ctx)
+	w.tracef("%s %s (%s) applied: %s", wk, o.name, why, errText(err))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+// Claim implements idem.Store.
+func (l link) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	w := l.w
+	wk := w.cur
+	if !wk.tokenSet {
+		wk.token, wk.tokenSet = req.Token, true
+		w.tokens[req.Token] = wk
+	}
+	var c idem.Claim
+	err := l.call(ctx, op{name: "claim", apply: func(sctx context.Context) error {
+		got, err := w.mem.Claim(sctx, req)
+		if err == nil {
+			w.onClaim(wk, req, got)
+		}
+		if w.cur == wk {
+			c = got
+		}
+		return err
+	}})
+	return c, err
+}
+
+// Complete implements idem.Store.
+func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+	w := l.w
+	wk := w.cur
+	wk.completeSent = true
+	err := l.call(ctx, op{name: "complete", apply: func(sctx context.Context) error {
+		err := w.mem.Complete(sctx, key, token, out, ttl)
+		if err == nil {
+			w.onComplete(wk, out, ttl)
+		}
+		if w.cur == wk {
+			// Whether the store holds the token's outcome as it answers
+			// the executor's own request (a stale duplicate may still
+			// store it later, unknown to the executor).
+			wk.storedWhenAnswered = err == nil
+		}
+		return err
+	}})
+	if errors.Is(err, idem.ErrLeaseLost) {
+		wk.completeRefused = true
+	}
+	return err
+}
+
+// Release implements idem.Store.
+func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error {
+	w := l.w
+	wk := w.cur
+	return l.call(ctx, op{name: "release", apply: func(sctx context.Context) error {
+		err := w.mem.Release(sctx, key, token)
+		if err == nil {
+			w.onRelease(wk)
+		}
+		return err
+	}})
+}
+
+// Renew implements idem.Renewer, for the executor's renewal goroutine.
+func (l link) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
+	w := l.w
+	a := w.cur
+	err := l.call(ctx, op{name: "renew", apply: func(sctx context.Context) error {
+		err := w.mem.Renew(sctx, key, token, lease)
+		if err == nil {
+			w.onRenew(a.parent, lease)
+		}
+		return err
+	}})
+	if errors.Is(err, idem.ErrLeaseLost) && a.state == running {
+		// The renewals end now, without another yield: give the baton
+		// back (the scheduler waits until they cancel the method's
+		// context).
+		a.stopAfter()
+		a.state = ended
+		w.stats.RenewalsLost++
+		w.back <- struct{}{}
+	}
+	return err
+}
+
+var _ idem.Renewer = link{}
+
+// crashStore crashes the store: a durable one keeps its records (the same
+// memstore survives), a losing one restarts empty (Redis without
+// persistence). It is down for a while either way.
+func (w *world) crashStore() {
+	w.stats.StoreCrashes++
+	down := w.between(0, 300*time.Millisecond)
+	w.downTil = w.now.Add(down)
+	if w.opts.Store == Losing {
+		w.mem = w.newStore()
+		for _, ks := range w.keys {
+			ks.lost()
+		}
+		w.tracef("STORE CRASHES and restarts EMPTY, down for %v", down)
+		return
+	}
+	w.tracef("STORE CRASHES and restarts with its records, down for %v", down)
+}

@@ -1,0 +1,8 @@
+-- Optional archive of swept idempotency records (runtime/pgstore,
+-- pgstore.WithArchive): the sweeper moves expired rows of idem_records here
+-- instead of deleting them, for audit. Apply after schema.sql. The archive has
+-- no primary key: one key can be archived more than once over time.
+CREATE TABLE IF NOT EXISTS idem_records_archive (
+    LIKE idem_records,
+    archived_at timestamptz NOT NULL DEFAULT now()
+);
