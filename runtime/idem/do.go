@@ -406,6 +406,7 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 	if decided && out.Status == StatusFailedFinal && notStored == nil && mutant.On(ctx, mutant.ReleaseAfterFinal) {
 		decided = false // a known mistake, switched on only by the simulator's tests
 	}
+	err = markFinal(decided, err)
 	if !decided {
 		c.release(ctx, token, err)
 		if lost := rn.lostLease(); lost != nil && !errors.Is(err, ErrLeaseLost) {
@@ -423,6 +424,16 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 	// outcome: the method ran, so the caller gets its result either way (a
 	// retry after the lease would run it again; the observer was told).
 	return v, err
+}
+
+// markFinal marks a decided error with Final, so that the first caller's
+// error matches ErrFinal as its replays do (a final= sentinel is returned
+// by the method unmarked). errors.Is and errors.As see through it.
+func markFinal(decided bool, err error) error {
+	if decided && err != nil && !errors.Is(err, ErrFinal) {
+		return Final(err)
+	}
+	return err
 }
 
 func (c *call[T]) release(ctx context.Context, token Token, cause error) {
@@ -508,6 +519,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 	v, err = fn(txn.Context(withRecordKey(ctx, c.key)))
 	returned = true
 	out, decided, notStored := c.outcome(v, err)
+	err = markFinal(decided, err)
 	if !decided {
 		c.releaseTx(ctx, txn, err)
 		return v, err

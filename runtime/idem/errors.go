@@ -26,7 +26,8 @@ var (
 	// limits every store accepts (MaxTenantLen, MaxOpLen, MaxOutcomeLen).
 	ErrTooLarge = errors.New("idem: value exceeds the store limits")
 	// ErrFinal matches, through errors.Is, every final error: one marked with
-	// Final, or a replayed one.
+	// Final, one matching a final= sentinel (Do marks it on the first call
+	// too), and every replayed one.
 	ErrFinal = errors.New("idem: final error")
 	// ErrOutcomeNotStored is what retries get (errors.Is also matches
 	// ErrFinal) when the method ran but its outcome could not be stored: the

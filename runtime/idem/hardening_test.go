@@ -1008,3 +1008,32 @@ func TestDoLostRepliesEverywhere(t *testing.T) {
 		}
 	}
 }
+
+// TestDoFinalSentinelMatchesErrFinal: a final= sentinel's error matches
+// ErrFinal and the sentinel on the first call as on its replays, in lease
+// and in transactional mode.
+func TestDoFinalSentinelMatchesErrFinal(t *testing.T) {
+	errDeclined := errors.New("declined")
+	for _, mode := range []string{"lease", "tx"} {
+		t.Run(mode, func(t *testing.T) {
+			ex := idem.NewExecutor(newFaultStore(nil))
+			if mode == "tx" {
+				ex = idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)})
+			}
+			m := &idem.Method{Op: "T.Pay", TTL: time.Hour, Final: []idem.FinalError{{Name: "ErrDeclined", Err: errDeclined}}}
+			for i := range 2 {
+				var parts idem.KeyParts
+				parts.String("id", "order-1")
+				var h idem.Hasher
+				h.String("100")
+				_, err := idem.Do(context.Background(), ex, m, &parts, &h, func(context.Context) (int, error) {
+					return 0, fmt.Errorf("charge: %w", errDeclined)
+				})
+				require.Error(t, err)
+				assert.ErrorIs(t, err, errDeclined, "call %d", i)
+				assert.ErrorIs(t, err, idem.ErrFinal, "call %d", i)
+				assert.Equal(t, "charge: declined", err.Error(), "call %d", i)
+			}
+		})
+	}
+}
