@@ -33,6 +33,8 @@ func FuzzParse(f *testing.F) {
 		"key=a ttl=1s ttl=2s hash=a,,a",
 		"key=a ttl=1s codec=custom",
 		"defaults codec=json",
+		"key=a ttl=1s renew=true",
+		"defaults renew=false",
 		"key=a ttl=1s codec=gob",
 	} {
 		f.Add(s)

@@ -73,6 +73,7 @@ type Method struct {
 	Lease    time.Duration // 0: the executor's default
 	Inflight InflightMode
 	Wait     time.Duration // for InflightWait
+	Renew    bool          // renew=true: the lease is renewed while the method runs
 	Final    []FinalRef
 	// Sentinels are the exported error variables of the method's package
 	// that are not in Final: a Final error matching one replays

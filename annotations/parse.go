@@ -349,6 +349,12 @@ func (p *lineParser) option(name string, o Opt) {
 			return
 		}
 		s.Codec = &Codec{Opt: o, Custom: o.Text == "custom"}
+	case "renew":
+		if o.Text != "true" && o.Text != "false" {
+			p.add(o.ValuePos, "malformed renew=%s: want true (renew the lease while the method runs) or false", o.Text)
+			return
+		}
+		s.Renew = &Bool{Opt: o, B: o.Text == "true"}
 	}
 }
 

@@ -161,10 +161,12 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown with suggestion", []string{"//idem:key=order.ID+op tll=155s"},
 			[]string{`3:24: unknown option "tll"; did you mean "ttl"?`}},
+		{"renew value", []string{"//idem:key=a ttl=1s renew=yes"},
+			[]string{`3:27: malformed renew=yes: want true (renew the lease while the method runs) or false`}},
 		{"codec value", []string{"//idem:key=a ttl=1s codec=gob"},
 			[]string{`3:27: malformed codec=gob: want json (the default, checked by idemgen) or custom (a codec set with idem.WithCodec)`}},
 		{"unknown far", []string{"//idem:key=a ttl=1s zzzzzzzz=1"},
-			[]string{`3:21: unknown option "zzzzzzzz"; options are key, ttl, retries, timeout, backoff, downstream, margin, lease, inflight, hash, final, op, codec`}},
+			[]string{`3:21: unknown option "zzzzzzzz"; options are key, ttl, retries, timeout, backoff, downstream, margin, lease, inflight, hash, final, op, codec, renew`}},
 		{"unknown bare word", []string{"//idem:key=a retires"},
 			[]string{`3:14: unknown option "retires"; did you mean "retries"?`}},
 		{"repeated", []string{"//idem:key=a ttl=1s", "//idem:ttl=2s"},

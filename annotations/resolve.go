@@ -251,6 +251,7 @@ func merge(defaults, own *Spec) *Spec {
 	s.Hash = cmp.Or(s.Hash, defaults.Hash)
 	s.Final = cmp.Or(s.Final, defaults.Final)
 	s.Codec = cmp.Or(s.Codec, defaults.Codec)
+	s.Renew = cmp.Or(s.Renew, defaults.Renew)
 	return &s
 }
 
@@ -815,6 +816,7 @@ func (r *resolver) resolveTimes(m *Method, s *Spec) {
 			r.add(s.Lease.NamePos, "lease=%s is longer than the ttl %s derived from the retry budget", s.Lease.Text, FormatDuration(m.TTL))
 		}
 	}
+	m.Renew = s.Renew != nil && s.Renew.B
 	if s.Inflight != nil && s.Inflight.Wait {
 		m.Inflight, m.Wait = InflightWait, s.Inflight.D
 	}

@@ -30,6 +30,7 @@ type Spec struct {
 	Final      *NameList
 	Op         *Op
 	Codec      *Codec
+	Renew      *Bool
 }
 
 // Opt is what every option value records: where its name and value are
@@ -99,6 +100,12 @@ type Codec struct {
 	Custom bool
 }
 
+// Bool is a boolean option (renew): "true" or "false".
+type Bool struct {
+	Opt
+	B bool
+}
+
 // KeyExpr is the key option: operands joined by '+'.
 type KeyExpr struct {
 	Opt
@@ -130,7 +137,7 @@ type Selector struct {
 // optionNames lists the options in the canonical order String writes them.
 var optionNames = []string{
 	"key", "ttl", "retries", "timeout", "backoff", "downstream", "margin",
-	"lease", "inflight", "hash", "final", "op", "codec",
+	"lease", "inflight", "hash", "final", "op", "codec", "renew",
 }
 
 // opt returns the common part of the option called name, or nil.
@@ -176,6 +183,10 @@ func (s *Spec) opt(name string) *Opt {
 		if s.Codec != nil {
 			return &s.Codec.Opt
 		}
+	case "renew":
+		if s.Renew != nil {
+			return &s.Renew.Opt
+		}
 	}
 	return nil
 }
@@ -189,7 +200,7 @@ func durOpt(d *Duration) *Opt {
 
 // String returns the Spec as one //idem: line, options in a canonical order
 // (key ttl retries timeout backoff downstream margin lease inflight hash final
-// op codec), each value as written. Parsing it gives a Spec Equal to s.
+// op codec renew), each value as written. Parsing it gives a Spec Equal to s.
 func (s *Spec) String() string {
 	var b strings.Builder
 	b.WriteString(directive)

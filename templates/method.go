@@ -75,6 +75,7 @@ func (mg *methodGen) keyText() string {
 //		TTL:   155 * time.Second,
 //		Lease: 10 * time.Second,                 // when lease= is given
 //		Wait:  3 * time.Second,                  // inflight=wait:3s
+//		Renew: true,                             // renew=true
 //		Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}},
 //	}
 func (mg *methodGen) descriptor() jen.Code {
@@ -87,6 +88,9 @@ func (mg *methodGen) descriptor() jen.Code {
 	}
 	if mg.m.Inflight == annotations.InflightWait && mg.m.Wait > 0 {
 		fields = append(fields, jen.Id("Wait").Op(":").Add(durationCode(mg.m.Wait)))
+	}
+	if mg.m.Renew {
+		fields = append(fields, jen.Id("Renew").Op(":").True())
 	}
 	if len(mg.m.Final) > 0 {
 		var items []jen.Code

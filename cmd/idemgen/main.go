@@ -60,8 +60,8 @@ An annotation is a line in a method's doc comment:
 	svc := NewIdempotentOrderService(&OrderService{}, idem.NewExecutor(memstore.New()))
 
 Options: key, ttl, retries, timeout, backoff, downstream, margin, lease,
-inflight, hash, final, op, codec; //idem:defaults on a type applies to its
-methods. The reference is docs/ANNOTATIONS.md in the idemgen repository.
+inflight, hash, final, op, codec, renew; //idem:defaults on a type applies
+to its methods. The reference is docs/ANNOTATIONS.md in the idemgen repository.
 
 Flags:
 `
