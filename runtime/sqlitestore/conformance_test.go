@@ -51,18 +51,3 @@ func TestConformanceTx(t *testing.T) {
 		Sweep:         sweepOf,
 	})
 }
-
-// TestConformanceRealClock runs the suite on the real clock, its subtests
-// in parallel on one shared file (each subtest's store of its own), with
-// leases long enough for a loaded machine.
-func TestConformanceRealClock(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sleeps through leases")
-	}
-	db, _ := openDB(t)
-	idemtest.Run(t, idemtest.Options{
-		NewStore: func(t *testing.T) idem.Store { return sqlitestore.New(db) },
-		Unit:     time.Second,
-		Sweep:    sweepOf,
-	})
-}
