@@ -162,8 +162,6 @@ func (w *world) onClaim(wk *worker, req idem.ClaimRequest, c idem.Claim) {
 	ks.holder, ks.holderWk = req.Token, wk
 	ks.leaseUntil = w.now.Add(req.Lease)
 	ks.expires = w.now.Add(req.TTL)
-	wk.leaseUntil = ks.leaseUntil
-	wk.takeover = c.TakenOver
 	wk.claimEpoch = ks.epoch
 }
 
@@ -238,7 +236,6 @@ func (w *world) onRenew(wk *worker, lease time.Duration) {
 	if ks.leaseUntil.After(ks.expires) {
 		ks.leaseUntil = ks.expires
 	}
-	wk.leaseUntil = ks.leaseUntil
 	w.stats.Renewals++
 }
 
@@ -345,7 +342,7 @@ func (w *world) checkAnswer(wk *worker) {
 		}
 		got = outcome{exec: wk.res.Exec, payload: wk.res.Payload}
 	case errors.Is(wk.err, idem.ErrLeaseLost):
-		if wk.completeOK && wk.seenEpoch == ks.epoch && w.now.Before(ks.expires) {
+		if wk.storedWhenAnswered {
 			w.violate("%s: %s told %q, but the store accepted its outcome", ks.name, wk, wk.err)
 		}
 		return

@@ -149,6 +149,12 @@ func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out 
 		if err == nil {
 			w.onComplete(wk, out, ttl)
 		}
+		if w.cur == wk {
+			// Whether the store holds the token's outcome as it answers
+			// the executor's own request (a stale duplicate may still
+			// store it later, unknown to the executor).
+			wk.storedWhenAnswered = err == nil
+		}
 		return err
 	}})
 	if errors.Is(err, idem.ErrLeaseLost) {
@@ -161,7 +167,6 @@ func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out 
 func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error {
 	w := l.w
 	wk := w.cur
-	wk.releaseSent = true
 	return l.call(ctx, op{name: "release", apply: func(sctx context.Context) error {
 		err := w.mem.Release(sctx, key, token)
 		if err == nil {

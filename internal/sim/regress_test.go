@@ -50,3 +50,22 @@ func TestFoundInRealCode(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleDuplicateStoresLater: a stale duplicate of a worker's Claim
+// re-creates its record after its lease was taken over and released, and a
+// stale duplicate of its Complete then stores its outcome, after the store
+// had answered the worker's own Complete with ErrLeaseLost. The caller's
+// ErrLeaseLost was true when it was given; the checker once flagged it
+// (found by make sim at this seed, one of six in 10^6).
+func TestStaleDuplicateStoresLater(t *testing.T) {
+	r := Run(161646, Options{Store: Durable, Trace: true})
+	if !r.OK() {
+		t.Fatalf("%s", r.Report())
+	}
+	trace := strings.Join(r.Trace, "\n")
+	for _, want := range []string{"w2(c2) complete applied: memstore: complete", "w2(c2) claim (DUPLICATE) applied: ok", "w2(c2) complete (DUPLICATE) applied: ok", "w2(c2) returns: error: idem: complete k0"} {
+		if !strings.Contains(trace, want) {
+			t.Fatalf("the schedule no longer has %q:\n%s", want, trace)
+		}
+	}
+}

@@ -379,7 +379,6 @@ func (w *world) attempt(c *client) {
 				return
 			}
 			w.tracef("c%d times out waiting for %s", c.id, wk)
-			wk.abandoned = true
 			c.cur = nil
 			if w.chance(0.5) {
 				w.cancelCtx(wk)

@@ -51,18 +51,15 @@ type worker struct {
 
 	token      idem.Token
 	tokenSet   bool
-	leaseUntil time.Time  // from the store's accepted claim
 	exec       *execution // the method run of this attempt, if any
-	takeover   bool       // its claim took over a lapsed lease
 	claimEpoch int        // the record's life its claim began
 	// completeSent: a Complete of this worker left for the store;
 	// completeOK: the store accepted one (whether or not the reply came back).
 	completeSent, completeOK bool
-	releaseSent              bool
 	completeRefused          bool // a reply to its Complete said ErrLeaseLost
+	storedWhenAnswered       bool // completeOK when the store answered its last Complete
 	seenEpoch                int  // the record's life its last replay or accepted outcome came from
 	faulted                  bool // a request or reply of this worker was lost or cut short
-	abandoned                bool // its client stopped waiting for it
 	cancelled                bool // its client cancelled its context
 	fenced                   bool // another worker took its lease over
 

@@ -26,20 +26,24 @@ import (
 // Once fn has run, nothing but its own transient error releases the key. An
 // outcome that cannot be stored (the codec refuses the result, such as NaN,
 // ±Inf or a cycle in JSON; it exceeds MaxOutcomeLen; the store refuses it
-// after its retries) is replaced by a final outcome with the code
-// NotStoredCode: the caller gets fn's own result, the observer is told
-// (EventOutcomeNotStored), and retries get an error matching
-// ErrOutcomeNotStored instead of running fn again. In transactional mode
+// after its retries, with an answer rather than a lost connection) is
+// replaced by a final outcome with the code NotStoredCode: the caller gets
+// fn's own result, the observer is told (EventOutcomeNotStored), and
+// retries get an error matching ErrOutcomeNotStored instead of running fn
+// again. A store that cannot be reached at all gets no substitute: the
+// caller still gets fn's result, the observer a store error, and a retry
+// after the lease runs fn again. In transactional mode
 // the substitute is committed with fn's writes (a success) or without them
 // (a final error); a commit that fails commits nothing, and the caller gets
 // the store's error, never fn's success. A stored outcome that no longer
 // decodes into T is an error matching ErrUndecodable with the zero value.
 //
-// Lost replies: a Claim that fails is retried with the same token (stores
-// answer a repeated claim of the caller's own token as claimed), and when
-// the executor gives up it releases that token's claim, best effort, so
-// that a claim applied by the store is not left blocking the key for its
-// lease. A Complete that fails is retried; a store answers a repeated
+// Lost replies: in lease mode a Claim that fails is retried with the same
+// token (stores answer a repeated claim of the caller's own token as
+// claimed), and when the executor gives up it releases that token's claim,
+// best effort, so that a claim applied by the store is not left blocking
+// the key for its lease (in transactional mode a failed ClaimTx committed
+// nothing). A Complete that fails is retried; a store answers a repeated
 // Complete of the token whose outcome it holds with success, so a lost reply
 // never turns a stored outcome into ErrLeaseLost.
 //
@@ -426,13 +430,14 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 // complete stores out. If the store answers but will not take it (after
 // the retries, or at once for ErrTooLarge), it stores the substitute
 // notStoredOutcome, once, so that no encoding or storage error turns a
-// decided outcome into a second execution. notStored is set when out
-// already is the substitute.
+// decided outcome into a second execution; a store that cannot be reached
+// (see unreachable) gets no substitute, since it may take the real outcome
+// a moment later. notStored is set when out already is the substitute.
 func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notStored error) error {
 	dctx, cancel := c.detached(ctx)
 	defer cancel()
 	err := c.tryComplete(dctx, token, out, c.ex.attempts)
-	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil {
+	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
 		notStored = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
 		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
 	}

@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,9 +275,78 @@ func TestDoCompleteDownKeepsResult(t *testing.T) {
 	v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 5, nil })
 	require.NoError(t, err)
 	assert.Equal(t, 5, v)
-	assert.Len(t, st.completes, 4, "three attempts and the substitute")
+	assert.Len(t, st.completes, 3, "three attempts, and no substitute for a store that cannot be reached")
 	assert.Contains(t, ev.kinds(), idem.EventStoreError)
 	assert.NotContains(t, ev.kinds(), idem.EventOutcomeNotStored)
+}
+
+// sqlError is an error with an SQLSTATE, as pgx's *pgconn.PgError.
+type sqlError struct{ code, msg string }
+
+func (e *sqlError) Error() string    { return e.msg + " (SQLSTATE " + e.code + ")" }
+func (e *sqlError) SQLState() string { return e.code }
+
+// redisError is a Redis error reply, as go-redis's.
+type redisError string
+
+func (e redisError) Error() string { return string(e) }
+func (redisError) RedisError()     {}
+
+// timeoutError is a network timeout (a net.Error).
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+// TestDoSubstituteOnlyWhenTheStoreAnswers: after its retries, the executor
+// stores the substitute outcome when the store answered and refused, not
+// when it could not be reached (it would take the real outcome a moment
+// later).
+func TestDoSubstituteOnlyWhenTheStoreAnswers(t *testing.T) {
+	cases := []struct {
+		err        error
+		substitute bool
+	}{
+		{fmt.Errorf("write tcp: %w", syscall.ECONNRESET), false},
+		{fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED), false},
+		{fmt.Errorf("write: %w", syscall.EPIPE), false},
+		{fmt.Errorf("read: %w", io.EOF), false},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), false},
+		{&net.OpError{Op: "read", Net: "tcp", Err: timeoutError{}}, false},
+		{fmt.Errorf("pool: %w", net.ErrClosed), false},
+		{fmt.Errorf("query: %w", context.DeadlineExceeded), false},
+		{&sqlError{"57P01", "FATAL: terminating connection due to administrator command"}, false},
+		{&sqlError{"08006", "connection failure"}, false},
+		{&sqlError{"40001", "could not serialize access"}, false},
+		{&sqlError{"53300", "too many connections"}, false},
+		{fmt.Errorf("redisstore: %w", redisError("LOADING Redis is loading the dataset in memory")), false},
+		{redisError("READONLY You can't write against a read only replica."), false},
+		{&sqlError{"22021", `invalid byte sequence for encoding "UTF8": 0x00`}, true},
+		{&sqlError{"54000", "index row size 2720 exceeds btree version 4 maximum 2704"}, true},
+		{redisError("ERR string exceeds maximum allowed size"), true},
+		{errors.New("mystore: cannot store this outcome"), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.err.Error(), func(t *testing.T) {
+			st := newFaultStore(nil)
+			st.refuse = refuseStatus(idem.StatusSucceeded, tc.err)
+			var ev eventLog
+			ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe))
+			m := &idem.Method{Op: "T.M", TTL: time.Minute}
+			v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 8, nil })
+			require.NoError(t, err)
+			assert.Equal(t, 8, v)
+			if tc.substitute {
+				assert.Len(t, st.completes, 4)
+				assert.Contains(t, ev.kinds(), idem.EventOutcomeNotStored)
+				return
+			}
+			assert.Len(t, st.completes, 3)
+			assert.Contains(t, ev.kinds(), idem.EventStoreError)
+			assert.NotContains(t, ev.kinds(), idem.EventOutcomeNotStored)
+		})
+	}
 }
 
 // plainStore hides every optional interface of the store it wraps.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,7 +111,7 @@ func (c *fakeClock) waitSleepers(t *testing.T, n int) {
 
 // errTransport is what a store answers when the network fails; whether the
 // store applied the operation is unknown to the caller.
-var errTransport = errors.New("connection reset by peer")
+var errTransport = fmt.Errorf("read tcp 127.0.0.1:5432: %w", syscall.ECONNRESET)
 
 // faultStore is a real memstore behind a link that can lose replies: an
 // operation is applied and its reply replaced by errTransport (drop*), or it

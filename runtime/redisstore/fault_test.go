@@ -2,11 +2,15 @@ package redisstore_test
 
 import (
 	"context"
+	"net"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -158,4 +162,71 @@ func TestRecordScheme(t *testing.T) {
 	assert.Equal(t, []byte("stored before"), cl.Record.Outcome.Body)
 	assert.NoError(t, s.Complete(ctx, old, 7, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute),
 		"the token that completed an old record is answered success")
+}
+
+// TestRedisFull: a Redis server at its maxmemory under noeviction refuses
+// claims with an error wrapping idem.ErrStoreFull; records are kept.
+func TestRedisFull(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not installed (scripts/redis.sh installs it)")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 10*time.Second, 20*time.Millisecond, "redis-server on %s", addr)
+
+	s := redisstore.New(c)
+	key := func(id string) idem.Key {
+		k, err := idem.NewKey("full", "Op", id)
+		require.NoError(t, err)
+		return k
+	}
+	held := idem.ClaimRequest{Key: key("held"), Token: 1, Lease: time.Minute, TTL: time.Hour}
+	done := idem.ClaimRequest{Key: key("done"), Token: 2, Lease: time.Minute, TTL: time.Hour}
+	for _, r := range []idem.ClaimRequest{held, done} {
+		cl, err := s.Claim(ctx, r)
+		require.NoError(t, err)
+		require.True(t, cl.Claimed)
+	}
+	require.NoError(t, s.Complete(ctx, done.Key, done.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("r")}, time.Hour))
+	// Fill the server with large values, then small ones: a command is
+	// refused once the memory in use (its own request buffer included)
+	// passes maxmemory, so the server is full for small commands only when
+	// a small SET is refused.
+	for _, size := range []int{64 << 10, 64} {
+		v := strings.Repeat("x", size)
+		for i := 0; ; i++ {
+			require.Less(t, i, 1_000_000, "4 MB never filled up")
+			if err := c.Set(ctx, "filler:"+strconv.Itoa(size)+":"+strconv.Itoa(i), v, 0).Err(); err != nil {
+				require.ErrorContains(t, err, "OOM")
+				break
+			}
+		}
+	}
+
+	k := key("new")
+	_, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+	require.ErrorIs(t, err, idem.ErrStoreFull, "a new claim on a full Redis is refused")
+	assert.Contains(t, err.Error(), "redisstore: claim "+k.Hex())
+
+	again := done
+	again.Token = 4
+	cl, err := s.Claim(ctx, again)
+	require.NoError(t, err, "a full Redis still replays (the script writes nothing)")
+	assert.Equal(t, []byte("r"), cl.Record.Outcome.Body)
+	require.NoError(t, s.Complete(ctx, held.Key, held.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("h")}, time.Hour),
+		"a full Redis still stores an outcome (its first write frees the lease field)")
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: held.Key, Token: 5, Lease: time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, []byte("h"), cl.Record.Outcome.Body)
 }

@@ -60,6 +60,13 @@
 // a database behind it for money paths: runtime/tiered runs Redis in front of
 // runtime/pgstore, whose unique index is the final line. Run Redis with
 // maxmemory-policy noeviction (or enough memory) when it holds records.
+//
+// Under noeviction a Redis server past its maxmemory refuses a script's
+// first write that may grow memory with an OOM error: a claim that would
+// create or take over a record is refused, with an error wrapping
+// idem.ErrStoreFull (no method is run, no record is dropped), while replays
+// (which write nothing), Complete and Release (whose first write frees
+// memory, after which Redis lets a script finish) go on.
 package redisstore
 
 import (
@@ -356,7 +363,13 @@ func schemeArg(v uint32) any {
 var smallSchemes = [...]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 
 // errorf wraps err with the store's name, the operation and the key's ID.
+// A Redis server out of memory under maxmemory-policy noeviction (an "OOM"
+// error reply) is a full store: the error wraps idem.ErrStoreFull too.
 func errorf(op string, k idem.Key, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+		return fmt.Errorf("redisstore: %s %s: %w: %w", op, k.Hex(), idem.ErrStoreFull, err)
+	}
 	return fmt.Errorf("redisstore: %s %s: %w", op, k.Hex(), err)
 }
 
