@@ -266,3 +266,57 @@ func TestTxNestedCallRefused(t *testing.T) {
 	require.Error(t, inner)
 	assert.Contains(t, inner.Error(), "inside a transactional call of the same store")
 }
+
+// TestProcessesShareOneFile: stores on separate handles of one file (as
+// separate processes have: their own connections, no shared write slot)
+// race on the same keys through idem.Do; every key runs once, and every
+// caller gets its result, the handles meeting only in SQLite's file locks.
+// (Use one mode per file: a transactional call answers a lease-mode
+// PROCESSING record as in progress at once.)
+func TestProcessesShareOneFile(t *testing.T) {
+	for _, mode := range []string{"lease", "tx"} {
+		t.Run(mode, func(t *testing.T) { processesShareOneFile(t, mode) })
+	}
+}
+
+func processesShareOneFile(t *testing.T, mode string) {
+	db, path := openDB(t)
+	withOrders(t, db)
+	const handles, perHandle, keys = 4, 6, 5
+	var runs [keys]atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range handles {
+		hdb, err := sqlitestore.Open(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = hdb.Close() })
+		var store idem.Store = sqlitestore.New(hdb)
+		if mode == "tx" {
+			store = sqlitestore.NewTx(hdb)
+		}
+		ex := idem.NewExecutor(store)
+		m := placeMethod
+		m.Wait = time.Minute
+		for range perHandle {
+			wg.Go(func() {
+				<-start
+				for k := range keys {
+					id := fmt.Sprint("order-", k)
+					v, err := place(t.Context(), ex, &m, id, 1, func(ctx context.Context) (string, error) {
+						runs[k].Add(1)
+						return "r-" + id, insertOrder(ctx, hdb, id, 1)
+					})
+					if assert.NoError(t, err) {
+						assert.Equal(t, "r-"+id, v)
+					}
+				}
+			})
+		}
+	}
+	close(start)
+	wg.Wait()
+	for k := range keys {
+		assert.Equal(t, int32(1), runs[k].Load(), "key %d runs once", k)
+	}
+	assert.Equal(t, keys, orders(t, db))
+}
