@@ -33,13 +33,6 @@ func openDB(t testing.TB) (*sql.DB, string) {
 	return db, path
 }
 
-func key(t testing.TB, id string) idem.Key {
-	t.Helper()
-	k, err := idem.NewKey("tenant", "test.Op", id)
-	require.NoError(t, err)
-	return k
-}
-
 func fp(s string) idem.Fingerprint {
 	var f idem.Fingerprint
 	copy(f[:], s)
@@ -49,10 +42,6 @@ func fp(s string) idem.Fingerprint {
 var tokens atomic.Uint64
 
 func newToken() idem.Token { return idem.Token(tokens.Add(1)<<16 | 0xbeef) }
-
-func claimReq(k idem.Key, f string, lease, ttl time.Duration) idem.ClaimRequest {
-	return idem.ClaimRequest{Key: k, Fingerprint: fp(f), Token: newToken(), Lease: lease, TTL: ttl}
-}
 
 func succeeded(body string) idem.Outcome {
 	return idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(body)}
