@@ -47,7 +47,8 @@ fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz=FuzzParse -fuzztime=60s
 
 bench:
-	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && cd bench && $(GO) run ./cmd/peers'
+	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
+		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 
 # The duplicate storm with faults, full size, on every store.
 stress:

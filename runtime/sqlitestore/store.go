@@ -62,11 +62,12 @@ func WithLockTimeout(d time.Duration) Option {
 // the settings the store needs: WAL journal, synchronous=FULL (an outcome
 // whose Complete returned survives a power loss, not only a process kill),
 // busy_timeout of DefaultLockTimeout, and foreign keys on. path is a file
-// name, not a URI; it must not contain '?' or '#'. The caller closes the
+// name: not a URI, not ":memory:" (each pooled connection would get a
+// database of its own), without '?' or '#'. The caller closes the
 // returned *sql.DB.
 func Open(path string) (*sql.DB, error) {
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("sqlitestore: open %q: the path must be a non-empty file name without '?' or '#'", path)
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("sqlitestore: open %q: the path must be a file name (not a URI, not :memory:, without '?' or '#')", path)
 	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(DefaultLockTimeout.Milliseconds(), 10)+")")

@@ -320,3 +320,50 @@ func processesShareOneFile(t *testing.T, mode string) {
 	}
 	assert.Equal(t, keys, orders(t, db))
 }
+
+// TestWriteLockTimeout: while a transactional call holds the write lock, a
+// call on another key of the same store waits at most the lock timeout and
+// then fails with idem.ErrStoreFull, the method not run; a canceled caller
+// stops waiting at once.
+func TestWriteLockTimeout(t *testing.T) {
+	db, _ := openDB(t)
+	ex := idem.NewExecutor(sqlitestore.NewTx(db, sqlitestore.WithLockTimeout(100*time.Millisecond)))
+	ctx := t.Context()
+	running, finish, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := place(ctx, ex, &placeMethod, "holder", 1, func(context.Context) (string, error) {
+			close(running)
+			<-finish
+			return "h", nil
+		})
+		done <- err
+	}()
+	<-running
+	other := func(ctx context.Context) error {
+		_, err := place(ctx, ex, &placeMethod, "other", 1, func(context.Context) (string, error) {
+			t.Error("the method must not run without the lock")
+			return "", nil
+		})
+		return err
+	}
+	start := time.Now()
+	err := other(ctx)
+	assert.ErrorIs(t, err, idem.ErrStoreFull)
+	assert.Less(t, time.Since(start), 30*time.Second)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	assert.ErrorIs(t, other(canceled), context.Canceled)
+	close(finish)
+	require.NoError(t, <-done)
+	v, err := place(ctx, ex, &placeMethod, "other", 1, func(context.Context) (string, error) { return "o", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "o", v)
+}
+
+// TestOpenRefusesNonFiles: Open takes a file name only.
+func TestOpenRefusesNonFiles(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro", "x#y"} {
+		_, err := sqlitestore.Open(p)
+		assert.Error(t, err, "%q", p)
+	}
+}
