@@ -98,7 +98,8 @@ type Store struct {
 }
 
 // New returns a store in lease mode on db, a database opened with Open (or
-// with equivalent settings: WAL, a busy_timeout). The table must exist: run
+// with equivalent settings: WAL, a busy_timeout; a pool of at least two
+// connections, since replays read beside the writer). The table must exist: run
 // Migrate once, or apply Schema with a migration tool. Use one store per
 // database per process: the stores of one process share its write lock only
 // through SQLite's busy_timeout.
