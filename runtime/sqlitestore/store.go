@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	sqlite "modernc.org/sqlite"
@@ -95,6 +96,9 @@ type Store struct {
 	// holds it, so that writers of one process queue here (bounded, and
 	// cancellable) instead of in SQLite's busy handler.
 	gate chan struct{}
+
+	mu       sync.Mutex
+	claiming map[[32]byte]chan struct{} // keys whose claim is in the write path, closed when it ends
 }
 
 // New returns a store in lease mode on db, a database opened with Open (or
@@ -111,7 +115,8 @@ func New(db *sql.DB, opts ...Option) *Store {
 	if c.lockTimeout <= 0 {
 		c.lockTimeout = DefaultLockTimeout
 	}
-	return &Store{db: db, now: c.now, lockTimeout: c.lockTimeout, gate: make(chan struct{}, 1)}
+	return &Store{db: db, now: c.now, lockTimeout: c.lockTimeout, gate: make(chan struct{}, 1),
+		claiming: make(map[[32]byte]chan struct{})}
 }
 
 // DB returns the store's database.
@@ -345,7 +350,8 @@ func bytesOf(s string) []byte {
 	return []byte(s)
 }
 
-// Claim implements idem.Store. A live final record (a replay) is read
+// Claim implements idem.Store. A live final record (a replay), or a live
+// PROCESSING record the caller may not take, is answered from a read
 // without the write lock; any other claim runs in a BEGIN IMMEDIATE
 // transaction. A repeated Claim of the caller's own PROCESSING record (same
 // token and payload) is claimed again.
@@ -353,9 +359,34 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
-	if c, ok, err := s.replay(ctx, req); err != nil || ok {
-		return c, err
+	for {
+		if c, ok, err := s.replay(ctx, req); err != nil || ok {
+			return c, err
+		}
+		// One claim of a key at a time per process takes the write lock:
+		// duplicates wait for it and then read what it committed, instead
+		// of queueing on the lock behind each other.
+		s.mu.Lock()
+		busy, ok := s.claiming[req.Key.ID]
+		if !ok {
+			s.claiming[req.Key.ID] = make(chan struct{})
+		}
+		s.mu.Unlock()
+		if !ok {
+			break
+		}
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return idem.Claim{}, fail("claim", req.Key, ctx.Err())
+		}
 	}
+	defer func() {
+		s.mu.Lock()
+		close(s.claiming[req.Key.ID])
+		delete(s.claiming, req.Key.ID)
+		s.mu.Unlock()
+	}()
 	var c idem.Claim
 	err := s.write(ctx, func(conn *sql.Conn, now int64) (err error) {
 		c, err = claimIn(ctx, conn, req, now)
@@ -368,13 +399,16 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 }
 
 // replay reads the record of req's key without the write lock, and answers
-// the claim when the record is live and final.
+// the claim when the record settles it: it is live and final (a replay), or
+// live, PROCESSING and not the caller's to take (a duplicate polling a
+// running call). The claim then changes nothing, as it would under the
+// lock, and writers are not kept waiting by readers.
 func (s *Store) replay(ctx context.Context, req idem.ClaimRequest) (idem.Claim, bool, error) {
 	r, ok, err := load(ctx, s.db, req.Key)
 	if err != nil {
 		return idem.Claim{}, false, fail("claim", req.Key, err)
 	}
-	if ok && r.rec.Status != idem.StatusProcessing && r.expiresAt > s.now().UnixNano() {
+	if ok && settled(&r, req, s.now().UnixNano()) {
 		return idem.Claim{Record: r.rec}, true, nil
 	}
 	return idem.Claim{}, false, nil
