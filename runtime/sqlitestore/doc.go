@@ -25,7 +25,10 @@
 // is idempotent for its caller's own token: a repeated Claim of the caller's
 // PROCESSING record is claimed again, a repeated Complete finds the token's
 // outcome stored and answers nil, a Release of a record that is gone answers
-// nil. A replay reads the committed record without taking the write lock.
+// nil. A replay, and a duplicate that finds the call still running, read
+// the committed record without taking the write lock; of the claims of one
+// key in one process, one at a time takes the lock (the others wait for it
+// and read what it committed).
 // As in every lease store, a worker that stalls past its lease may have run
 // the method once more than the outcome says.
 //
