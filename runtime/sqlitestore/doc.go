@@ -120,15 +120,18 @@
 //
 //	cd runtime/sqlitestore && go test -run '^$' -bench BenchmarkSQLite -benchtime=2s -count=2 .
 //
-// On a shared 2-core machine (AMD EPYC, other jobs running):
+// On a shared 2-core machine (AMD EPYC, load average 13 to 19 from other
+// jobs), two runs:
 //
-//	path           wrapped    floor      x-floor
-//	lease/first    7.0-8.3ms  7.4-9.2ms  0.77-1.13
-//	lease/replay   108µs      81-128µs   0.85-1.33
-//	tx/first       2.2-2.6ms  2.1-2.5ms  1.04-1.08
-//	tx/replay      84-94µs    71-90µs    1.05-1.18
+//	path           wrapped      floor        x-floor
+//	lease/first    5.5-6.3ms    5.1-5.9ms    1.07
+//	lease/replay   72-119µs     67-111µs     1.07
+//	tx/first       2.0-2.4ms    1.7-2.6ms    0.96-1.20
+//	tx/replay      124-151µs    104-106µs    1.17-1.46
 //
 // A first call is bound by fsync (synchronous=FULL: two commits in lease
-// mode, one in transactional mode), a replay by the driver's query; the
-// framework adds a few percent to either, within the machine's noise.
+// mode, one in transactional mode), a replay by the driver's query
+// (database/sql prepares it on every call); the framework adds a few
+// percent to a first call and 5 to 50µs to a replay, within the noise of
+// the loaded machine.
 package sqlitestore
