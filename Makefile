@@ -5,6 +5,9 @@
 
 GO ?= go
 PKGS := ./...
+# Nested Go modules (their own go.mod, so that the core does not inherit
+# their dependencies): vetted and tested by `make test` too.
+MODULES := runtime/sqlitestore
 
 .PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim
 
@@ -15,7 +18,8 @@ demo:
 # (seconds); under -race, in the full run, it runs 10^3.
 test: fmt-check vet staticcheck check
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
-	scripts/with-services.sh $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && \
+		for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done'
 
 generate:
 	$(GO) generate ./examples/... ./internal/benchcmp/...
@@ -49,7 +53,8 @@ fuzz:
 	$(GO) test ./internal/generate -run '^$$' -fuzz=FuzzGenerate -fuzztime=60s
 
 bench:
-	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && cd bench && $(GO) run ./cmd/peers'
+	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
+		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 
 # The duplicate storm with faults, full size, on every store.
 stress:
