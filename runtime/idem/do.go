@@ -38,11 +38,12 @@ import (
 // the store's error, never fn's success. A stored outcome that no longer
 // decodes into T is an error matching ErrUndecodable with the zero value.
 //
-// Lost replies: a Claim that fails is retried with the same token (stores
-// answer a repeated claim of the caller's own token as claimed), and when
-// the executor gives up it releases that token's claim, best effort, so
-// that a claim applied by the store is not left blocking the key for its
-// lease. A Complete that fails is retried; a store answers a repeated
+// Lost replies: in lease mode a Claim that fails is retried with the same
+// token (stores answer a repeated claim of the caller's own token as
+// claimed), and when the executor gives up it releases that token's claim,
+// best effort, so that a claim applied by the store is not left blocking
+// the key for its lease (in transactional mode a failed ClaimTx committed
+// nothing). A Complete that fails is retried; a store answers a repeated
 // Complete of the token whose outcome it holds with success, so a lost reply
 // never turns a stored outcome into ErrLeaseLost.
 //

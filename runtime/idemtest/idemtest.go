@@ -146,7 +146,11 @@ func Run(t *testing.T, o Options) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if o.Sleep == nil {
+			// MaxSizes runs alone, before the others resume: its 64 MiB
+			// round trips can hold a single-threaded server (Redis) for
+			// seconds, which would break the leases of cases running
+			// beside it.
+			if o.Sleep == nil && c.name != "MaxSizes" {
 				t.Parallel()
 			}
 			c.fn(t)

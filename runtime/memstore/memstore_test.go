@@ -61,22 +61,6 @@ func TestConformanceRealClock(t *testing.T) {
 	})
 }
 
-// The byte bound, as idemtest checks the record bound: a bound of a few
-// records' worth of bytes refuses the next claim, and outcomes are stored
-// even past it.
-func TestConformanceByteBound(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
-	idemtest.Run(t, idemtest.Options{
-		NewStore: func(*testing.T) idem.Store { return memstore.New(memstore.WithClock(clock.Now)) },
-		NewBounded: func(_ *testing.T, n int) idem.Store {
-			// n fresh records fit, the (n+1)th does not.
-			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxBytes(int64(n+1)*memstore.RecordOverhead-1))
-		},
-		Sweep: sweep,
-		Sleep: clock.Advance,
-	})
-}
-
 func claimN(t *testing.T, s *memstore.Store, prefix string, n int, ttl time.Duration) {
 	t.Helper()
 	for i := range n {

@@ -16,7 +16,14 @@ import (
 // when t ends.
 func client(t testing.TB) *redis.Client {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 128})
+	return clientWith(t, redis.Options{})
+}
+
+// clientWith is client with the options o (Addr and PoolSize are set).
+func clientWith(t testing.TB, o redis.Options) *redis.Client {
+	t.Helper()
+	o.Addr, o.PoolSize = testenv.RedisAddr(t), 128
+	c := redis.NewClient(&o)
 	t.Cleanup(func() { _ = c.Close() })
 	if err := c.Ping(t.Context()).Err(); err != nil {
 		t.Fatalf("redis at %s: %v", c.Options().Addr, err)
@@ -25,7 +32,9 @@ func client(t testing.TB) *redis.Client {
 }
 
 func TestConformance(t *testing.T) {
-	c := client(t)
+	// A 64 MiB reply (idem.MaxOutcomeLen) may take longer than go-redis'
+	// default read timeout of 3s on a loaded machine under -race.
+	c := clientWith(t, redis.Options{ReadTimeout: 30 * time.Second})
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemtest:")) },
 	})

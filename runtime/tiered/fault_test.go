@@ -52,7 +52,11 @@ func TestRedisKeyLost(t *testing.T) {
 	durable := &countingStore{Store: pgStore(t)}
 	var ev events
 	tn := uniqueTenant(t)
-	ex := executor(tiered.New(fast, durable, tiered.WithObserver(ev.observe)), tn)
+	// A fast timeout no loaded machine reaches: every Redis call must
+	// answer, since the test counts repairs and the calls that reach
+	// PostgreSQL (with the default 100ms, a slow Redis call under load went
+	// to PostgreSQL and failed the count).
+	ex := executor(tiered.New(fast, durable, tiered.WithObserver(ev.observe), tiered.WithFastTimeout(10*time.Second)), tn)
 	m := idem.Method{Op: "Orders.Pay", TTL: time.Minute}
 	ctx := t.Context()
 	var runs atomic.Int32
