@@ -5,6 +5,8 @@
 
 GO ?= go
 PKGS := ./...
+# Nested modules (their own go.mod), vetted and tested in `make test`.
+MODULES := runtime/idemotel
 
 .PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim
 
@@ -15,7 +17,8 @@ demo:
 # (seconds); under -race, in the full run, it runs 10^3.
 test: fmt-check vet staticcheck check
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
-	scripts/with-services.sh $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && \
+		for m in $(MODULES); do (cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...) || exit 1; done'
 
 generate:
 	$(GO) generate ./examples/...
