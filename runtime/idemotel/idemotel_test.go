@@ -85,7 +85,7 @@ func newTelemetry() *telemetry {
 func attrText(set attribute.Set) string {
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
@@ -143,13 +143,13 @@ func (tm *telemetry) spanLines() []string {
 				attrs = append(attrs, string(kv.Key)+"=<hex>")
 				continue
 			}
-			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.String())
 		}
 		var evs []string
 		for _, e := range s.Events {
 			ev := e.Name
 			for _, kv := range e.Attributes {
-				ev += " " + string(kv.Key) + "=" + kv.Value.Emit()
+				ev += " " + string(kv.Key) + "=" + kv.Value.String()
 			}
 			evs = append(evs, ev)
 		}
