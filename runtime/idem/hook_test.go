@@ -166,15 +166,17 @@ func TestCallHook(t *testing.T) {
 		clock := newFakeClock(false)
 		st := newFaultStore(clock)
 		ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.WithClock(clock), idem.WithRenewal(true), idem.WithLease(30*time.Second))
-		finish := make(chan struct{})
+		started, finish := make(chan struct{}), make(chan struct{})
 		res := make(chan error, 1)
 		go func() {
 			_, err := call(t.Context(), ex, m, "a", func(ctx context.Context) (int, error) {
+				close(started)
 				<-finish
 				return ok(ctx)
 			})
 			res <- err
 		}()
+		<-started
 		clock.waitSleepers(t, 1)
 		clock.Advance(10 * time.Second)
 		st.waitRenewals(t, 1)
