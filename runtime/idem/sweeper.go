@@ -19,9 +19,14 @@ type Sweepable interface {
 
 // Defaults of a Sweeper.
 const (
-	DefaultSweepInterval   = time.Minute
-	DefaultSweepJitter     = 0.2
-	DefaultSweepBatch      = 1000
+	// DefaultSweepInterval is the mean time between rounds.
+	DefaultSweepInterval = time.Minute
+	// DefaultSweepJitter is how far a wait may move from the interval, as
+	// a fraction of it, either way.
+	DefaultSweepJitter = 0.2
+	// DefaultSweepBatch is the limit of each Sweep call.
+	DefaultSweepBatch = 1000
+	// DefaultSweepMaxBatches caps the Sweep calls of one round.
 	DefaultSweepMaxBatches = 100
 )
 

@@ -36,16 +36,16 @@ const ScopeName = "github.com/idemgen/idemgen/runtime/idemotel"
 
 // Attribute keys.
 const (
-	AttrOp             = attribute.Key("idem.op")
-	AttrStore          = attribute.Key("idem.store.name")
-	AttrOutcome        = attribute.Key("idem.outcome")
-	AttrEvent          = attribute.Key("idem.event")
-	AttrStoreOperation = attribute.Key("idem.store.operation")
-	AttrReplayed       = attribute.Key("idem.replayed")
-	AttrKeyID          = attribute.Key("idem.key.id")
-	AttrKey            = attribute.Key("idem.key")
-	AttrTenant         = attribute.Key("idem.tenant")
-	AttrErrorType      = attribute.Key("error.type")
+	AttrOp             = attribute.Key("idem.op")              // the Method's Op
+	AttrStore          = attribute.Key("idem.store.name")      // WithStoreName
+	AttrOutcome        = attribute.Key("idem.outcome")         // a call's outcome (Outcome*)
+	AttrEvent          = attribute.Key("idem.event")           // an idem.EventKind's name
+	AttrStoreOperation = attribute.Key("idem.store.operation") // claim, complete, release, renew, claim_tx, commit, rollback
+	AttrReplayed       = attribute.Key("idem.replayed")        // the call replayed a stored outcome
+	AttrKeyID          = attribute.Key("idem.key.id")          // the key's hex ID (a SHA-256)
+	AttrKey            = attribute.Key("idem.key")             // the key's text (WithKeys only)
+	AttrTenant         = attribute.Key("idem.tenant")          // the tenant (WithKeys only)
+	AttrErrorType      = attribute.Key("error.type")           // the class of a failure
 )
 
 // Call outcomes (the idem.outcome attribute of idem.calls and of the span).
