@@ -413,6 +413,35 @@ func TestTxMismatchWhileRunning(t *testing.T) {
 	assert.Len(t, e.ledger.rows(t)[req.ID], 1)
 }
 
+// TestTxMismatchManyKeys: the payload lock tells a mismatch for any key
+// and payload, whatever the lock's halves are (as oids, the halves of
+// three keys in four are >= 2^31, which an int4 cast once refused, so those
+// duplicates were told "in progress").
+func TestTxMismatchManyKeys(t *testing.T) {
+	e := newTxEnv(t, 4)
+	m := idemLedgerCredit
+	m.Wait = 0
+	for i := range 12 {
+		req := CreditRequest{ID: fmt.Sprintf("many-%d-%s", i, randHex(4)), Amount: 3}
+		inside, finish := make(chan struct{}), make(chan struct{})
+		var finished sync.Once
+		release := func() { finished.Do(func() { close(finish) }) }
+		e.ledger.hook = func(context.Context, pgx.Tx) error { close(inside); <-finish; return nil }
+		done := make(chan error, 1)
+		go func() { _, err := e.svc.Credit(context.Background(), req); done <- err }()
+		<-inside
+		e.ledger.hook = nil
+		other := req
+		other.Amount = int64(4 + i)
+		_, err := e.svc.credit(t.Context(), &m, other)
+		assert.ErrorIs(t, err, idem.ErrPayloadMismatch, "key %d: another payload", i)
+		_, err = e.svc.credit(t.Context(), &m, req)
+		assert.ErrorIs(t, err, idem.ErrInProgress, "key %d: the same payload", i)
+		release()
+		require.NoError(t, <-done)
+	}
+}
+
 // TestTxRenew: in transactional mode the open transaction holds the key,
 // so renewing its claim is a no-op that succeeds while it is open; once it
 // committed, the record is final and Renew answers ErrLeaseLost.

@@ -268,10 +268,16 @@ FROM cur`
 WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s)`, t, ts)
 	// holder: whether a session holds the key's lock ($1, $2: its two
 	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
-	// it also holds the payload lock $3, $4 (the same payload).
-	st.holder = `SELECT count(*) > 0, coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
-	WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-		AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false)
+	// it holds the payload lock $3, $4 (the same payload) or another
+	// payload lock of this key ($3 and another $4). pg_locks is one
+	// consistent snapshot of the lock table.
+	st.holder = `SELECT count(*) > 0,
+	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
+		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
+			AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false),
+	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
+		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
+			AND p.classid = $3::bigint::oid AND p.objid <> $4::bigint::oid)), false)
 FROM pg_locks k
 WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
 	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`

@@ -68,7 +68,8 @@ const (
 func keyLock(k idem.Key) int64 { return int64(binary.BigEndian.Uint64(k.ID[:8])) }
 
 // payloadLock is the pair of int4 keys of the shared advisory lock that a
-// claimer holds beside the key's lock: the first 8 bytes of SHA-256(key ID,
+// claimer holds beside the key's lock: bytes 8 to 11 of the key ID (which
+// payload locks of one key share), and the first 4 bytes of SHA-256(key ID,
 // fingerprint). It names the payload of the transaction that holds the key,
 // so that a duplicate that cannot wait longer tells "the same request is
 // running" from "another payload holds this key" without seeing the
@@ -80,7 +81,7 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 	h.Write(fp[:])
 	var sum [sha256.Size]byte
 	h.Sum(sum[:0])
-	return int32(binary.BigEndian.Uint32(sum[:4])), int32(binary.BigEndian.Uint32(sum[4:8]))
+	return int32(binary.BigEndian.Uint32(k.ID[8:12])), int32(binary.BigEndian.Uint32(sum[:4]))
 }
 
 // ClaimTx implements idem.TxStore. It takes a connection from the pool;
@@ -229,10 +230,13 @@ func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.Claim
 	}
 	k := uint64(keyLock(req.Key))
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	var held, same bool
+	var held, same, other bool
 	err := conn.QueryRow(ctx, s.sql.holder, int64(k>>32), int64(uint32(k)),
-		int64(uint32(pa)), int64(uint32(pb))).Scan(&held, &same)
-	if err == nil && held && !same {
+		int64(uint32(pa)), int64(uint32(pb))).Scan(&held, &same, &other)
+	// A holder that is ending releases its locks one by one: only one seen
+	// holding another payload's lock of this key is running another
+	// payload; one seen with neither is taken as the same request.
+	if err == nil && held && !same && other {
 		for i := range c.Record.Fingerprint {
 			c.Record.Fingerprint[i] ^= 0xff
 		}
