@@ -7,7 +7,7 @@ GO ?= go
 PKGS := ./...
 # Nested Go modules (their own go.mod, so that the core does not inherit
 # their dependencies): vetted and tested by `make test` too.
-MODULES := runtime/sqlitestore
+MODULES := runtime/sqlitestore runtime/idemotel
 
 .PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim
 

@@ -711,24 +711,16 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 		})
 	}
 	if st.Sweep > 0 && h.Sweep != nil {
-		startBg(func(ctx context.Context) error {
-			t := time.NewTicker(st.Sweep)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-				}
-				n, err := h.Sweep(ctx, 64)
-				if err != nil && ctx.Err() == nil && !st.StoreFaults {
-					return fmt.Errorf("sweep: %w", err)
-				}
+		sw := idem.NewSweeper(sweepFunc(h.Sweep), idem.WithSweepInterval(st.Sweep), idem.WithSweepBatch(64),
+			idem.WithSweepObserver(func(ev idem.SweepEvent) {
 				bgMu.Lock()
-				swept += n
-				bgMu.Unlock()
-			}
-		})
+				defer bgMu.Unlock()
+				swept += ev.Removed
+				if ev.Err != nil && bgCtx.Err() == nil && !st.StoreFaults {
+					bgErrs = append(bgErrs, ev.Err)
+				}
+			}))
+		startBg(func(ctx context.Context) error { sw.Run(ctx); return nil })
 	}
 	for _, f := range st.Background {
 		startBg(func(ctx context.Context) error { return f(ctx, env) })
@@ -1184,3 +1176,9 @@ func probeOne(ctx context.Context, store idem.Store, key idem.Key, fp idem.Finge
 	}
 	return "stuck", fmt.Sprintf("still PROCESSING (token %x, lease left %v) after its lease ran out", uint64(last.Token), last.LeaseLeft)
 }
+
+// sweepFunc is a Handle's Sweep as an idem.Sweepable.
+type sweepFunc func(ctx context.Context, limit int) (int, error)
+
+// Sweep calls f.
+func (f sweepFunc) Sweep(ctx context.Context, limit int) (int, error) { return f(ctx, limit) }

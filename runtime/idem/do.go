@@ -62,9 +62,17 @@ import (
 //
 // Generated wrappers call Do; it is exported for hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+	if ex.hook != nil { // WithCallHook (hook.go)
+		return hooked(ctx, ex, m, parts, h, fn)
+	}
+	return do(ctx, ex, m, parts, h, fn, nil)
+}
+
+// do is Do; on, when set, is the call's CallObserver (hook.go).
+func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error), on CallObserver) (T, error) {
 	var zero T
 	var start time.Time
-	if ex.observe != nil {
+	if ex.observe != nil || on != nil {
 		start = ex.now()
 	}
 	renew, err := ex.check(m)
@@ -94,7 +102,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on}
 
 	if ex.txStore != nil {
 		claim, txn, err := ex.txStore.ClaimTx(ctx, req, m.Wait)
@@ -142,6 +150,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		if !again {
 			return v, err
 		}
+		c.waiting(waited.deadline.Sub(ex.now())) // CallObserver.Wait (hook.go)
 		if err := waited.sleep(ctx, rec.LeaseLeft); err != nil {
 			return zero, c.claimError(ctx, "waiting for", err)
 		}
@@ -184,13 +193,20 @@ type call[T any] struct {
 	key   Key
 	fp    Fingerprint
 	start time.Time
+	on    CallObserver // WithCallHook's observer of this call, or nil
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
-	if c.ex.observe == nil {
+	if c.ex.observe == nil && c.on == nil {
 		return
 	}
-	c.ex.observe(Event{Kind: kind, Key: c.key, Elapsed: c.ex.now().Sub(c.start), Err: err})
+	ev := Event{Kind: kind, Key: c.key, Elapsed: c.ex.now().Sub(c.start), Err: err}
+	if c.ex.observe != nil {
+		c.ex.observe(ev)
+	}
+	if c.on != nil {
+		c.on.Event(ev)
+	}
 }
 
 func (c *call[T]) storeError(what string, err error) error {

@@ -69,6 +69,7 @@ type Executor struct {
 	clock    Clock
 	now      func() time.Time // clock.Now
 	observe  func(Event)      // nil: no observer, and no clock reads for it
+	hook     CallHook         // WithCallHook (hook.go), or nil
 	attempts int
 	timeout  time.Duration
 	local    bool    // the store is a LocalStore
@@ -338,7 +339,13 @@ type Event struct {
 // outcomes not stored and undecodable records at Error; lease losses,
 // releases and store retries at Warn; scheme changes at Info; the rest
 // (a caller's own cancellation included) at Debug.
-func LogEvents(l *slog.Logger) func(Event) {
+//
+// The key's text and tenant may carry personal data: they are not logged,
+// the key's hex ID is (key_id, as the stores' errors name it);
+// LogEventsWithKeys logs them too.
+func LogEvents(l *slog.Logger) func(Event) { return logEvents(l, false) }
+
+func logEvents(l *slog.Logger, keys bool) func(Event) {
 	return func(ev Event) {
 		level := slog.LevelDebug
 		switch ev.Kind {
@@ -352,9 +359,11 @@ func LogEvents(l *slog.Logger) func(Event) {
 		attrs := []slog.Attr{
 			slog.String("event", ev.Kind.String()),
 			slog.String("op", ev.Key.Op),
-			slog.String("tenant", ev.Key.Tenant),
-			slog.String("key", ev.Key.Text),
+			slog.String("key_id", ev.Key.Hex()),
 			slog.Duration("elapsed", ev.Elapsed),
+		}
+		if keys {
+			attrs = append(attrs, slog.String("tenant", ev.Key.Tenant), slog.String("key", ev.Key.Text))
 		}
 		if ev.Err != nil {
 			attrs = append(attrs, slog.Any("err", ev.Err))

@@ -1,0 +1,33 @@
+package idemotel
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/idemgen/idemgen/runtime/tiered"
+)
+
+// AttrTieredEvent is the kind of a tiered store's event.
+const AttrTieredEvent = attribute.Key("idem.tiered.event")
+
+// TieredObserver returns the tiered.WithObserver function that counts a
+// tiered store's events (idem.tiered.events, by idem.tiered.event:
+// fast_error, degraded, recovered, repaired; and by idem.store.operation):
+// how often the fast tier failed, and when calls went to the durable tier
+// alone. It returns an error if the instrument cannot be created.
+func TieredObserver(opts ...Option) (func(tiered.Event), error) {
+	cfg := newConfig(opts)
+	events, err := cfg.mp.Meter(ScopeName).Int64Counter("idem.tiered.events", metric.WithUnit("{event}"),
+		metric.WithDescription("Events of a tiered store's fast tier: errors, degradation, recovery, repairs."))
+	if err != nil {
+		return nil, fmt.Errorf("idemotel: tiered observer: %w", err)
+	}
+	base := cfg.storeAttrs()
+	return func(ev tiered.Event) {
+		attrs := append(base[:len(base):len(base)], AttrStoreOperation.String(ev.Op), AttrTieredEvent.String(ev.Kind.String()))
+		events.Add(context.Background(), 1, metric.WithAttributes(attrs...))
+	}, nil
+}
