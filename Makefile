@@ -6,13 +6,34 @@
 GO ?= go
 PKGS := ./...
 
-.PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress
+.PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress \
+	demo-grpc demo-consumer test-nested
+
+# Nested modules: each has its own go.mod, so that grpc-go and NATS stay out
+# of the dependencies of a service that only uses the core runtime. ./...
+# in the root module does not reach them; the targets below loop over them.
+NESTED := runtime/idemgrpc examples/grpcapi examples/consumer
 
 demo:
 	$(GO) run ./examples/orders
 
 test: fmt-check vet staticcheck check
 	scripts/with-services.sh $(GO) test -race -count=1 -timeout 12m $(PKGS)
+	$(MAKE) test-nested
+
+# vet and test every nested module under -race, against the same throwaway
+# PostgreSQL and Redis servers (the gRPC tests run on pgstore and redisstore).
+test-nested:
+	scripts/with-services.sh sh -c 'set -e; for d in $(NESTED); do \
+		echo "== $$d"; (cd $$d && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 8m ./...); done'
+
+# checkout (gRPC service A) calls payments (B) through idemgrpc.
+demo-grpc:
+	cd examples/grpcapi && $(GO) run .
+
+# a JetStream consumer (in-process nats-server), with and without idemgen.
+demo-consumer:
+	cd examples/consumer && $(GO) run .
 
 generate:
 	$(GO) generate ./examples/...
@@ -20,6 +41,8 @@ generate:
 # Fails when a committed idem_gen.go is stale or missing.
 check:
 	$(GO) run ./cmd/idemgen -check ./examples/...
+	cd examples/grpcapi && $(GO) tool idemgen -check ./...
+	cd examples/consumer && $(GO) tool idemgen -check ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^testdata/')); \
@@ -32,6 +55,7 @@ vet:
 # `make lint`. Both are pinned as tool directives in tools/go.mod.
 staticcheck:
 	$(GO) tool -modfile=tools/go.mod staticcheck $(PKGS)
+	for d in $(NESTED); do (cd $$d && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck ./...) || exit 1; done
 
 lint: staticcheck
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
