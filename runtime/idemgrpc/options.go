@@ -63,6 +63,7 @@ type config struct {
 	policy      Policy
 	maxResponse int
 	cancel      bool
+	observe     func(Event)
 }
 
 func defaultConfig() config {
@@ -73,6 +74,7 @@ func defaultConfig() config {
 		fingerprint: DefaultFingerprint,
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
+		observe:     func(Event) {},
 	}
 }
 

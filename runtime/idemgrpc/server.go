@@ -88,23 +88,31 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if !s.cfg.selector(info.FullMethod) {
 		return handler(ctx, req)
 	}
+	ev := Event{FullMethod: info.FullMethod}
 	key, present, problem := keyFromIncoming(ctx)
 	switch {
 	case problem != "":
+		ev.Kind, ev.Code = EventKeyInvalid, codes.InvalidArgument
+		s.cfg.observe(ev)
 		return nil, status.Error(codes.InvalidArgument, "idempotency-key is invalid: "+problem)
 	case !present && s.cfg.optional:
+		ev.Kind = EventKeyMissing
+		s.cfg.observe(ev)
 		return handler(ctx, req)
 	case !present:
+		ev.Kind, ev.Code = EventKeyMissing, codes.InvalidArgument
+		s.cfg.observe(ev)
 		return nil, status.Error(codes.InvalidArgument, "idempotency-key is missing: "+info.FullMethod+
 			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it")
 	}
+	ev.Key = key
 	var h idem.Hasher
 	if err := s.cfg.fingerprint(ctx, info.FullMethod, req, &h); err != nil {
 		return nil, status.Error(codes.InvalidArgument, "request cannot be fingerprinted: "+err.Error())
 	}
 	var parts idem.KeyParts
-	if t := s.cfg.tenant(ctx); t != "" {
-		parts.String("tenant", t)
+	if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant != "" {
+		parts.String("tenant", ev.Tenant)
 	}
 	parts.String(MetadataKey, key)
 	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait}
@@ -120,22 +128,47 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return s.settle(resp, herr)
 	})
 	if ran != nil {
+		ev.Code, ev.Err = status.Code(ran.err), err
 		switch {
-		case err == nil, errors.Is(err, ErrNotStored), errors.Is(err, ErrResponseTooLarge),
-			errors.Is(err, ErrNotProto), errors.Is(err, idem.ErrLeaseLost):
-			// Stored, or released on purpose; a lost lease still leaves the
-			// handler's outcome the truth for this client.
-			return ran.resp, ran.err
+		case err == nil:
+		case errors.Is(err, ErrNotStored):
+			ev.Kind = EventNotStored
+			s.cfg.observe(ev)
+		case errors.Is(err, ErrResponseTooLarge), errors.Is(err, ErrNotProto):
+			ev.Kind = EventResponseTooLarge
+			s.cfg.observe(ev)
+		case errors.Is(err, idem.ErrLeaseLost):
+			// The handler ran and had its effects, but its lease was taken
+			// over: its outcome is still the truth for this client.
+			ev.Kind = EventStoreError
+			s.cfg.observe(ev)
 		default:
 			// A transactional store could not commit: the handler's writes
 			// were rolled back, so its response must not reach the client.
+			ev.Kind, ev.Code = EventStoreError, codes.Unavailable
+			s.cfg.observe(ev)
 			return nil, status.Error(codes.Unavailable, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error())
 		}
+		return ran.resp, ran.err
 	}
 	if err != nil {
-		return nil, s.refusal(err)
+		st := s.refusal(err)
+		ev.Code, ev.Err = status.Code(st), err
+		switch {
+		case errors.Is(err, idem.ErrPayloadMismatch):
+			ev.Kind = EventConflict
+		case errors.Is(err, idem.ErrInProgress):
+			ev.Kind = EventInProgress
+		default:
+			ev.Kind = EventStoreError
+		}
+		s.cfg.observe(ev)
+		return nil, st
 	}
-	return s.replay(ctx, out)
+	resp, rerr := s.replay(ctx, out)
+	ev.Kind, ev.Code, ev.Err = EventReplayed, status.Code(rerr), rerr
+	s.cfg.observe(ev)
+	return resp, rerr
 }
 
 // settle turns the handler's result into the outcome to store, or an error

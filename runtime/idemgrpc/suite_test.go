@@ -223,6 +223,9 @@ func testConcurrent(t *testing.T, tr transport, newStore newStoreFunc) {
 				st := status.Convert(r.err)
 				if st.Code() != codes.Aborted {
 					results[i] = r
+					if first {
+						aborted <- struct{}{} // answered at once: the gate must not wait for it
+					}
 					return
 				}
 				var info *errdetails.RetryInfo
@@ -269,9 +272,15 @@ func testConcurrentWait(t *testing.T, tr transport, newStore newStoreFunc) {
 	for i := range n {
 		wg.Go(func() { results[i] = call(t.Context(), cc, key, "order 8") })
 	}
-	<-svc.started
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-svc.started:
+	case <-done:
+		t.Fatalf("every call ended before one ran the handler: %v", results[0].err)
+	}
 	close(svc.gate)
-	wg.Wait()
+	<-done
 	if got := svc.runs.Load(); got != 1 {
 		t.Fatalf("handler ran %d times, want 1", got)
 	}
@@ -289,8 +298,8 @@ func testConcurrentWait(t *testing.T, tr transport, newStore newStoreFunc) {
 	}
 }
 
-// testTimeoutThenRetry: the client gives up (its deadline passes) while
-// the handler runs; the handler finishes anyway, and the retry with the
+// testTimeoutThenRetry: the client gives up (as on a timeout) while the
+// handler runs; the handler finishes anyway, and the retry with the
 // same key gets the stored response.
 func testTimeoutThenRetry(t *testing.T, tr transport, newStore newStoreFunc) {
 	svc := &echo{gate: make(chan struct{}), started: make(chan struct{}, 2)}
@@ -298,15 +307,21 @@ func testTimeoutThenRetry(t *testing.T, tr transport, newStore newStoreFunc) {
 		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor()))
 	ctx := idemgrpc.WithNewKey(t.Context()) // one key for the logical call
 	first := make(chan result, 1)
-	go func() {
-		cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-		defer cancel()
-		first <- call(cctx, cc, "", "ship 3")
-	}()
-	<-svc.started
-	r := <-first // the deadline passed while the handler is held
-	if status.Code(r.err) != codes.DeadlineExceeded {
-		t.Fatalf("first attempt: %v, want DeadlineExceeded", r.err)
+	// The client gives up once the handler runs: a cancellation, not a
+	// short deadline, which a loaded machine could pass before the call
+	// reaches the server.
+	cctx, giveUp := context.WithCancel(ctx)
+	defer giveUp()
+	go func() { first <- call(cctx, cc, "", "ship 3") }()
+	select {
+	case <-svc.started:
+	case r := <-first:
+		t.Fatalf("first attempt ended before the handler ran: %v", r.err)
+	}
+	giveUp()
+	r := <-first // the client is gone while the handler is held
+	if status.Code(r.err) != codes.Canceled {
+		t.Fatalf("first attempt: %v, want Canceled", r.err)
 	}
 	close(svc.gate) // the handler finishes after its client gave up
 	retry := call(ctx, cc, "", "ship 3")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -117,4 +118,51 @@ func TestClientKey(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestObserver: each of the interceptor's own outcomes is reported once,
+// with its kind and code.
+func TestObserver(t *testing.T) {
+	var mu sync.Mutex
+	var evs []idemgrpc.Event
+	observe := func(ev idemgrpc.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }
+	svc := &echo{}
+	store := memstore.New()
+	cc := serve(t, bufconnT, svc, []grpc.UnaryServerInterceptor{interceptor(store, idemgrpc.WithObserver(observe))})
+	small := serve(t, bufconnT, svc, []grpc.UnaryServerInterceptor{interceptor(store, idemgrpc.WithObserver(observe), idemgrpc.WithMaxResponse(1))})
+	key := newKey()
+	steps := []struct {
+		do   func()
+		kind idemgrpc.EventKind
+		code codes.Code
+	}{
+		{func() { call(t.Context(), cc, "", "x") }, idemgrpc.EventKeyMissing, codes.InvalidArgument},
+		{func() { call(t.Context(), cc, `"bad`, "x") }, idemgrpc.EventKeyInvalid, codes.InvalidArgument},
+		{func() { call(t.Context(), cc, key, "x") }, 0, 0}, // first run: nothing of the interceptor's own
+		{func() { call(t.Context(), cc, key, "x") }, idemgrpc.EventReplayed, codes.OK},
+		{func() { call(t.Context(), cc, key, "y") }, idemgrpc.EventConflict, codes.FailedPrecondition},
+		{func() { call(t.Context(), cc, newKey(), "fail:Internal") }, idemgrpc.EventNotStored, codes.Internal},
+		{func() { call(t.Context(), small, newKey(), "x") }, idemgrpc.EventResponseTooLarge, codes.OK},
+	}
+	for i, st := range steps {
+		mu.Lock()
+		evs = nil
+		mu.Unlock()
+		st.do()
+		mu.Lock()
+		got := evs
+		mu.Unlock()
+		if st.kind == 0 {
+			if len(got) != 0 {
+				t.Errorf("step %d: events %+v, want none", i, got)
+			}
+			continue
+		}
+		if len(got) != 1 || got[0].Kind != st.kind || got[0].Code != st.code || got[0].FullMethod != methodDo {
+			t.Errorf("step %d: events %+v, want one %v with %v", i, got, st.kind, st.code)
+		}
+	}
+	if s := idemgrpc.EventInProgress.String(); s != "in_progress" {
+		t.Errorf("EventInProgress.String() = %q", s)
+	}
 }
