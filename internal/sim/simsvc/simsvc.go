@@ -4,6 +4,8 @@
 // What each method does is up to the simulator, through Service.Body.
 package simsvc
 
+//go:generate go run github.com/idemgen/idemgen/cmd/idemgen
+
 import (
 	"context"
 	"errors"

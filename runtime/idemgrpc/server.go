@@ -1,0 +1,280 @@
+package idemgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Errors the interceptor gives the executor as the reason to release a key;
+// the executor's observer sees them in idem.EventReleased.
+var (
+	// ErrNotStored: the policy declined the handler's status code.
+	ErrNotStored = errors.New("idemgrpc: status not stored by policy")
+	// ErrResponseTooLarge: the response exceeded WithMaxResponse.
+	ErrResponseTooLarge = errors.New("idemgrpc: response larger than the storage limit")
+	// ErrNotProto: the response is not a proto.Message, so it cannot be
+	// stored as wire bytes.
+	ErrNotProto = errors.New("idemgrpc: message is not a proto.Message")
+)
+
+func errNotProto(v any) error { return fmt.Errorf("%w: %T", ErrNotProto, v) }
+
+// outcome is what is stored for a call: the result value of idem.Do,
+// encoded by the executor's codec. Exactly one of Response and Status is
+// set: the response message's wire bytes and its full name (to rebuild it
+// on replay), or a google.rpc.Status's wire bytes (code, message, details).
+type outcome struct {
+	Type     string `json:"type,omitempty"`
+	Response []byte `json:"response,omitempty"`
+	Status   []byte `json:"status,omitempty"`
+}
+
+// UnaryServerInterceptor returns an interceptor that makes unary calls
+// idempotent by their idempotency-key metadata, on ex's store.
+//
+// For a selected method (every unary method by default, see WithMethods) it
+// reads the key, claims it scoped by tenant and full method name through
+// idem.Do, runs the handler, stores its outcome as the policy says (the
+// response message's wire bytes, or the status with its details) and
+// replays it to every retry with the same key and the same request, with
+// "idempotent-replayed: true" in the header metadata. The refusals:
+//
+//   - InvalidArgument: the key is missing (unless WithOptionalKey) or
+//     malformed, or the request cannot be fingerprinted;
+//   - FailedPrecondition: the key was used with another request;
+//   - Aborted with a google.rpc.RetryInfo detail: the first call with the
+//     key is still running (or, WithWait, its outcome once it finishes);
+//   - Unavailable: the store could not be reached (see StatusFor).
+//
+// Streaming calls are never intercepted: register it with
+// grpc.UnaryInterceptor (or grpc.ChainUnaryInterceptor, after the
+// authentication interceptor that WithTenant reads from).
+func UnaryServerInterceptor(ex *idem.Executor, opts ...Option) grpc.UnaryServerInterceptor {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s := &server{cfg: cfg, ex: ex}
+	return s.intercept
+}
+
+type server struct {
+	cfg config
+	ex  *idem.Executor
+}
+
+// run is what the handler produced in this process.
+type run struct {
+	resp any
+	err  error
+}
+
+func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !s.cfg.selector(info.FullMethod) {
+		return handler(ctx, req)
+	}
+	ev := Event{FullMethod: info.FullMethod}
+	key, present, problem := keyFromIncoming(ctx)
+	switch {
+	case problem != "":
+		ev.Kind, ev.Code = EventKeyInvalid, codes.InvalidArgument
+		s.cfg.observe(ev)
+		return nil, status.Error(codes.InvalidArgument, "idempotency-key is invalid: "+problem)
+	case !present && s.cfg.optional:
+		ev.Kind = EventKeyMissing
+		s.cfg.observe(ev)
+		return handler(ctx, req)
+	case !present:
+		ev.Kind, ev.Code = EventKeyMissing, codes.InvalidArgument
+		s.cfg.observe(ev)
+		return nil, status.Error(codes.InvalidArgument, "idempotency-key is missing: "+info.FullMethod+
+			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it")
+	}
+	ev.Key = key
+	var h idem.Hasher
+	if err := s.cfg.fingerprint(ctx, info.FullMethod, req, &h); err != nil {
+		return nil, status.Error(codes.InvalidArgument, "request cannot be fingerprinted: "+err.Error())
+	}
+	var parts idem.KeyParts
+	if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant != "" {
+		parts.String("tenant", ev.Tenant)
+	}
+	parts.String(MetadataKey, key)
+	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait}
+
+	hctx := ctx
+	if !s.cfg.cancel {
+		hctx = context.WithoutCancel(ctx)
+	}
+	var ran *run
+	out, err := idem.Do(hctx, s.ex, &method, &parts, &h, func(ctx context.Context) (outcome, error) {
+		resp, herr := handler(ctx, req)
+		ran = &run{resp: resp, err: herr}
+		return s.settle(resp, herr)
+	})
+	if ran != nil {
+		ev.Code, ev.Err = status.Code(ran.err), err
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotStored):
+			ev.Kind = EventNotStored
+			s.cfg.observe(ev)
+		case errors.Is(err, ErrResponseTooLarge), errors.Is(err, ErrNotProto):
+			ev.Kind = EventResponseTooLarge
+			s.cfg.observe(ev)
+		case errors.Is(err, idem.ErrLeaseLost):
+			// The handler ran and had its effects, but its lease was taken
+			// over: its outcome is still the truth for this client.
+			ev.Kind = EventStoreError
+			s.cfg.observe(ev)
+		default:
+			// A transactional store could not commit: the handler's writes
+			// were rolled back, so its response must not reach the client.
+			ev.Kind, ev.Code = EventStoreError, codes.Unavailable
+			s.cfg.observe(ev)
+			return nil, status.Error(codes.Unavailable, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error())
+		}
+		return ran.resp, ran.err
+	}
+	if err != nil {
+		st := s.refusal(err)
+		ev.Code, ev.Err = status.Code(st), err
+		switch {
+		case errors.Is(err, idem.ErrPayloadMismatch):
+			ev.Kind = EventConflict
+		case errors.Is(err, idem.ErrInProgress):
+			ev.Kind = EventInProgress
+		default:
+			ev.Kind = EventStoreError
+		}
+		s.cfg.observe(ev)
+		return nil, st
+	}
+	resp, rerr := s.replay(ctx, out)
+	ev.Kind, ev.Code, ev.Err = EventReplayed, status.Code(rerr), rerr
+	s.cfg.observe(ev)
+	return resp, rerr
+}
+
+// settle turns the handler's result into the outcome to store, or an error
+// that releases the key.
+func (s *server) settle(resp any, herr error) (outcome, error) {
+	if herr != nil {
+		st, _ := status.FromError(herr) // a non-status error is Unknown
+		if !s.cfg.policy(st.Code()) {
+			return outcome{}, fmt.Errorf("%w: %v: %w", ErrNotStored, st.Code(), herr)
+		}
+		b, err := proto.Marshal(st.Proto())
+		if err != nil {
+			return outcome{}, fmt.Errorf("idemgrpc: encode status: %w", err)
+		}
+		return outcome{Status: b}, nil
+	}
+	if !s.cfg.policy(codes.OK) {
+		return outcome{}, fmt.Errorf("%w: %v", ErrNotStored, codes.OK)
+	}
+	m, ok := resp.(proto.Message)
+	if !ok {
+		return outcome{}, errNotProto(resp)
+	}
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	if err != nil {
+		return outcome{}, fmt.Errorf("idemgrpc: encode response: %w", err)
+	}
+	if len(b) > s.cfg.maxResponse {
+		return outcome{}, fmt.Errorf("%w: %d bytes", ErrResponseTooLarge, len(b))
+	}
+	return outcome{Type: string(m.ProtoReflect().Descriptor().FullName()), Response: b}, nil
+}
+
+// replay answers a call with a stored outcome.
+func (s *server) replay(ctx context.Context, out outcome) (any, error) {
+	if err := grpc.SetHeader(ctx, metadata.Pairs(ReplayedKey, "true")); err != nil {
+		return nil, status.Error(codes.Internal, "idemgrpc: set header: "+err.Error())
+	}
+	if out.Status != nil {
+		var sp spb.Status
+		if err := proto.Unmarshal(out.Status, &sp); err != nil {
+			return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable outcome: "+err.Error())
+		}
+		return nil, status.ErrorProto(&sp)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(out.Type))
+	if err != nil {
+		return nil, status.Error(codes.Internal, "idemgrpc: stored response type "+out.Type+" is not linked into this server: "+err.Error())
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(out.Response, m); err != nil {
+		return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable response: "+err.Error())
+	}
+	return m, nil
+}
+
+// refusal answers a call that did not run the handler and has nothing to
+// replay.
+func (s *server) refusal(err error) error {
+	st := StatusFor(err)
+	var inProgress *idem.InProgressError
+	if errors.As(err, &inProgress) {
+		d := inProgress.RetryAfter
+		if s.cfg.maxRetry > 0 {
+			d = min(d, s.cfg.maxRetry)
+		}
+		if d <= 0 {
+			d = time.Second
+		}
+		if withInfo, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)}); derr == nil {
+			st = withInfo
+		}
+	}
+	return st.Err()
+}
+
+// StatusFor returns the status the interceptor answers for an error of
+// idem.Do that stopped a call before its handler ran: the first rule whose
+// error matches (errors.Is), else Unavailable (the store could not be
+// reached, or a wait ended). Aborted answers also carry a RetryInfo detail.
+func StatusFor(err error) *status.Status {
+	rules := []struct {
+		target error
+		code   codes.Code
+		msg    string
+	}{
+		{idem.ErrPayloadMismatch, codes.FailedPrecondition,
+			"idempotency-key reused with a different request: a key identifies one call and must not be reused for another"},
+		{idem.ErrInProgress, codes.Aborted,
+			"a call with this idempotency-key is in progress: retry after the delay in RetryInfo to get its outcome"},
+		{idem.ErrMissingKey, codes.InvalidArgument, "idempotency-key is missing"},
+		{idem.ErrStoreFull, codes.ResourceExhausted,
+			"idempotency store is full: the call was not processed; retry later with the same idempotency-key"},
+		{idem.ErrTooLarge, codes.InvalidArgument,
+			"the call's scope (tenant or method name) exceeds what the idempotency store accepts: the call was not processed"},
+		{idem.ErrOutcomeNotStored, codes.Internal,
+			"the call with this idempotency-key ran, but its response could not be stored: it cannot be replayed, and it will not run again"},
+		{idem.ErrUndecodable, codes.Internal,
+			"the stored response of this idempotency-key no longer decodes: it cannot be replayed, and the call will not run again"},
+		{idem.ErrMisconfigured, codes.Internal, "the server's idempotency configuration is invalid"},
+	}
+	for _, r := range rules {
+		if errors.Is(err, r.target) {
+			return status.New(r.code, r.msg)
+		}
+	}
+	return status.New(codes.Unavailable,
+		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key: "+err.Error())
+}

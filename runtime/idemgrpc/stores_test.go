@@ -1,0 +1,76 @@
+package idemgrpc_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+	"github.com/idemgen/idemgen/runtime/redisstore"
+)
+
+func TestMemstoreBufconn(t *testing.T) {
+	runSuite(t, bufconnT, func(*testing.T) idem.Store { return memstore.New() })
+}
+
+func TestMemstoreTCP(t *testing.T) {
+	runSuite(t, tcpT, func(*testing.T) idem.Store { return memstore.New() })
+}
+
+// pgTable connects to the test server ($IDEM_PG_DSN; skipped when unset,
+// failed under CI=true) and migrates a table of the test's own, dropped at
+// the end.
+func pgTable(t *testing.T) (*pgxpool.Pool, string) {
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 80
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := make([]byte, 6)
+	rand.Read(b)
+	table := "idemgrpc_test_" + hex.EncodeToString(b)
+	if err := pgstore.New(pool, pgstore.WithTable(table)).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	return pool, table
+}
+
+// TestPostgres runs the suite on pgstore in lease mode, over loopback TCP.
+func TestPostgres(t *testing.T) {
+	pool, table := pgTable(t)
+	runSuite(t, tcpT, func(*testing.T) idem.Store { return pgstore.New(pool, pgstore.WithTable(table)) })
+}
+
+// TestPostgresTx runs the suite on pgstore in transactional mode.
+func TestPostgresTx(t *testing.T) {
+	pool, table := pgTable(t)
+	runSuite(t, bufconnT, func(*testing.T) idem.Store { return pgstore.NewTx(pool, pgstore.WithTable(table)) })
+}
+
+// TestRedis runs the suite on redisstore ($IDEM_REDIS_ADDR).
+func TestRedis(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 128})
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("redis at %s: %v", c.Options().Addr, err)
+	}
+	runSuite(t, tcpT, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemgrpc-test:")) })
+}
