@@ -22,15 +22,17 @@ import (
 )
 
 // Schema is the SQL that creates the default table, idem_records, and its
-// sweep index. It is safe to run more than once.
+// sweep index: the up migration of version 1 (see MigrationFiles). It is safe
+// to run more than once.
 //
-//go:embed schema.sql
+//go:embed migrations/golang-migrate/0001_idem_records.up.sql
 var Schema string
 
 // ArchiveSchema is the SQL that creates the default archive table,
-// idem_records_archive (see WithArchive). Run it after Schema.
+// idem_records_archive (see WithArchive): the up migration of version 2. Run
+// it after Schema.
 //
-//go:embed archive.sql
+//go:embed migrations/golang-migrate/0002_idem_records_archive.up.sql
 var ArchiveSchema string
 
 // DefaultTable is the table a store uses unless WithTable says otherwise.
