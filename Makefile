@@ -5,11 +5,12 @@
 
 GO ?= go
 PKGS := ./...
-# Nested Go modules: each has its own go.mod, so that the SQLite driver,
+# Nested Go modules: each has its own go.mod, so that the SQLite driver, the
+# migration tools (goose, golang-migrate: runtime/pgstore/migrationtest),
 # OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
 
 .PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim \
 	demo-grpc demo-consumer test-nested nested

@@ -70,8 +70,22 @@
 //
 // # Schema
 //
-// The schema is plain SQL, shipped in the package ([Schema], [ArchiveSchema])
-// for any migration tool; [Store.Migrate] applies it idempotently. A row
+// The schema is plain SQL, shipped in the package as versioned migrations
+// that goose and golang-migrate apply unchanged, up and down: version 1 is
+// the records table and its index, version 2 the archive table.
+// [MigrationFiles] holds them in golang-migrate's layout (N_name.up.sql and
+// N_name.down.sql), the one place the statements live; [GooseMigrationFiles]
+// holds goose's layout (one N_name.sql per version), derived from it byte for
+// byte: "-- +goose Up", the up file, "-- +goose Down", the down file. The two
+// tools cannot share one directory (goose would read a pair as two
+// migrations of one version), so the goose files are generated and a test
+// fails when they differ from what the golang-migrate files give. [Schema]
+// and [ArchiveSchema] are the up files, and [Store.Migrate] runs them, so the
+// quick path and the tools create the same tables. The files use the default
+// names: a store with [WithTable] or another archive name uses Migrate (or
+// copies of the files with the names replaced; [Store.MigrationSQL] prints
+// them). Version 1 refuses a table in v0.1's layout, naming it, instead of
+// leaving it (see Upgrading from v0.1). A row
 // holds the key ID, token, lease, expiry, sweep instant, creation instant,
 // fingerprint scheme, status, fingerprint, the tenant, operation and
 // readable key as given, and the outcome (about 200 bytes with a small
@@ -97,7 +111,10 @@
 // under an exclusive lock, in one transaction: run it (Migrate, or the
 // SQL it runs, which MigrationSQL does not include) when no v0.1 process
 // writes to the table any more, since a v0.1 process fails on the new
-// layout. The table name stays the same.
+// layout. The table name stays the same. Migration tools do not run this upgrade:
+// their version 1 fails on a v0.1 table with an error that says to run
+// Migrate once; after it, the tools apply the migrations (with
+// golang-migrate, clear the failed attempt first: migrate force -1).
 //
 // # Round trips
 //
