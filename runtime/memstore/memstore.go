@@ -207,7 +207,8 @@ func errorf(op string, k idem.Key, err error) error {
 }
 
 // Claim implements idem.Store. A claim repeated by the token that holds the
-// PROCESSING record (a retry after a lost reply) is claimed again. A claim
+// PROCESSING record (a retry after a lost reply) is claimed again, with its
+// lease set afresh from now (never beyond the record's expiry). A claim
 // that needs a new record when the store is full is refused with an error
 // wrapping idem.ErrStoreFull, after expired records were removed.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
@@ -254,6 +255,12 @@ func (s *Store) claim(ctx context.Context, req idem.ClaimRequest) (c idem.Claim,
 		sh.recs[req.Key.ID] = r
 		return idem.Claim{Claimed: true}, false
 	case r.status == idem.StatusProcessing && r.token == req.Token && r.fp == req.Fingerprint:
+		// The record still holds this token, so nobody took the key over:
+		// the retry gets a fresh lease for the method it is about to start.
+		r.leaseUntil = now.Add(req.Lease)
+		if r.leaseUntil.After(r.expiresAt) {
+			r.leaseUntil = r.expiresAt
+		}
 		return idem.Claim{Claimed: true}, false
 	case r.status == idem.StatusProcessing && !now.Before(r.leaseUntil) &&
 		(r.fp == req.Fingerprint || mutant.On(ctx, mutant.TakeoverWithoutFingerprint)): // a known mistake, for the simulator's tests

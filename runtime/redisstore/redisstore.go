@@ -38,9 +38,9 @@
 // Every script is idempotent for its caller's token, so that go-redis'
 // retry of a command whose reply was lost (and the executor's retry) meets
 // the applied command as a success: a Claim repeated by the token that holds
-// the PROCESSING record is claimed again, a Complete repeated by the token
-// whose outcome is stored answers nil, and a Release of a record that is not
-// there answers nil.
+// the PROCESSING record is claimed again (with a fresh lease), a Complete
+// repeated by the token whose outcome is stored answers nil, and a Release
+// of a record that is not there answers nil.
 //
 // Redis expires records itself (PEXPIRE), so the store has no Sweep.
 //
@@ -195,6 +195,12 @@ if #s ~= 1 or #f ~= 32 or #t ~= 8 or not string.match(v, '^%d+$') then
 end
 if s == '1' then
 	if t == ARGV[2] and f == ARGV[1] then
+		local lease = tonumber(ARGV[3])
+		local ttl = redis.call('PTTL', KEYS[1])
+		if ttl >= 0 and ttl < lease then
+			lease = ttl
+		end
+		redis.call('HSET', KEYS[1], 'l', now() + lease)
 		return 1
 	end
 	local n = now()
@@ -319,7 +325,8 @@ func millis(d time.Duration) int64 {
 // lapsed by the server's clock, or returns the live record.
 //
 // A claim repeated by the token that holds the PROCESSING record (go-redis'
-// retry after a lost reply) is claimed again.
+// retry after a lost reply) is claimed again, with its lease set afresh
+// from the server's now (never beyond the record's expiry).
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkKey(req.Key); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)

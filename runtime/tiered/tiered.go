@@ -42,7 +42,8 @@
 //
 // Every operation is idempotent for its caller's own token as far as both
 // tiers are (redisstore and pgstore are): a Claim repeated by the token that
-// holds the claim is claimed again, a Complete repeated by the token whose
+// holds the claim is claimed again (the durable store sets its lease
+// afresh), a Complete repeated by the token whose
 // outcome is stored answers nil, and a Release of a record that is not there
 // answers nil. Tenants, operations and outcomes larger than the limits every
 // store accepts (idem.MaxTenantLen, idem.MaxOpLen, idem.MaxOutcomeLen) are
