@@ -104,23 +104,24 @@ func TestSeed(t *testing.T) {
 	require.NoError(t, err)
 	var fp idem.Fingerprint
 	fp[3] = 9
-	require.NoError(t, s.Seed(ctx, key, fp, 7, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("first"), Meta: []byte("m")}, time.Minute))
-	require.NoError(t, s.Seed(ctx, key, fp, 8, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("second")}, time.Minute))
+	require.NoError(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusSucceeded, Fingerprint: fp, Scheme: 12, Token: 7, Outcome: idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("first"), Meta: []byte("m")}}, time.Minute))
+	require.NoError(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusSucceeded, Fingerprint: fp, Token: 8, Outcome: idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("second")}}, time.Minute))
 	cl, err := s.Claim(ctx, idem.ClaimRequest{Key: key, Fingerprint: fp, Token: 9, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	require.False(t, cl.Claimed)
 	assert.Equal(t, idem.StatusSucceeded, cl.Record.Status)
 	assert.Equal(t, fp, cl.Record.Fingerprint)
 	assert.Equal(t, idem.Token(7), cl.Record.Token)
+	assert.Equal(t, uint32(12), cl.Record.Scheme, "the seeded record keeps its scheme")
 	assert.Equal(t, []byte("first"), cl.Record.Outcome.Body, "the first outcome wins")
 	assert.Equal(t, []byte("m"), cl.Record.Outcome.Meta)
 
 	other, err := idem.NewKey(key.Tenant, "Op", "b")
 	require.NoError(t, err)
-	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 1, Lease: time.Second, TTL: time.Minute})
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 1, Lease: time.Second, TTL: time.Minute, Scheme: 5})
 	require.NoError(t, err)
 	require.True(t, cl.Claimed)
-	require.NoError(t, s.Seed(ctx, other, fp, 2, idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "E", ErrMessage: "no"}, time.Minute))
+	require.NoError(t, s.Seed(ctx, other, idem.Record{Status: idem.StatusFailedFinal, Fingerprint: fp, Token: 2, Outcome: idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "E", ErrMessage: "no"}}, time.Minute))
 	assert.ErrorIs(t, s.Complete(ctx, other, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), idem.ErrLeaseLost,
 		"a seeded outcome replaces the claim")
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 3, Lease: time.Second, TTL: time.Minute})
@@ -128,8 +129,11 @@ func TestSeed(t *testing.T) {
 	assert.Equal(t, idem.StatusFailedFinal, cl.Record.Status)
 	assert.Equal(t, "E", cl.Record.Outcome.ErrCode)
 	assert.Equal(t, "no", cl.Record.Outcome.ErrMessage)
+	assert.Equal(t, uint32(0), cl.Record.Scheme, "the seeded scheme (0) replaces the claim's (5)")
 
-	assert.Error(t, s.Seed(ctx, key, fp, 1, idem.Outcome{Status: idem.StatusProcessing}, time.Minute))
+	assert.Error(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusFailedFinal, Outcome: idem.Outcome{Status: idem.StatusSucceeded}}, time.Minute),
+		"a record whose status differs from its outcome's is refused")
+	assert.Error(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusProcessing, Fingerprint: fp, Token: 1, Outcome: idem.Outcome{Status: idem.StatusProcessing}}, time.Minute))
 }
 
 // The scheme is the v field, absent for scheme 0; a record written before

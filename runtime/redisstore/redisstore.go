@@ -274,7 +274,8 @@ return 1
 `)
 
 // seedScript: KEYS[1] record; ARGV ttl ms, then the HSET field-value pairs
-// of the record (s, f, t and the non-empty b, c, m, x). Returns 1, or 0 when
+// of the record (f, t, v when the scheme is not 0, s and the non-empty b,
+// c, m, x). Returns 1, or 0 when
 // a final record was kept.
 var seedScript = redis.NewScript(`
 local s = redis.call('HGET', KEYS[1], 's')
@@ -440,17 +441,24 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	return nil
 }
 
-// Seed implements idem.Seeder: one script stores out as the record of key
-// unless a final record is already there.
-func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+// Seed implements idem.Seeder: one script stores rec (its fingerprint,
+// scheme, token and outcome) as the record of key unless a final record is
+// already there.
+func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl time.Duration) error {
 	if err := checkKey(key); err != nil {
 		return errorf("seed", key, err)
 	}
-	if err := checkOutcome(out, ttl); err != nil {
+	if err := checkOutcome(rec.Outcome, ttl); err != nil {
 		return errorf("seed", key, err)
 	}
-	args := append(make([]any, 0, 15), millis(ttl), "f", fp[:], "t", tokenBytes(token))
-	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, outcomeArgs(args, out)...).Err()
+	if rec.Status != rec.Outcome.Status {
+		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, rec.Outcome.Status))
+	}
+	args := append(make([]any, 0, 17), millis(ttl), "f", rec.Fingerprint[:], "t", tokenBytes(rec.Token))
+	if rec.Scheme != 0 {
+		args = append(args, "v", schemeArg(rec.Scheme))
+	}
+	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, outcomeArgs(args, rec.Outcome)...).Err()
 	if err != nil {
 		return errorf("seed", key, err)
 	}
