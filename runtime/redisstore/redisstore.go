@@ -50,16 +50,16 @@
 //
 // Releases before this layout kept a record as a Redis hash under prefix +
 // "{" + hex(Key.ID) + "}". The "r" before the brace marks the string
-// layout, so the two never meet on one key (whatever the prefix), and no
-// migration runs: records of the old layout are ignored and expire by their
-// own TTL. While instances of both releases serve the same keys (a rolling
-// deploy), and until the old records' TTL has passed, a retry answered by
-// the other release does not see the first call's record and may execute
-// again, exactly like a record Redis lost (see below). Where that matters,
-// stop the old release before starting the new one and let calls in flight
-// be retried after the switch only if a duplicate is harmless, or run Redis
-// behind runtime/tiered, whose durable store decides every claim and is
-// unaffected by the change of layout.
+// layout, so the two never meet on one key (whatever the prefix: no
+// WRONGTYPE error), and no migration runs: records of the old layout are
+// ignored and expire by their own TTL. While instances of both releases
+// serve the same keys (a rolling deploy), and until the old records' TTL
+// has passed, a retry answered by the other release does not see the first
+// call's record and may execute again, exactly like after a Redis failover
+// (see below). Where that matters, stop the old release before starting the
+// new one and wait out the longest TTL before retries of old calls are
+// accepted, or run Redis behind runtime/tiered, whose durable store decides
+// every claim: there the change of layout costs one repair per key.
 //
 // Redis strings are bytes: tenants, operations, key parts, error messages
 // and metadata may hold any byte (NUL, invalid UTF-8). Tenants and
