@@ -427,6 +427,9 @@ func errorf(op string, k idem.Key, err error) error {
 
 // isOOM reports whether err is a Redis "OOM" error reply.
 func isOOM(err error) bool {
+	if err == nil {
+		return false
+	}
 	var re redis.Error
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }
