@@ -11,10 +11,12 @@ import (
 // repair a record that the fast tier lost (a Redis failover or eviction)
 // from the durable tier. The executor never calls it.
 type Seeder interface {
-	// Seed stores out (StatusSucceeded or StatusFailedFinal) as the record
-	// of key, with fingerprint fp and token, to expire ttl from the store's
-	// now. It replaces an absent or PROCESSING record whatever its token;
-	// a final record already there is kept unchanged (Seed returns nil):
-	// the first stored outcome of a record wins.
-	Seed(ctx context.Context, key Key, fp Fingerprint, token Token, out Outcome, ttl time.Duration) error
+	// Seed stores rec, a final record (rec.Status and rec.Outcome.Status
+	// both StatusSucceeded, or both StatusFailedFinal) as another store
+	// returned it, as the record of key: its fingerprint, scheme, token and
+	// outcome, to expire ttl from the store's now (rec.LeaseLeft is
+	// ignored). It replaces an absent or PROCESSING record whatever its
+	// token; a final record already there is kept unchanged (Seed returns
+	// nil): the first stored outcome of a record wins.
+	Seed(ctx context.Context, key Key, rec Record, ttl time.Duration) error
 }

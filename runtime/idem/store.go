@@ -119,6 +119,12 @@ type Store interface {
 	// PROCESSING record whose lease has lapsed and whose fingerprint equals
 	// req.Fingerprint. Otherwise it changes nothing and returns the live
 	// record. Exactly one of many concurrent claims on a free key succeeds.
+	//
+	// A Claim repeated by the token that holds the PROCESSING record (same
+	// fingerprint; a retry whose first reply was lost) answers Claimed and
+	// sets the lease afresh to req.Lease from the store's now, never beyond
+	// the record's expiry: the record still holds the token, so nobody took
+	// the key over, and the caller is about to start the method.
 	Claim(ctx context.Context, req ClaimRequest) (Claim, error)
 
 	// Complete atomically replaces the PROCESSING record holding token with

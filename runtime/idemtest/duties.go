@@ -220,6 +220,47 @@ func (s *suite) claimTwiceSameToken(t *testing.T) {
 	assert.Equal(t, []byte("one"), again.Record.Outcome.Body)
 }
 
+// claimTwiceAfterLapse: a claim repeated by its own token after its lease
+// lapsed (its first replies were lost, and nobody took the key over) is
+// claimed with a fresh lease, so that the method it now starts is not
+// taken over from under it: a takeover right after fails.
+func (s *suite) claimTwiceAfterLapse(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	require.True(t, e.claim(r).Claimed)
+	s.sleep(s.Unit + s.Unit/2)
+	again := e.claim(r)
+	require.True(t, again.Claimed, "the holder's repeated claim is claimed, as the original was")
+	assert.False(t, again.TakenOver, "the holder took nothing over")
+
+	other := e.claim(s.req(r.Key, "p"))
+	require.False(t, other.Claimed, "the repeated claim set the lease afresh: no takeover right after it")
+	assert.Equal(t, r.Token, other.Record.Token)
+	assert.Greater(t, other.Record.LeaseLeft, time.Duration(0), "the fresh lease has time left")
+	assert.LessOrEqual(t, other.Record.LeaseLeft, s.Unit, "the fresh lease runs from the store's now")
+	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("renewed by claim"), 20*s.Unit),
+		"the holder still holds the record")
+}
+
+// claimAgainNeverBeyondExpiry: a repeated claim's fresh lease ends at the
+// latest with the record.
+func (s *suite) claimAgainNeverBeyondExpiry(t *testing.T) {
+	e := s.env(t)
+	r := s.req(e.key("a"), "p")
+	r.Lease, r.TTL = s.Unit, 10*s.Unit
+	require.True(t, e.claim(r).Claimed)
+	s.sleep(2 * s.Unit)
+	r.Lease = r.TTL // a retry asks for more than the record has left
+	require.True(t, e.claim(r).Claimed)
+	c := e.claim(s.req(r.Key, "p"))
+	require.False(t, c.Claimed)
+	assert.Equal(t, r.Token, c.Record.Token)
+	assert.LessOrEqual(t, c.Record.LeaseLeft, 8*s.Unit, "the lease ends at the latest with the record")
+	s.sleep(8*s.Unit + s.Unit/2)
+	c = e.claim(s.req(r.Key, "q"))
+	assert.True(t, c.Claimed, "the record expired on time despite the repeated claim")
+}
+
 // completeTwiceSameToken: a final error or a success stored twice by the
 // same token answers success both times and keeps the first outcome.
 func (s *suite) completeTwiceSameToken(t *testing.T) {

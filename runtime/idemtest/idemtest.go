@@ -19,9 +19,11 @@
 //     idem.MaxOutcomeLen are accepted, and one byte more is refused with an
 //     error wrapping idem.ErrTooLarge, with nothing written;
 //   - every operation is idempotent for its caller's own token (a retry
-//     after a lost reply): a repeated Claim is claimed, a repeated Complete
-//     answers nil and keeps the first outcome, a Release of an absent record
-//     answers nil; another token gets idem.ErrLeaseLost; errors name the
+//     after a lost reply): a repeated Claim is claimed and sets the lease
+//     afresh from the store's now (never beyond the record's expiry), so a
+//     retry that arrives after the lease lapsed is not taken over from
+//     under it; a repeated Complete answers nil and keeps the first
+//     outcome, a Release of an absent record answers nil; another token gets idem.ErrLeaseLost; errors name the
 //     key's hex ID; through idem.Do, lost and retried replies leave the
 //     caller its success;
 //   - Record.Scheme round-trips;
@@ -131,6 +133,8 @@ func Run(t *testing.T, o Options) {
 		{"MaxSizes", s.maxSizes},
 		{"TooLarge", s.tooLarge},
 		{"ClaimTwiceSameToken", s.claimTwiceSameToken},
+		{"ClaimTwiceAfterLapse", s.claimTwiceAfterLapse},
+		{"ClaimAgainNeverBeyondExpiry", s.claimAgainNeverBeyondExpiry},
 		{"CompleteTwiceSameToken", s.completeTwiceSameToken},
 		{"ReleaseAbsent", s.releaseAbsent},
 		{"OtherToken", s.otherToken},

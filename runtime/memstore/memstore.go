@@ -207,7 +207,8 @@ func errorf(op string, k idem.Key, err error) error {
 }
 
 // Claim implements idem.Store. A claim repeated by the token that holds the
-// PROCESSING record (a retry after a lost reply) is claimed again. A claim
+// PROCESSING record (a retry after a lost reply) is claimed again, with its
+// lease set afresh from now (never beyond the record's expiry). A claim
 // that needs a new record when the store is full is refused with an error
 // wrapping idem.ErrStoreFull, after expired records were removed.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
@@ -254,6 +255,12 @@ func (s *Store) claim(ctx context.Context, req idem.ClaimRequest) (c idem.Claim,
 		sh.recs[req.Key.ID] = r
 		return idem.Claim{Claimed: true}, false
 	case r.status == idem.StatusProcessing && r.token == req.Token && r.fp == req.Fingerprint:
+		// The record still holds this token, so nobody took the key over:
+		// the retry gets a fresh lease for the method it is about to start.
+		r.leaseUntil = now.Add(req.Lease)
+		if r.leaseUntil.After(r.expiresAt) {
+			r.leaseUntil = r.expiresAt
+		}
 		return idem.Claim{Claimed: true}, false
 	case r.status == idem.StatusProcessing && !now.Before(r.leaseUntil) &&
 		(r.fp == req.Fingerprint || mutant.On(ctx, mutant.TakeoverWithoutFingerprint)): // a known mistake, for the simulator's tests
@@ -431,16 +438,21 @@ func clone(b []byte) []byte {
 // Local implements idem.LocalStore: the store never blocks on I/O.
 func (s *Store) Local() {}
 
-// Seed implements idem.Seeder: it stores a completed outcome decided by
-// another store (tiered uses it to fill and repair its fast tier). A final
-// record already present is kept. A new record that does not fit the
-// bounds is refused with an error wrapping idem.ErrStoreFull.
-func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+// Seed implements idem.Seeder: it stores a completed record decided by
+// another store (tiered uses it to fill and repair its fast tier), with the
+// record's fingerprint, scheme, token and outcome. A final record already
+// present is kept. A new record that does not fit the bounds is refused
+// with an error wrapping idem.ErrStoreFull.
+func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl time.Duration) error {
 	if err := checkKey(key); err != nil {
 		return errorf("seed", key, err)
 	}
+	out := rec.Outcome
 	if err := checkOutcome(out); err != nil {
 		return errorf("seed", key, err)
+	}
+	if rec.Status != out.Status {
+		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, out.Status))
 	}
 	if err := ctx.Err(); err != nil {
 		return errorf("seed", key, err)
@@ -455,9 +467,8 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, tok
 	if old != nil && old.status != idem.StatusProcessing {
 		return nil
 	}
-	r := &record{fp: fp, token: token, status: out.Status, out: out, expiresAt: now.Add(ttl)}
+	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, expiresAt: now.Add(ttl)}
 	if old != nil {
-		r.scheme = old.scheme
 		s.remove(sh, key.ID, old)
 	}
 	if !s.reserve(r.size()) {

@@ -61,8 +61,8 @@ func TestKeyLostExecutesTwice(t *testing.T) {
 	assert.NotEqual(t, first, third)
 }
 
-// A record is one hash under a hash-tagged key, with binary fields, and
-// expires Redis-side.
+// A record is one string under a hash-tagged key, in a binary layout, and
+// expires Redis-side; its lease is read from the key's PTTL.
 func TestRecordLayout(t *testing.T) {
 	c := client(t)
 	s := redisstore.New(c, redisstore.WithPrefix("idemtest-layout:"))
@@ -70,28 +70,41 @@ func TestRecordLayout(t *testing.T) {
 	key, err := idem.NewKey("layout-"+strconv.FormatInt(time.Now().UnixNano(), 36), "Op", "a")
 	require.NoError(t, err)
 	rk := s.RedisKey(key)
-	assert.Equal(t, "idemtest-layout:{"+key.Hex()+"}", rk)
+	assert.Equal(t, "idemtest-layout:r{"+key.Hex()+"}", rk)
 
-	req := idem.ClaimRequest{Key: key, Token: 0x0102030405060708, Lease: time.Second, TTL: time.Minute}
+	req := idem.ClaimRequest{Key: key, Token: 0x0102030405060708, Lease: time.Second, TTL: time.Minute, Scheme: 4_000_000_000}
 	req.Fingerprint[0] = 0xff
 	cl, err := s.Claim(ctx, req)
 	require.NoError(t, err)
 	require.True(t, cl.Claimed)
-	h := c.HGetAll(ctx, rk).Val()
-	assert.Equal(t, "1", h["s"])
-	assert.Equal(t, string(req.Fingerprint[:]), h["f"])
-	assert.Equal(t, "\x01\x02\x03\x04\x05\x06\x07\x08", h["t"])
-	assert.NotEmpty(t, h["l"])
-	pttl := c.PTTL(ctx, rk).Val()
-	assert.Greater(t, pttl, 59*time.Second)
+	head := "1" + string(req.Fingerprint[:]) + "\x01\x02\x03\x04\x05\x06\x07\x08" + "4000000000:"
+	assert.Equal(t, head+"59000", c.Get(ctx, rk).Val(), "a PROCESSING record: head, then the life left when its lease lapses")
+	assert.Greater(t, c.PTTL(ctx, rk).Val(), 59*time.Second)
 
-	require.NoError(t, s.Complete(ctx, key, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("ok")}, 2*time.Minute))
-	h = c.HGetAll(ctx, rk).Val()
-	assert.Equal(t, map[string]string{"s": "2", "f": string(req.Fingerprint[:]), "t": h["t"], "b": "ok"}, h,
-		"a final record keeps only non-empty fields, and no lease")
+	require.NoError(t, s.Complete(ctx, key, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("ok"), Meta: []byte("m")}, 2*time.Minute))
+	assert.Equal(t, "2"+head[1:]+"0:0:1:mok", c.Get(ctx, rk).Val(), "a final record: head, lengths, fields, body")
 	assert.Greater(t, c.PTTL(ctx, rk).Val(), 119*time.Second)
+	assert.Equal(t, "string", c.Type(ctx, rk).Val())
 
 	assert.Panics(t, func() { redisstore.New(c, redisstore.WithPrefix("a{b}:")) })
+}
+
+// A record of the hash layout of earlier releases (prefix + "{id}") is
+// never read: the string layout's keys differ ("r{id}"), so a store of
+// either release never meets the other's type (no WRONGTYPE).
+func TestOldLayoutIgnored(t *testing.T) {
+	c := client(t)
+	s := redisstore.New(c, redisstore.WithPrefix("idemtest-old:"))
+	ctx := t.Context()
+	key, err := idem.NewKey("old-"+strconv.FormatInt(time.Now().UnixNano(), 36), "Op", "a")
+	require.NoError(t, err)
+	old := "idemtest-old:{" + key.Hex() + "}"
+	require.NoError(t, c.HSet(ctx, old, "s", "2", "b", "stored before").Err())
+	require.NoError(t, c.PExpire(ctx, old, time.Minute).Err())
+	cl, err := s.Claim(ctx, idem.ClaimRequest{Key: key, Token: 1, Lease: time.Second, TTL: time.Minute})
+	require.NoError(t, err)
+	assert.True(t, cl.Claimed, "the new layout does not see the old record")
+	assert.Equal(t, "hash", c.Type(ctx, old).Val(), "the old record is left to expire")
 }
 
 // Seed writes an outcome over an absent or PROCESSING record, never over a
@@ -104,23 +117,24 @@ func TestSeed(t *testing.T) {
 	require.NoError(t, err)
 	var fp idem.Fingerprint
 	fp[3] = 9
-	require.NoError(t, s.Seed(ctx, key, fp, 7, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("first"), Meta: []byte("m")}, time.Minute))
-	require.NoError(t, s.Seed(ctx, key, fp, 8, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("second")}, time.Minute))
+	require.NoError(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusSucceeded, Fingerprint: fp, Scheme: 12, Token: 7, Outcome: idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("first"), Meta: []byte("m")}}, time.Minute))
+	require.NoError(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusSucceeded, Fingerprint: fp, Token: 8, Outcome: idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("second")}}, time.Minute))
 	cl, err := s.Claim(ctx, idem.ClaimRequest{Key: key, Fingerprint: fp, Token: 9, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	require.False(t, cl.Claimed)
 	assert.Equal(t, idem.StatusSucceeded, cl.Record.Status)
 	assert.Equal(t, fp, cl.Record.Fingerprint)
 	assert.Equal(t, idem.Token(7), cl.Record.Token)
+	assert.Equal(t, uint32(12), cl.Record.Scheme, "the seeded record keeps its scheme")
 	assert.Equal(t, []byte("first"), cl.Record.Outcome.Body, "the first outcome wins")
 	assert.Equal(t, []byte("m"), cl.Record.Outcome.Meta)
 
 	other, err := idem.NewKey(key.Tenant, "Op", "b")
 	require.NoError(t, err)
-	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 1, Lease: time.Second, TTL: time.Minute})
+	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 1, Lease: time.Second, TTL: time.Minute, Scheme: 5})
 	require.NoError(t, err)
 	require.True(t, cl.Claimed)
-	require.NoError(t, s.Seed(ctx, other, fp, 2, idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "E", ErrMessage: "no"}, time.Minute))
+	require.NoError(t, s.Seed(ctx, other, idem.Record{Status: idem.StatusFailedFinal, Fingerprint: fp, Token: 2, Outcome: idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "E", ErrMessage: "no"}}, time.Minute))
 	assert.ErrorIs(t, s.Complete(ctx, other, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), idem.ErrLeaseLost,
 		"a seeded outcome replaces the claim")
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: other, Fingerprint: fp, Token: 3, Lease: time.Second, TTL: time.Minute})
@@ -128,40 +142,11 @@ func TestSeed(t *testing.T) {
 	assert.Equal(t, idem.StatusFailedFinal, cl.Record.Status)
 	assert.Equal(t, "E", cl.Record.Outcome.ErrCode)
 	assert.Equal(t, "no", cl.Record.Outcome.ErrMessage)
+	assert.Equal(t, uint32(0), cl.Record.Scheme, "the seeded scheme (0) replaces the claim's (5)")
 
-	assert.Error(t, s.Seed(ctx, key, fp, 1, idem.Outcome{Status: idem.StatusProcessing}, time.Minute))
-}
-
-// The scheme is the v field, absent for scheme 0; a record written before
-// the field existed (no v) reads as scheme 0.
-func TestRecordScheme(t *testing.T) {
-	c := client(t)
-	s := redisstore.New(c, redisstore.WithPrefix("idemtest-scheme:"))
-	ctx := t.Context()
-	tenant := "scheme-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	key, err := idem.NewKey(tenant, "Op", "a")
-	require.NoError(t, err)
-	req := idem.ClaimRequest{Key: key, Token: 5, Lease: time.Second, TTL: time.Minute, Scheme: 4_000_000_000}
-	cl, err := s.Claim(ctx, req)
-	require.NoError(t, err)
-	require.True(t, cl.Claimed)
-	assert.Equal(t, "4000000000", c.HGet(ctx, s.RedisKey(key), "v").Val())
-
-	old, err := idem.NewKey(tenant, "Op", "old")
-	require.NoError(t, err)
-	var fp idem.Fingerprint
-	fp[0] = 1
-	rk := s.RedisKey(old)
-	require.NoError(t, c.HSet(ctx, rk, "s", "2", "f", fp[:], "t", "\x00\x00\x00\x00\x00\x00\x00\x07", "b", "stored before").Err())
-	require.NoError(t, c.PExpire(ctx, rk, time.Minute).Err())
-	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: old, Fingerprint: fp, Token: 8, Lease: time.Second, TTL: time.Minute, Scheme: 3})
-	require.NoError(t, err)
-	require.False(t, cl.Claimed)
-	assert.Equal(t, uint32(0), cl.Record.Scheme, "a record without v has scheme 0")
-	assert.Equal(t, idem.Token(7), cl.Record.Token)
-	assert.Equal(t, []byte("stored before"), cl.Record.Outcome.Body)
-	assert.NoError(t, s.Complete(ctx, old, 7, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute),
-		"the token that completed an old record is answered success")
+	assert.Error(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusFailedFinal, Outcome: idem.Outcome{Status: idem.StatusSucceeded}}, time.Minute),
+		"a record whose status differs from its outcome's is refused")
+	assert.Error(t, s.Seed(ctx, key, idem.Record{Status: idem.StatusProcessing, Fingerprint: fp, Token: 1, Outcome: idem.Outcome{Status: idem.StatusProcessing}}, time.Minute))
 }
 
 // TestRedisFull: a Redis server at its maxmemory under noeviction refuses
@@ -222,10 +207,10 @@ func TestRedisFull(t *testing.T) {
 	again := done
 	again.Token = 4
 	cl, err := s.Claim(ctx, again)
-	require.NoError(t, err, "a full Redis still replays (the script writes nothing)")
+	require.NoError(t, err, "a full Redis still replays (a refused SET falls back to GET)")
 	assert.Equal(t, []byte("r"), cl.Record.Outcome.Body)
 	require.NoError(t, s.Complete(ctx, held.Key, held.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("h")}, time.Hour),
-		"a full Redis still stores an outcome (its first write frees the lease field)")
+		"a full Redis still stores an outcome (its first write is a PEXPIRE, allowed at maxmemory)")
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: held.Key, Token: 5, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, []byte("h"), cl.Record.Outcome.Body)

@@ -39,7 +39,7 @@ func lossy(t *testing.T, maxRetries int) (*redisstore.Store, *lossyproxy.Proxy) 
 	_, err = s.Claim(ctx, idem.ClaimRequest{Key: warm, Token: 1, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, s.Complete(ctx, warm, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
-	require.NoError(t, s.Seed(ctx, warm, idem.Fingerprint{}, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+	require.NoError(t, s.Seed(ctx, warm, idem.Record{Status: idem.StatusSucceeded, Fingerprint: idem.Fingerprint{}, Token: 1, Outcome: idem.Outcome{Status: idem.StatusSucceeded}}, time.Minute))
 	return s, p
 }
 

@@ -1,23 +1,65 @@
-// Package redisstore is an idempotency store (idem.Store) on Redis, through
-// github.com/redis/go-redis/v9. A single node, Sentinel (failover) and
-// Cluster clients all work: New takes a redis.UniversalClient.
+// Package redisstore is an idempotency store (idem.Store) on Redis 7.0 or
+// later, through github.com/redis/go-redis/v9. A single node, Sentinel
+// (failover) and Cluster clients all work: New takes a
+// redis.UniversalClient.
 //
 // # How a record is kept
 //
-// Each record is one Redis hash under one key, prefix + "{" + hex(Key.ID) + "}".
-// The braces are a Cluster hash tag, so a record, and every script that
-// touches it, lives in one slot. Key.ID already covers the tenant and the
-// operation, so they are not repeated in the key. The fields are short and
-// binary: s (status digit), f (the 32-byte fingerprint), t (the 8-byte
-// big-endian token), v (the fingerprint scheme in decimal, present only when
-// not 0), l (the lease deadline in milliseconds, by the Redis server's
-// clock, PROCESSING only), and for a final record b (body), c (error code),
-// m (error message) and x (metadata), each present only when not empty. A
-// final record keeps the token that completed it.
+// Each record is one Redis string under one key, prefix + "r{" +
+// hex(Key.ID) + "}". The braces are a Cluster hash tag, so a record, and
+// every script that touches it, lives in one slot; Key.ID already covers
+// the tenant and the operation, so they are not repeated in the key. The
+// value is binary: the status digit, the 32-byte fingerprint, the 8-byte
+// big-endian token, the fingerprint scheme in decimal and ':', then
+//   - for a PROCESSING record, in decimal, how many milliseconds of the
+//     record's life remain when its lease lapses: the lease has lapsed once
+//     the key's PTTL, read by the server, is no more than that;
+//   - for a final record, the decimal lengths of the error code, error
+//     message and metadata, each followed by ':', then those three fields
+//     and the body (the rest).
 //
-// Records written before the v field existed read as scheme 0 (unknown),
-// which is what their claims meant; no migration is needed, and the key
-// prefix did not change.
+// A final record keeps the token that completed it. The record's expiry is
+// the key's own PX, so Redis expires records itself and the store has no
+// Sweep.
+//
+// # Round trips
+//
+// A Claim is one command, SET key <PROCESSING record> NX PX <ttl> GET: a nil
+// reply means the key was free and is now claimed; otherwise the stored
+// record comes back in the same round trip, and a final one (a replay) is
+// answered from it. Only a PROCESSING record costs a second round trip, a
+// Lua script that reads the lease from the key's PTTL, takes over a lapsed
+// lease of the same fingerprint (with a fresh token and record), recognises
+// the caller's own token (a retry whose first reply was lost: it is claimed
+// again, with its lease set afresh from the server's now, never beyond the
+// record's expiry), or returns the record with its lease left. Complete,
+// Release and Renew are each one Lua script fenced by the token
+// (redis.NewScript: EVALSHA, falling back to EVAL when the server does not
+// know the script yet), so each is atomic and costs one round trip. No
+// instant is ever computed from the client's clock: leases and expiries are
+// durations that the server counts down (PX, PTTL).
+//
+// Every operation is idempotent for its caller's token, so that go-redis'
+// retry of a command whose reply was lost (and the executor's retry) meets
+// the applied command as a success: a Claim repeated by the token that holds
+// the PROCESSING record is claimed again (with a fresh lease), a Complete
+// repeated by the token whose outcome is stored answers nil, and a Release
+// of a record that is not there answers nil.
+//
+// # Upgrading from the hash layout
+//
+// Releases before this layout kept a record as a Redis hash under prefix +
+// "{" + hex(Key.ID) + "}". The "r" before the brace marks the string
+// layout, so the two never meet on one key (whatever the prefix: no
+// WRONGTYPE error), and no migration runs: records of the old layout are
+// ignored and expire by their own TTL. While instances of both releases
+// serve the same keys (a rolling deploy), and until the old records' TTL
+// has passed, a retry answered by the other release does not see the first
+// call's record and may execute again, exactly like after a Redis failover
+// (see below). Where that matters, stop the old release before starting the
+// new one and wait out the longest TTL before retries of old calls are
+// accepted, or run Redis behind runtime/tiered, whose durable store decides
+// every claim: there the change of layout costs one repair per key.
 //
 // Redis strings are bytes: tenants, operations, key parts, error messages
 // and metadata may hold any byte (NUL, invalid UTF-8). Tenants and
@@ -25,24 +67,6 @@
 // store accepts (idem.MaxTenantLen, idem.MaxOpLen, idem.MaxOutcomeLen) are
 // checked before anything is sent, and larger values are refused with an
 // error wrapping idem.ErrTooLarge.
-//
-// Claim, Complete, Release and Renew are each one Lua script
-// (redis.NewScript: EVALSHA, falling back to EVAL when the server does not
-// know the script yet), so each is atomic and costs one round trip.
-// Complete, Release and Renew are fenced by the claim's token. The record's
-// expiry is a PEXPIRE; the lease deadline and LeaseLeft are computed inside
-// the script from the server's TIME (Redis 5+ replicates a script's effects,
-// not the script, so TIME is allowed). No instant is ever computed from the
-// client's clock.
-//
-// Every script is idempotent for its caller's token, so that go-redis'
-// retry of a command whose reply was lost (and the executor's retry) meets
-// the applied command as a success: a Claim repeated by the token that holds
-// the PROCESSING record is claimed again, a Complete repeated by the token
-// whose outcome is stored answers nil, and a Release of a record that is not
-// there answers nil.
-//
-// Redis expires records itself (PEXPIRE), so the store has no Sweep.
 //
 // # What it guarantees, and what it does not
 //
@@ -65,8 +89,9 @@
 // first write that may grow memory with an OOM error: a claim that would
 // create or take over a record is refused, with an error wrapping
 // idem.ErrStoreFull (no method is run, no record is dropped), while replays
-// (which write nothing), Complete and Release (whose first write frees
-// memory, after which Redis lets a script finish) go on.
+// (which write nothing), Complete and Release (whose first write, a PEXPIRE
+// or a DEL, is one Redis allows at maxmemory, after which it lets a script
+// finish) go on.
 package redisstore
 
 import (
@@ -146,12 +171,12 @@ func (s *Store) BoundedBy(d time.Duration) bool {
 }
 
 // RedisKey returns the Redis key that holds the record of k, for operators
-// and tests (HGETALL it to look at a record, DEL it to simulate a loss).
+// and tests (GET it to look at a record, DEL it to simulate a loss).
 func (s *Store) RedisKey(k idem.Key) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + 2 + 2*len(k.ID))
+	b.Grow(len(s.prefix) + 3 + 2*len(k.ID))
 	b.WriteString(s.prefix)
-	b.WriteByte('{')
+	b.WriteString("r{")
 	var h [64]byte
 	hex.Encode(h[:], k.ID[:])
 	b.Write(h[:])
@@ -159,88 +184,89 @@ func (s *Store) RedisKey(k idem.Key) string {
 	return b.String()
 }
 
-// claimScript: KEYS[1] record; ARGV fingerprint, token, lease ms, ttl ms,
-// scheme (decimal; "0" is not stored). Returns 1 (claimed, or claimed
-// already by this token), 2 (taken over) or the blocking record packed into
-// one string (see decodeRecord), which costs the client one allocation
-// instead of one per field. The server's TIME is read only when a lease is set or
-// checked, so a replay does not pay for it; redis.replicate_commands, which
-// lets Redis 3.2 and 4 replicate the effects of a script that calls TIME, is
-// called there too (from Redis 5 effects replication is the default, from 7
-// the only mode, and the call is a no-op).
-var claimScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 'f', 't', 'l', 'b', 'c', 'm', 'x', 'v')
-local s = r[1]
-local function now()
-	if redis.replicate_commands then redis.replicate_commands() end
-	local t = redis.call('TIME')
-	return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local function scheme(fresh)
-	if ARGV[5] ~= '0' then
-		redis.call('HSET', KEYS[1], 'v', ARGV[5])
-	elseif not fresh then
-		redis.call('HDEL', KEYS[1], 'v')
-	end
-end
-if not s then
-	redis.call('HSET', KEYS[1], 's', '1', 'f', ARGV[1], 't', ARGV[2], 'l', now() + tonumber(ARGV[3]))
-	scheme(true)
-	redis.call('PEXPIRE', KEYS[1], ARGV[4])
+// headLen is the length of a record's fixed head: the status digit, the
+// fingerprint and the token. The scheme's ':' follows within schemeMax
+// digits; the scripts read GETRANGE 0 headRead to see the head of a record
+// without copying its outcome.
+const (
+	headLen   = 1 + len(idem.Fingerprint{}) + 8
+	schemeMax = 10 // digits of the largest uint32
+)
+
+// contendedScript settles a claim that met a PROCESSING record. KEYS[1]
+// record; ARGV fingerprint, token, lease ms, ttl ms, the new PROCESSING
+// record. It returns 1 (claimed: the key was free again, or the record holds
+// this token, whose lease it sets afresh from the server's now, never beyond
+// the record's expiry), 2 (taken over: the lease had lapsed by the key's
+// PTTL and the fingerprint is the same), or {record, lease left ms}.
+var contendedScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+	redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[4])
 	return 1
 end
-local f, t, v = r[2] or '', r[3] or '', r[9] or '0'
-if #s ~= 1 or #f ~= 32 or #t ~= 8 or not string.match(v, '^%d+$') then
+local j = string.find(v, ':', 42, true)
+if not j or j > 52 then
 	return redis.error_reply('malformed record')
 end
-if s == '1' then
-	if t == ARGV[2] and f == ARGV[1] then
-		return 1
-	end
-	local n = now()
-	local left = (tonumber(r[4]) or 0) - n
-	if left <= 0 then
-		if f == ARGV[1] then
-			redis.call('HSET', KEYS[1], 't', ARGV[2], 'l', n + tonumber(ARGV[3]))
-			scheme(false)
-			redis.call('PEXPIRE', KEYS[1], ARGV[4])
-			return 2
-		end
-		left = 0
-	end
-	return s .. f .. t .. v .. ':' .. string.format('%d', left)
+if string.byte(v, 1) ~= 49 then
+	return {v, 0}
 end
-local c, m, x = r[6] or '', r[7] or '', r[8] or ''
-return s .. f .. t .. v .. ':' .. #c .. ':' .. #m .. ':' .. #x .. ':' .. c .. m .. x .. (r[5] or '')
+local g = tonumber(string.sub(v, j + 1))
+local pttl = redis.call('PTTL', KEYS[1])
+if not g or pttl < 0 then
+	return redis.error_reply('malformed record')
+end
+local f = string.sub(v, 2, 33)
+if f == ARGV[1] and string.sub(v, 34, 41) == ARGV[2] then
+	local lease = math.min(tonumber(ARGV[3]), pttl)
+	redis.call('SET', KEYS[1], string.sub(v, 1, j) .. string.format('%d', pttl - lease), 'KEEPTTL')
+	return 1
+end
+local left = pttl - g
+if left <= 0 then
+	if f == ARGV[1] then
+		redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[4])
+		return 2
+	end
+	left = 0
+end
+return {v, left}
 `)
 
-// completeScript: KEYS[1] record; ARGV token, ttl ms, then the HSET
-// field-value pairs of the outcome (s and the non-empty b, c, m, x, built by
-// outcomeArgs). Returns 1, 2 when the record is final under token already
-// (a repeated Complete: the stored outcome stays), or 0 when the record is
-// absent or holds another token.
+// completeScript: KEYS[1] record; ARGV token, ttl ms, status digit, the
+// final record's tail (lengths, fields and body). Returns 1, 2 when the
+// record is final under token already (a repeated Complete: the stored
+// outcome stays), or 0 when the record is absent or holds another token.
+// Its first write is a PEXPIRE, which Redis allows at maxmemory; the tail
+// is appended rather than concatenated in Lua, so a large body is not
+// copied twice.
 var completeScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 't')
-if not r[1] or r[2] ~= ARGV[1] then
+local h = redis.call('GETRANGE', KEYS[1], 0, 52)
+if #h < 42 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
 end
-if r[1] ~= '1' then
+if string.byte(h, 1) ~= 49 then
 	return 2
 end
-redis.call('HDEL', KEYS[1], 'l')
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+local j = string.find(h, ':', 42, true)
+if not j then
+	return redis.error_reply('malformed record')
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[3] .. string.sub(h, 2, j), 'KEEPTTL')
+redis.call('APPEND', KEYS[1], ARGV[4])
 return 1
 `)
 
 // releaseScript: KEYS[1] record; ARGV token. Returns 1 (released, or
 // absent), or 0 when the record is final or holds another token.
 var releaseScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 't')
-if not r[1] then
+local h = redis.call('GETRANGE', KEYS[1], 0, 40)
+if #h == 0 then
 	return 1
 end
-if r[1] ~= '1' or r[2] ~= ARGV[1] then
+if string.byte(h, 1) ~= 49 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
 end
 redis.call('DEL', KEYS[1])
@@ -251,53 +277,58 @@ return 1
 // the record is not PROCESSING under token. The lease ends lease from the
 // server's now, or with the record if that is sooner.
 var renewScript = redis.NewScript(`
-local r = redis.call('HMGET', KEYS[1], 's', 't')
-if r[1] ~= '1' or r[2] ~= ARGV[1] then
+local h = redis.call('GETRANGE', KEYS[1], 0, 52)
+if #h < 42 or string.byte(h, 1) ~= 49 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
 end
-if redis.replicate_commands then redis.replicate_commands() end
-local t = redis.call('TIME')
-local n = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[2])
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl >= 0 and ttl < lease then
-	lease = ttl
+local j = string.find(h, ':', 42, true)
+local pttl = redis.call('PTTL', KEYS[1])
+if not j or pttl < 0 then
+	return redis.error_reply('malformed record')
 end
-redis.call('HSET', KEYS[1], 'l', n + lease)
+local lease = math.min(tonumber(ARGV[2]), pttl)
+redis.call('SET', KEYS[1], string.sub(h, 1, j) .. string.format('%d', pttl - lease), 'KEEPTTL')
 return 1
 `)
 
-// seedScript: KEYS[1] record; ARGV ttl ms, then the HSET field-value pairs
-// of the record (s, f, t and the non-empty b, c, m, x). Returns 1, or 0 when
-// a final record was kept.
+// seedScript: KEYS[1] record; ARGV ttl ms, the final record. Returns 1, or
+// 0 when a final record was kept.
 var seedScript = redis.NewScript(`
-local s = redis.call('HGET', KEYS[1], 's')
-if s and s ~= '1' then
+local s = redis.call('GETRANGE', KEYS[1], 0, 0)
+if s ~= '' and s ~= '1' then
 	return 0
 end
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
 return 1
 `)
 
-// outcomeArgs appends the HSET field-value pairs of out (s, then b, c, m, x
-// when not empty) to args.
-func outcomeArgs(args []any, out idem.Outcome) []any {
-	args = append(args, "s", statusDigits[out.Status])
-	if len(out.Body) > 0 {
-		args = append(args, "b", out.Body)
-	}
-	if out.ErrCode != "" {
-		args = append(args, "c", out.ErrCode)
-	}
-	if out.ErrMessage != "" {
-		args = append(args, "m", out.ErrMessage)
-	}
-	if len(out.Meta) > 0 {
-		args = append(args, "x", out.Meta)
-	}
-	return args
+// appendHead appends a record's head: the status digit, fingerprint,
+// token, scheme and ':'.
+func appendHead(b []byte, st idem.Status, fp *idem.Fingerprint, token idem.Token, scheme uint32) []byte {
+	b = append(b, '0'+byte(st))
+	b = append(b, fp[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(token))
+	b = strconv.AppendUint(b, uint64(scheme), 10)
+	return append(b, ':')
+}
+
+// appendTail appends a final record's tail: the lengths of the error code,
+// message and metadata, each followed by ':', those fields and the body.
+func appendTail(b []byte, out *idem.Outcome) []byte {
+	b = strconv.AppendInt(b, int64(len(out.ErrCode)), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(len(out.ErrMessage)), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(len(out.Meta)), 10)
+	b = append(b, ':')
+	b = append(b, out.ErrCode...)
+	b = append(b, out.ErrMessage...)
+	b = append(b, out.Meta...)
+	return append(b, out.Body...)
+}
+
+func outcomeLen(out *idem.Outcome) int {
+	return len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta)
 }
 
 // statusDigits are the stored status digits, boxed once.
@@ -308,18 +339,20 @@ func tokenBytes(t idem.Token) []byte {
 }
 
 // millis rounds d up to whole milliseconds, at least 1: Redis rejects a
-// PEXPIRE of 0, and rounding down could end a lease or a record early.
+// PX of 0, and rounding down could end a lease or a record early.
 func millis(d time.Duration) int64 {
 	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
 	return max(ms, 1)
 }
 
-// Claim implements idem.Store. It runs one script: it creates the record, or
-// takes over a PROCESSING record of the same fingerprint whose lease has
-// lapsed by the server's clock, or returns the live record.
+// Claim implements idem.Store. One SET NX GET creates the record or returns
+// the stored one; a final record is answered from it. A PROCESSING record
+// is settled by one script that reads the lease from the key's PTTL: it
+// takes over a lapsed lease of the same fingerprint, or returns the record.
 //
 // A claim repeated by the token that holds the PROCESSING record (go-redis'
-// retry after a lost reply) is claimed again.
+// retry after a lost reply) is claimed again, with its lease set afresh
+// from the server's now (never beyond the record's expiry).
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkKey(req.Key); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
@@ -327,23 +360,54 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if req.TTL <= 0 {
 		return idem.Claim{}, errorf("claim", req.Key, errors.New("ttl must be positive"))
 	}
-	lease := min(req.Lease, req.TTL)
-	// The fingerprint and the token share one allocation.
-	buf := make([]byte, 0, len(req.Fingerprint)+8)
-	buf = append(buf, req.Fingerprint[:]...)
-	buf = binary.BigEndian.AppendUint64(buf, uint64(req.Token))
-	res, err := claimScript.Run(ctx, s.client, []string{s.RedisKey(req.Key)},
-		buf[:len(req.Fingerprint)], buf[len(req.Fingerprint):], millis(lease), millis(req.TTL), schemeArg(req.Scheme)).Result()
+	ttl := millis(req.TTL)
+	lease := min(millis(req.Lease), ttl)
+	rec := appendHead(make([]byte, 0, headLen+schemeMax+22), idem.StatusProcessing, &req.Fingerprint, req.Token, req.Scheme)
+	rec = strconv.AppendInt(rec, ttl-lease, 10)
+	key := s.RedisKey(req.Key)
+	cmd := redis.NewStringCmd(ctx, "set", key, rec, "px", ttl, "nx", "get")
+	err := s.client.Process(ctx, cmd)
+	if errors.Is(err, redis.Nil) {
+		return idem.Claim{Claimed: true}, nil
+	}
+	stored := cmd.Val()
+	if isOOM(err) {
+		// A server at maxmemory under noeviction refuses SET before
+		// looking at the key; a record it holds is still answered.
+		var gerr error
+		if stored, gerr = s.client.Get(ctx, key).Result(); gerr != nil {
+			return idem.Claim{}, errorf("claim", req.Key, err)
+		}
+	} else if err != nil {
+		return idem.Claim{}, errorf("claim", req.Key, err)
+	}
+	var c idem.Claim
+	if err := decodeRecord(stored, &c.Record); err != nil {
+		return idem.Claim{}, errorf("claim", req.Key, err)
+	}
+	if c.Record.Status != idem.StatusProcessing {
+		return c, nil
+	}
+	res, err := contendedScript.Run(ctx, s.client, []string{key},
+		req.Fingerprint[:], tokenBytes(req.Token), lease, ttl, rec).Result()
 	if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
 	switch v := res.(type) {
 	case int64:
 		return idem.Claim{Claimed: true, TakenOver: v == 2}, nil
-	case string:
-		var c idem.Claim
-		if err := decodeRecord(v, &c.Record); err != nil {
+	case []any:
+		c = idem.Claim{}
+		r, ok1 := v[0].(string)
+		left, ok2 := v[1].(int64)
+		if len(v) != 2 || !ok1 || !ok2 {
+			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", res))
+		}
+		if err := decodeRecord(r, &c.Record); err != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
+		}
+		if c.Record.Status == idem.StatusProcessing && left > 0 {
+			c.Record.LeaseLeft = time.Duration(left) * time.Millisecond
 		}
 		return c, nil
 	default:
@@ -351,26 +415,23 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	}
 }
 
-// schemeArg is the claim script's scheme argument; the common schemes are
-// boxed once.
-func schemeArg(v uint32) any {
-	if v < uint32(len(smallSchemes)) {
-		return smallSchemes[v]
-	}
-	return strconv.FormatUint(uint64(v), 10)
-}
-
-var smallSchemes = [...]any{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
-
 // errorf wraps err with the store's name, the operation and the key's ID.
 // A Redis server out of memory under maxmemory-policy noeviction (an "OOM"
 // error reply) is a full store: the error wraps idem.ErrStoreFull too.
 func errorf(op string, k idem.Key, err error) error {
-	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ") {
+	if isOOM(err) {
 		return fmt.Errorf("redisstore: %s %s: %w: %w", op, k.Hex(), idem.ErrStoreFull, err)
 	}
 	return fmt.Errorf("redisstore: %s %s: %w", op, k.Hex(), err)
+}
+
+// isOOM reports whether err is a Redis "OOM" error reply.
+func isOOM(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }
 
 func checkKey(k idem.Key) error {
@@ -391,8 +452,9 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := checkOutcome(out, ttl); err != nil {
 		return errorf("complete", key, err)
 	}
-	args := outcomeArgs(append(make([]any, 0, 12), tokenBytes(token), millis(ttl)), out)
-	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)}, args...).Int64()
+	tail := appendTail(make([]byte, 0, 12+outcomeLen(&out)), &out)
+	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)},
+		tokenBytes(token), millis(ttl), statusDigits[out.Status], tail).Int64()
 	if err != nil {
 		return errorf("complete", key, err)
 	}
@@ -433,18 +495,22 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	return nil
 }
 
-// Seed implements idem.Seeder: one script stores out as the record of key
-// unless a final record is already there.
-func (s *Store) Seed(ctx context.Context, key idem.Key, fp idem.Fingerprint, token idem.Token, out idem.Outcome, ttl time.Duration) error {
+// Seed implements idem.Seeder: one script stores rec (its fingerprint,
+// scheme, token and outcome) as the record of key unless a final record is
+// already there.
+func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl time.Duration) error {
 	if err := checkKey(key); err != nil {
 		return errorf("seed", key, err)
 	}
-	if err := checkOutcome(out, ttl); err != nil {
+	if err := checkOutcome(rec.Outcome, ttl); err != nil {
 		return errorf("seed", key, err)
 	}
-	args := append(make([]any, 0, 15), millis(ttl), "f", fp[:], "t", tokenBytes(token))
-	err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, outcomeArgs(args, out)...).Err()
-	if err != nil {
+	if rec.Status != rec.Outcome.Status {
+		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, rec.Outcome.Status))
+	}
+	v := appendHead(make([]byte, 0, headLen+schemeMax+13+outcomeLen(&rec.Outcome)), rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
+	v = appendTail(v, &rec.Outcome)
+	if err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, millis(ttl), v).Err(); err != nil {
 		return errorf("seed", key, err)
 	}
 	return nil
@@ -457,45 +523,37 @@ func checkOutcome(out idem.Outcome, ttl time.Duration) error {
 	if ttl <= 0 {
 		return errors.New("ttl must be positive")
 	}
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+	if n := outcomeLen(&out); n > idem.MaxOutcomeLen {
 		return fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge)
 	}
 	return nil
 }
 
-// decodeRecord reads the claim script's packed record into rec: the status
-// digit, the 32-byte fingerprint, the 8-byte token, the scheme in decimal
-// and ':', then for a PROCESSING record the lease left in milliseconds
-// (decimal), and for a final record
-// the decimal lengths of the error code, message and metadata, each followed
-// by ':', then those three fields and the body (the rest). Strings share the
-// reply's memory; Body and Meta are copies.
+// decodeRecord reads a stored record (see the package documentation) into
+// rec. A PROCESSING record's lease is not in the value alone (it needs the
+// key's PTTL): LeaseLeft is left 0. Strings share v's memory; Body and
+// Meta are copies.
 func decodeRecord(v string, rec *idem.Record) error {
-	const head = 1 + len(idem.Fingerprint{}) + 8
-	if len(v) < head || v[0] < '1' || v[0] > '3' {
-		return errors.New("malformed record reply")
+	if len(v) < headLen || v[0] < '1' || v[0] > '3' {
+		return errors.New("malformed record")
 	}
 	rec.Status = idem.Status(v[0] - '0')
 	copy(rec.Fingerprint[:], v[1:33])
 	var tok uint64
-	for i := 33; i < head; i++ {
+	for i := 33; i < headLen; i++ {
 		tok = tok<<8 | uint64(v[i])
 	}
 	rec.Token = idem.Token(tok)
-	rest := v[head:]
+	rest := v[headLen:]
 	j := strings.IndexByte(rest, ':')
 	scheme, err := strconv.ParseUint(rest[:max(j, 0)], 10, 32)
 	if j < 0 || err != nil {
-		return errors.New("malformed record reply: scheme")
+		return errors.New("malformed record: scheme")
 	}
 	rec.Scheme, rest = uint32(scheme), rest[j+1:]
 	if rec.Status == idem.StatusProcessing {
-		left, err := strconv.ParseInt(rest, 10, 64)
-		if err != nil {
-			return errors.New("malformed record reply: lease")
-		}
-		if left > 0 {
-			rec.LeaseLeft = time.Duration(left) * time.Millisecond
+		if _, err := strconv.ParseInt(rest, 10, 64); err != nil {
+			return errors.New("malformed record: lease")
 		}
 		return nil
 	}
@@ -504,12 +562,12 @@ func decodeRecord(v string, rec *idem.Record) error {
 		j := strings.IndexByte(rest, ':')
 		n, err := strconv.Atoi(rest[:max(j, 0)])
 		if j < 0 || err != nil || n < 0 {
-			return errors.New("malformed record reply: lengths")
+			return errors.New("malformed record: lengths")
 		}
 		lens[i], rest = n, rest[j+1:]
 	}
 	if lens[0]+lens[1]+lens[2] > len(rest) {
-		return errors.New("malformed record reply: lengths")
+		return errors.New("malformed record: lengths")
 	}
 	out := &rec.Outcome
 	out.Status = rec.Status

@@ -77,7 +77,7 @@ func newLossyTiers(t *testing.T) *lossyTiers {
 		_, err = lt.store.Claim(ctx, req)
 		require.NoError(t, err)
 		require.NoError(t, lt.store.Complete(ctx, warm, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
-		require.NoError(t, lt.fast.Seed(ctx, warm, idem.Fingerprint{}, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+		require.NoError(t, lt.fast.Seed(ctx, warm, idem.Record{Status: idem.StatusSucceeded, Fingerprint: idem.Fingerprint{}, Token: 1, Outcome: idem.Outcome{Status: idem.StatusSucceeded}}, time.Minute))
 		warm.ID[0]++
 	}
 	return lt

@@ -42,7 +42,8 @@
 //
 // Every operation is idempotent for its caller's own token as far as both
 // tiers are (redisstore and pgstore are): a Claim repeated by the token that
-// holds the claim is claimed again, a Complete repeated by the token whose
+// holds the claim is claimed again (the durable store sets its lease
+// afresh), a Complete repeated by the token whose
 // outcome is stored answers nil, and a Release of a record that is not there
 // answers nil. Tenants, operations and outcomes larger than the limits every
 // store accepts (idem.MaxTenantLen, idem.MaxOpLen, idem.MaxOutcomeLen) are
@@ -61,8 +62,8 @@
 // gets min(the claim's TTL, WithRepairTTL), since a Record does not say how
 // long the durable record has left: a repaired outcome may be replayed from
 // the fast store for up to that long after the durable record expired. A
-// repaired record has scheme 0 (idem.Seeder does not carry the scheme), so
-// its replays from the fast store report the scheme as unknown.
+// repaired record keeps the durable record's fingerprint, scheme, token
+// and outcome.
 package tiered
 
 import (
@@ -250,9 +251,8 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	// The durable store holds a record the fast store did not return.
 	if final(dc.Record.Status) && s.seeder != nil {
 		ttl := min(req.TTL, s.repairTTL)
-		rec := dc.Record
 		_, err := fastDo(s, ctx, "seed", req.Key, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, s.seeder.Seed(ctx, req.Key, rec.Fingerprint, rec.Token, rec.Outcome, ttl)
+			return struct{}{}, s.seeder.Seed(ctx, req.Key, dc.Record, ttl)
 		})
 		if err == nil {
 			s.observe(Event{Kind: EventRepaired, Op: "claim", Key: req.Key})

@@ -173,3 +173,39 @@ func call(ctx context.Context, ex *idem.Executor, m *idem.Method, id, payload st
 	h.String(payload)
 	return idem.Do(ctx, ex, m, &k, &h, fn)
 }
+
+// A record repaired into the fast store keeps everything the durable store
+// holds, the fingerprint scheme included, so that its replays from the fast
+// store report the scheme of the claim that created it.
+func TestRepairKeepsRecord(t *testing.T) {
+	ctx := t.Context()
+	durable := memstore.New()
+	k, err := idem.NewKey("t", "op", "a")
+	require.NoError(t, err)
+	req := idem.ClaimRequest{Key: k, Fingerprint: idem.Fingerprint{1, 2, 3}, Token: 41, Lease: time.Second, TTL: time.Minute, Scheme: 7}
+	first := tiered.New(memstore.New(), durable)
+	c, err := first.Claim(ctx, req)
+	require.NoError(t, err)
+	require.True(t, c.Claimed)
+	out := idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("body"), Meta: []byte("meta")}
+	require.NoError(t, first.Complete(ctx, k, req.Token, out, time.Minute))
+
+	// A fast store that lost the record (a fresh one) is repaired by the
+	// next claim, here a retry from another release whose fingerprint
+	// scheme is newer.
+	fast := memstore.New()
+	var ev events
+	s := tiered.New(fast, durable, tiered.WithObserver(ev.observe))
+	retry := req
+	retry.Token, retry.Scheme = 42, 8
+	c, err = s.Claim(ctx, retry)
+	require.NoError(t, err)
+	require.False(t, c.Claimed)
+	require.Equal(t, 1, ev.count(tiered.EventRepaired))
+
+	c, err = fast.Claim(ctx, retry)
+	require.NoError(t, err)
+	require.False(t, c.Claimed, "the fast store holds the repaired record")
+	want := idem.Record{Status: idem.StatusSucceeded, Fingerprint: req.Fingerprint, Scheme: req.Scheme, Token: req.Token, Outcome: out}
+	assert.Equal(t, want, c.Record, "the repaired record is the durable one, scheme included")
+}
