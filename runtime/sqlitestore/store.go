@@ -317,6 +317,10 @@ const (
 	fingerprint, tenant, op, key_text) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?)`
 	takeOver = `UPDATE idem_records SET token = ?, lease_until = ?, expires_at = ?, scheme = ?,
 	tenant = ?, op = ?, key_text = ? WHERE key = ?`
+	// claimAgain renews the lease of the caller's own claim, repeated after
+	// a lost reply: nobody took the key over, so its method has not started
+	// and may run under a fresh lease (never beyond the record's expiry).
+	claimAgain = `UPDATE idem_records SET lease_until = min(?, expires_at) WHERE key = ? AND token = ?`
 )
 
 // claimIn claims req inside the write transaction of conn at now.
@@ -330,7 +334,8 @@ func claimIn(ctx context.Context, conn *sql.Conn, req idem.ClaimRequest, now int
 	case ok && settled(&r, req, now):
 		return idem.Claim{Record: r.rec}, nil
 	case ok && r.expiresAt > now && r.rec.Token == req.Token:
-		return idem.Claim{Claimed: true}, nil // the caller's own claim, repeated
+		_, err = conn.ExecContext(ctx, claimAgain, lease, req.Key.ID[:], int64(req.Token))
+		return idem.Claim{Claimed: true}, err // the caller's own claim, repeated
 	case ok && r.expiresAt > now:
 		_, err = conn.ExecContext(ctx, takeOver, int64(req.Token), lease, exp, int64(req.Scheme),
 			bytesOf(req.Key.Tenant), bytesOf(req.Key.Op), bytesOf(req.Key.Text), req.Key.ID[:])
