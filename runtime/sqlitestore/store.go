@@ -359,7 +359,7 @@ func bytesOf(s string) []byte {
 // PROCESSING record the caller may not take, is answered from a read
 // without the write lock; any other claim runs in a BEGIN IMMEDIATE
 // transaction. A repeated Claim of the caller's own PROCESSING record (same
-// token and payload) is claimed again.
+// token and payload) is claimed again, under a fresh lease.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
