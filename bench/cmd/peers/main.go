@@ -3,7 +3,7 @@
 // implementation, all on the same Redis server (and each with its own copy
 // of the same PostgreSQL orders table), and drives them over loopback with a
 // bounded load generator: first requests and replays at the same
-// concurrency, run alternately in short cells, reported as medians of the
+// concurrency, interleaved request by request in short rounds, reported as medians of the
 // per-round ratios. It then probes what each peer checks.
 //
 //	cd bench && ../scripts/with-services.sh go run ./cmd/peers
@@ -37,7 +37,7 @@ func main() {
 	maxReq := flag.Int("max-requests", 2500, "at most this many requests per peer per round")
 	timeout := flag.Duration("timeout", 4*time.Minute, "bound on the whole run")
 	callersFlag := flag.String("callers", "1,16", "concurrent clients")
-	quick := flag.Bool("quick", false, "few rounds and short cells (a smoke run)")
+	quick := flag.Bool("quick", false, "few and short rounds (a smoke run)")
 	flag.Parse()
 	if *quick {
 		*rounds, *round = 3, 15*time.Millisecond
