@@ -35,6 +35,7 @@ func main() {
 	round := flag.Duration("round", 15*time.Millisecond, "target length of one variant's share of a runtime round")
 	block := flag.Duration("block", 20*time.Microsecond, "shortest run of one variant's calls between switches, 1 caller (0: switch after every call)")
 	blockConc := flag.Duration("block-concurrent", time.Millisecond, "shortest run of one variant's calls between switches, several callers")
+	minOps := flag.Int("min-ops", 8, "at least this many calls per variant per runtime round")
 	sizes := flag.String("sizes", "10,100,1000", "annotated methods of the generator's synthetic packages")
 	warm := flag.Int("warm-rounds", 7, "pairs per warm generator comparison")
 	cold := flag.Int("cold-rounds", 3, "pairs per cold generator comparison")
@@ -44,7 +45,7 @@ func main() {
 	genprofile := flag.String("genprofile", "", "write a CPU profile of the generator on 1,000 methods to this file")
 	flag.Parse()
 	if *quick {
-		*rounds, *round, *warm, *cold = 5, 5*time.Millisecond, 3, 1
+		*rounds, *round, *minOps, *warm, *cold = 5, 5*time.Millisecond, 8, 3, 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -83,7 +84,7 @@ func main() {
 		sections[strings.TrimSpace(s)] = true
 	}
 	if sections["runtime"] {
-		if err := runRuntime(ctx, log, splitList(*stores), ints(*callersFlag), benchcmp.Config{Rounds: *rounds, Round: *round, Block: *block, BlockConcurrent: *blockConc, MinOps: 8, MaxOps: 200000}); err != nil {
+		if err := runRuntime(ctx, log, splitList(*stores), ints(*callersFlag), benchcmp.Config{Rounds: *rounds, Round: *round, Block: *block, BlockConcurrent: *blockConc, MinOps: *minOps, MaxOps: 200000}); err != nil {
 			log("runtime: %v", err)
 			os.Exit(1)
 		}
