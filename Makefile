@@ -76,8 +76,10 @@ fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz=FuzzParse -fuzztime=60s
 	$(GO) test ./internal/generate -run '^$$' -fuzz=FuzzGenerate -fuzztime=60s
 
+# Benchmarks run on a durable PostgreSQL server (fsync, synchronous_commit
+# and full_page_writes on, as in production); the tests keep the fast one.
 bench:
-	scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
+	IDEM_PG_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 
 # The duplicate storm with faults, full size, on every store.

@@ -11,6 +11,12 @@
 # prints the DSN line on stdout. Everything else goes to stderr. The
 # postmaster's PID is written to DIR/pg.pid; stop uses pg_ctl stop -m fast and
 # falls back to killing that PID.
+#
+# The server is fast and not crash-safe (fsync, synchronous_commit and
+# full_page_writes off), which is right for tests. With IDEM_PG_DURABLE=1 in
+# the environment it is durable instead, as production runs it (all three
+# on: every commit waits for its WAL flush); make bench uses that, so that
+# its PostgreSQL figures include the cost of a commit reaching the disk.
 set -euo pipefail
 
 log() { printf 'pg.sh: %s\n' "$*" >&2; }
@@ -99,8 +105,15 @@ start() {
 			{ cat "$dir/initdb.log" >&2; die "initdb failed"; }
 	fi
 	port=$(free_port)
-	local opts="-c listen_addresses=127.0.0.1 -p $port -k $dir -c fsync=off -c synchronous_commit=off"
-	opts+=" -c full_page_writes=off -c max_connections=200 -c shared_buffers=128MB"
+	local opts="-c listen_addresses=127.0.0.1 -p $port -k $dir" durability
+	case "${IDEM_PG_DURABLE:-0}" in
+	1) durability="durable: fsync, synchronous_commit and full_page_writes on"
+		opts+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
+	0 | "") durability="fast, not crash-safe: fsync, synchronous_commit and full_page_writes off"
+		opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
+	*) die "IDEM_PG_DURABLE=$IDEM_PG_DURABLE: want 1 (durable server) or 0 (fast test server)" ;;
+	esac
+	opts+=" -c max_connections=200 -c shared_buffers=128MB"
 	if ! as_owner "$bin/pg_ctl" -D "$data" -l "$dir/postgres.log" -w -t 60 -o "$opts" start >&2; then
 		tail -n 30 "$dir/postgres.log" >&2 || true
 		die "pg_ctl start failed"
@@ -118,7 +131,7 @@ start() {
 		"SELECT 1 FROM pg_database WHERE datname = 'idem'" | grep -q 1; then
 		"$bin/createdb" -h 127.0.0.1 -p "$port" -U "$user" idem >&2
 	fi
-	log "PostgreSQL $(cat "$data/PG_VERSION") on 127.0.0.1:$port, data in $data, pid $(cat "$dir/pg.pid")"
+	log "PostgreSQL $(cat "$data/PG_VERSION") on 127.0.0.1:$port, $durability, data in $data, pid $(cat "$dir/pg.pid")"
 	printf 'IDEM_PG_DSN=postgres://%s@127.0.0.1:%s/idem?sslmode=disable\n' "$user" "$port"
 }
 

@@ -6,6 +6,10 @@
 # COMMAND with IDEM_PG_DSN and IDEM_REDIS_ADDR exported, and stops both
 # servers by PID when COMMAND ends, whether it passed, failed or was
 # interrupted. Exits with COMMAND's status.
+#
+# PostgreSQL is the fast, not crash-safe test server; with IDEM_PG_DURABLE=1
+# it is durable (fsync, synchronous_commit, full_page_writes on; see pg.sh),
+# as make bench runs it.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"go/types"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -103,38 +102,20 @@ func renderGoimports(t *testing.T, pkg *annotations.Package) []byte {
 }
 
 func TestRenderMatchesGoimports(t *testing.T) {
-	defer func(n int) { declsPerWorker = n }(declsPerWorker)
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	defer func(n int) { declsPerFormat = n }(declsPerFormat)
 	for name, model := range map[string]func() *annotations.Package{
 		"orders": func() *annotations.Package { return ordersModel(t) },
 		"synth":  func() *annotations.Package { return synthModel(t, 30) },
 	} {
 		want := string(renderGoimports(t, model()))
-		// One goroutine, then as many as GOMAXPROCS allows, each with a
-		// few declarations (and so a few imports) of its own.
-		for _, perWorker := range []int{1000, 1} {
-			declsPerWorker = perWorker
+		// Declarations formatted one by one, a few per pass, all in one.
+		for _, perFormat := range []int{1, 3, 32, 100000} {
+			declsPerFormat = perFormat
 			got, err := Render(model())
 			require.NoError(t, err, name)
-			assert.Equal(t, want, string(got), "%s, %d declarations per goroutine", name, perWorker)
+			assert.Equal(t, want, string(got), "%s, %d declarations per format pass", name, perFormat)
 		}
 	}
-}
-
-func TestMergeImports(t *testing.T) {
-	head := "// h\n\npackage p\n\n"
-	got, err := mergeImports([][]byte{
-		[]byte(head + "import (\n\"context\"\nidem \"github.com/idemgen/idemgen/runtime/idem\"\n)\n\n"),
-		[]byte(head + "import \"time\"\n\n"),
-		[]byte(head),
-		[]byte(head + "import pay \"example.com/pay/v2\"\n\n"),
-	})
-	require.NoError(t, err)
-	assert.Equal(t, head+"import (\n\"context\"\npay \"example.com/pay/v2\"\nidem \"github.com/idemgen/idemgen/runtime/idem\"\n\"time\"\n)\n\n", string(got))
-
-	got, err = mergeImports([][]byte{[]byte(head + "import \"time\"\n\n"), []byte(head)})
-	require.NoError(t, err)
-	assert.Equal(t, head+"import \"time\"\n\n", string(got))
 }
 
 func TestGroupImports(t *testing.T) {

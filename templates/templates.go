@@ -15,11 +15,9 @@ import (
 	"go/format"
 	"go/token"
 	"go/types"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -49,17 +47,18 @@ const (
 // Render returns the gofmt'd source of the idem_gen.go file for pkg. The same
 // model always gives the same bytes.
 //
-// The file is formatted once, declaration by declaration: each top-level
-// declaration is gofmt'd on its own (the printer lays out a declaration
-// independently of the others, and declarations are one blank line apart),
-// which is cheaper than one pass over a large file. Declarations are built,
-// rendered and formatted on up to GOMAXPROCS goroutines for a large file,
-// each with its own jen.File so that the imports each uses are recorded
-// without sharing. The header and the union of those imports, grouped as
-// goimports groups them, are formatted last. The bytes are those of
-// formatting the whole file and then running goimports over it (what Render
-// did before, parsing and printing the file three times; see
-// TestRenderMatchesGoimports).
+// Declarations are built and rendered by one jen.File, which records the
+// imports they use, then gofmt'd a few at a time (formatDecls: the printer
+// lays out each top-level declaration on its own, and one pass over the
+// whole file costs more than passes over its pieces). The header and the
+// imports, grouped as goimports groups them, are formatted last. The bytes
+// are those of formatting the whole file and then running goimports over it
+// (see TestRenderMatchesGoimports).
+//
+// Render runs on the caller's goroutine: formatting the declarations on
+// GOMAXPROCS goroutines, each with its own jen.File and a merge of their
+// imports, was measured at 1,000 methods (issue 11) and did not make the
+// generator faster on the 2-core machine the benchmarks run on.
 func Render(pkg *annotations.Package) ([]byte, error) {
 	g, err := newGen(pkg)
 	if err != nil {
@@ -72,68 +71,42 @@ func Render(pkg *annotations.Package) ([]byte, error) {
 func (g *gen) render() ([]byte, error) {
 	pkg := g.pkg
 	decls := g.decls()
-	workers := max(1, min(runtime.GOMAXPROCS(0), len(decls)/declsPerWorker))
-	size := (len(decls) + workers - 1) / workers
-	pieces := make([][]byte, len(decls))
-	heads := make([][]byte, workers)
-	errs := make([]error, workers)
-	render := func(w int) {
-		lo, hi := w*size, min((w+1)*size, len(decls))
-		// One jen.File per goroutine records the imports its declarations
-		// use; a mark before each declaration splits the rendering.
-		f := g.newFile()
-		f.NoFormat = true
-		for i := lo; i < hi; i++ {
-			code, err := decls[i].build()
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			f.Add(jen.Comment(declMark))
-			f.Add(code)
-		}
-		var buf bytes.Buffer
-		if err := f.Render(&buf); err != nil {
-			errs[w] = internalError(decls[lo].pos, err)
-			return
-		}
-		parts := bytes.Split(buf.Bytes(), []byte("\n"+declMark+"\n"))
-		if len(parts) != hi-lo+1 {
-			errs[w] = internalError(decls[lo].pos, fmt.Errorf("%d declarations rendered as %d", hi-lo, len(parts)-1))
-			return
-		}
-		heads[w] = parts[0]
-		src := []byte(declPackage)
-		for i, part := range parts[1:] {
-			src = append(src[:len(declPackage)], part...)
-			out, err := format.Source(src)
-			if err != nil {
-				errs[w] = internalError(decls[lo+i].pos, err)
-				return
-			}
-			pieces[lo+i] = bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(declPackage)), []byte("\n"))
-		}
-	}
-	if workers == 1 {
-		render(0)
-	} else {
-		var wg sync.WaitGroup
-		for w := range workers {
-			wg.Go(func() { render(w) })
-		}
-		wg.Wait()
-	}
-	// Workers cover consecutive declarations: the first error in worker
-	// order is the first in file order, the one File returns.
-	for _, err := range errs {
+	// A mark before each declaration splits jennifer's rendering.
+	f := g.newFile()
+	f.NoFormat = true
+	for _, d := range decls {
+		code, err := d.build()
 		if err != nil {
 			return nil, positioned(err)
 		}
+		f.Add(jen.Comment(declMark))
+		f.Add(code)
 	}
-	head, err := mergeImports(heads)
-	if err == nil {
-		head, err = groupImports(head)
+	var pos token.Position
+	if len(pkg.Types) > 0 {
+		pos = pkg.Types[0].Pos
 	}
+	if len(decls) > 0 {
+		pos = decls[0].pos
+	}
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, internalError(pos, err)
+	}
+	parts := bytes.Split(buf.Bytes(), []byte("\n"+declMark+"\n"))
+	if len(parts) != len(decls)+1 {
+		return nil, internalError(pos, fmt.Errorf("%d declarations rendered as %d", len(decls), len(parts)-1))
+	}
+	head, decl := parts[0], parts[1:]
+	var pieces [][]byte
+	for c := 0; c < len(decl); c += declsPerFormat {
+		out, i, err := formatDecls(decl[c:min(c+declsPerFormat, len(decl))])
+		if err != nil {
+			return nil, internalError(decls[c+i].pos, err)
+		}
+		pieces = append(pieces, out)
+	}
+	head, err := groupImports(head)
 	if err == nil {
 		head, err = format.Source(head)
 	}
@@ -180,57 +153,44 @@ func positioned(err error) error {
 // cannot hold a NUL, even in a comment, so no declaration contains it.
 const declMark = "//\x00idemgen\x00"
 
+// formatDecls gofmts consecutive top-level declarations in one pass and
+// returns them one blank line apart, without a final newline: the bytes of
+// formatting each on its own and joining them with a blank line, since the
+// printer lays out each top-level declaration on its own (a blank line ends
+// every alignment section). One pass per few declarations saves the fixed
+// cost of a parse and a print per declaration; a pass over the whole file
+// would cost more than the pieces. On an error it formats the declarations
+// one by one and returns the index of the first that fails.
+func formatDecls(parts [][]byte) ([]byte, int, error) {
+	n := len(declPackage)
+	for _, p := range parts {
+		n += len(p) + 2
+	}
+	src := make([]byte, 0, n)
+	src = append(src, declPackage...)
+	for i, p := range parts {
+		if i > 0 {
+			src = append(src, "\n\n"...)
+		}
+		src = append(src, p...)
+	}
+	out, err := format.Source(src)
+	if err == nil {
+		return bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(declPackage)), []byte("\n")), 0, nil
+	}
+	for i, p := range parts {
+		if _, err := format.Source(append([]byte(declPackage), p...)); err != nil {
+			return nil, i, err
+		}
+	}
+	return nil, 0, err
+}
+
+// declsPerFormat is how many declarations formatDecls formats in one pass.
+var declsPerFormat = 32
+
 // declPackage is the package clause each declaration is formatted under.
 const declPackage = "package p\n\n"
-
-// declsPerWorker is the fewest declarations Render gives a goroutine of its
-// own.
-var declsPerWorker = 64
-
-// mergeImports returns the unformatted head of the file (header comment,
-// package clause, import block, as jennifer writes it) whose imports are
-// the union of those of heads, which differ only in their imports.
-func mergeImports(heads [][]byte) ([]byte, error) {
-	var head []byte
-	lines := map[string]string{} // path -> import spec as jennifer writes it
-	for _, h := range heads {
-		i := bytes.Index(h, []byte("\nimport "))
-		if i < 0 {
-			head = h
-			continue
-		}
-		head = h[:i+1]
-		specs := strings.TrimSpace(string(h[i+len("\nimport "):]))
-		if strings.HasPrefix(specs, "(") {
-			specs = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(specs, "("), ")"))
-		}
-		for spec := range strings.Lines(specs) {
-			spec = strings.TrimSpace(spec)
-			q := strings.IndexByte(spec, '"')
-			if q < 0 {
-				return nil, fmt.Errorf("unexpected import %q", spec)
-			}
-			path, err := strconv.Unquote(spec[q:])
-			if err != nil {
-				return nil, fmt.Errorf("unexpected import %q", spec)
-			}
-			lines[path] = spec
-		}
-	}
-	out := bytes.NewBuffer(bytes.Clone(head))
-	switch paths := slices.Sorted(mapsKeys(lines)); len(paths) {
-	case 0:
-	case 1:
-		fmt.Fprintf(out, "import %s\n\n", lines[paths[0]])
-	default:
-		out.WriteString("import (\n")
-		for _, p := range paths {
-			out.WriteString(lines[p] + "\n")
-		}
-		out.WriteString(")\n\n")
-	}
-	return out.Bytes(), nil
-}
 
 // groupImports rewrites the import block of jennifer's unformatted source,
 //

@@ -34,6 +34,7 @@ type GenResult struct {
 	Warm GroupResult
 	// Cold: the idemgen binary against `go list -export -deps`, each with an
 	// empty GOCACHE, alternately.
+	// Both are empty when no cold pair ran (-cold-rounds 0).
 	ColdIdemgen, ColdList []time.Duration
 	ColdRatio             float64 // median of per-round idemgen/list
 }
@@ -212,13 +213,17 @@ func RunGen(ctx context.Context, cfg GenConfig) ([]GenResult, error) {
 			}
 			return err
 		}}
-		r.Warm, err = Run(Group{Name: fmt.Sprintf("generator/%d", n), Callers: 1, Variants: []Variant{genVariant, loadVariant}},
-			Config{Rounds: cfg.WarmRounds, Cell: time.Nanosecond, MinOps: 1, MaxOps: 1})
-		if err != nil {
-			return nil, err
+		if cfg.WarmRounds > 0 { // else r.Warm stays unmeasured
+			r.Warm, err = Run(Group{Name: fmt.Sprintf("generator/%d", n), Callers: 1, Variants: []Variant{genVariant, loadVariant}},
+				Config{Rounds: cfg.WarmRounds, Round: time.Nanosecond, MinOps: 1, MaxOps: 1})
+			if err != nil {
+				return nil, err
+			}
 		}
 
-		cfg.Log("generator: %d methods: cold pairs (empty GOCACHE)", n)
+		if cfg.ColdRounds > 0 {
+			cfg.Log("generator: %d methods: cold pairs (empty GOCACHE)", n)
+		}
 		var ratios []float64
 		for round := range cfg.ColdRounds {
 			runs := []func(env []string) error{
@@ -247,7 +252,9 @@ func RunGen(ctx context.Context, cfg GenConfig) ([]GenResult, error) {
 			r.ColdList = append(r.ColdList, took[1])
 			ratios = append(ratios, float64(took[0])/float64(took[1]))
 		}
-		r.ColdRatio = median(ratios)
+		if len(ratios) > 0 {
+			r.ColdRatio = median(ratios)
+		}
 		results = append(results, r)
 	}
 	return results, nil

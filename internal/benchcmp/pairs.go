@@ -5,8 +5,9 @@
 // internal/cmd/bench prints its tables (make bench).
 //
 // Why a command and not `go test -bench`: every figure here is a ratio of
-// two variants run alternately in short cells (framework, floor, floor, …,
-// rotating which goes first), with the median of the per-round ratios;
+// two variants interleaved call by call within short rounds (framework,
+// floor, floor, …, rotating which goes first), with the median of the
+// per-round ratios;
 // testing.B sizes and runs one benchmark at a time, so that pairing, the
 // round-trip counters and the tables would all have to be rebuilt on top of
 // it by a formatter. A command does it directly and prints markdown.
@@ -14,6 +15,7 @@ package benchcmp
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -47,35 +49,50 @@ type Group struct {
 
 // Config bounds a comparison.
 type Config struct {
-	Rounds int           // cells per variant (odd: the median is a round's)
-	Cell   time.Duration // target length of one cell of the framework
-	MinOps int           // at least this many calls per cell
-	MaxOps int           // at most this many calls per cell
+	Rounds int           // rounds (pairs); odd, so that the median is a round's
+	Round  time.Duration // target length of one variant's share of a round
+	// Block is the shortest run of calls of one variant between two
+	// switches of variant with 1 caller: 0 switches after every call (the
+	// floors of the stores, at tens of µs a call); calls of a few hundred ns
+	// run in blocks this long, so that the two clock reads around a block
+	// stay out of the figure. BlockConcurrent is the same with several
+	// callers, where each block starts and waits for its goroutines.
+	Block, BlockConcurrent time.Duration
+	MinOps                 int // at least this many calls per variant per round
+	MaxOps                 int // at most this many calls per variant per round
 }
 
 // VariantResult is what one variant measured.
 type VariantResult struct {
 	Name     string
-	NsOp     float64            // median over cells of ns per call
-	AllocsOp float64            // median over cells of allocations per call
-	PerOp    map[string]float64 // counters per call, over all cells
+	NsOp     float64            // median over rounds of ns per call
+	AllocsOp float64            // allocations per call, over one separate cell
+	PerOp    map[string]float64 // counters per call, over all rounds
 }
 
-// GroupResult is what a comparison measured.
+// GroupResult is what a comparison measured. A zero GroupResult (Rounds 0)
+// is a comparison that was not measured; Measured says which.
 type GroupResult struct {
 	Name     string
 	Callers  int
-	OpsCell  int
+	OpsCell  int // calls per variant per round
+	Block    int // calls per block: 1 is call-by-call interleaving
 	Rounds   int
 	Variants []VariantResult
 	// Ratio[j] is the median over rounds of ns(framework)/ns(variant j);
-	// Ratio[0] is 1. DeltaNs[j] and DeltaAllocs[j] are the medians of the
-	// per-round differences framework − variant j.
+	// Ratio[0] is 1. DeltaNs[j] is the median of the per-round differences
+	// framework − variant j, DeltaAllocs[j] the difference of allocations
+	// per call.
 	Ratio       []float64
 	DeltaNs     []float64
 	DeltaAllocs []float64
 	// Spread[j] is the interquartile range of the per-round ratios.
 	Spread [][2]float64
+}
+
+// Measured reports whether g holds figures (it ran at least one round).
+func (g GroupResult) Measured() bool {
+	return g.Rounds > 0 && len(g.Ratio) == len(g.Variants) && len(g.Variants) > 1
 }
 
 type cell struct {
@@ -93,40 +110,12 @@ func runCell(v Variant, n, callers int) (cell, error) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
-	var firstErr error
 	start := time.Now()
-	if callers <= 1 {
-		for i := range n {
-			if err := v.Op(i); err != nil {
-				firstErr = fmt.Errorf("%s: call %d: %w", v.Name, i, err)
-				break
-			}
-		}
-	} else {
-		var next atomic.Int64
-		var once sync.Once
-		var wg sync.WaitGroup
-		for range min(callers, n) {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1) - 1)
-					if i >= n {
-						return
-					}
-					if err := v.Op(i); err != nil {
-						once.Do(func() { firstErr = fmt.Errorf("%s: call %d: %w", v.Name, i, err) })
-						next.Store(int64(n))
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-	}
+	err := runCalls(v, 0, n, callers)
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&ms)
-	if firstErr != nil {
-		return cell{}, firstErr
+	if err != nil {
+		return cell{}, err
 	}
 	return cell{
 		ns:     float64(elapsed.Nanoseconds()) / float64(n),
@@ -134,89 +123,160 @@ func runCell(v Variant, n, callers int) (cell, error) {
 	}, nil
 }
 
-// Run measures g: it sizes a cell on the framework, warms every variant up
-// with one cell, then runs cfg.Rounds rounds of one cell per variant, the
-// variant that goes first rotating from round to round.
+// runCalls performs calls lo..hi-1 of v on callers goroutines.
+func runCalls(v Variant, lo, hi, callers int) error {
+	if callers <= 1 || hi-lo <= 1 {
+		for i := lo; i < hi; i++ {
+			if err := v.Op(i); err != nil {
+				return fmt.Errorf("%s: call %d: %w", v.Name, i, err)
+			}
+		}
+		return nil
+	}
+	var next atomic.Int64
+	next.Store(int64(lo))
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for range min(callers, hi-lo) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= hi {
+					return
+				}
+				if err := v.Op(i); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("%s: call %d: %w", v.Name, i, err) })
+					next.Store(int64(hi))
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return firstErr
+}
+
+// Run measures g. It sizes a round on the framework, warms every variant
+// up with one cell and counts allocations in another, then runs cfg.Rounds
+// rounds. In a round every variant makes the same number of calls,
+// interleaved: one block of calls of each variant in turn (a block is one
+// call unless the calls are too short to time one by one; see
+// Config.Block), the variant that goes first rotating from block to block
+// and from round to round, so that whatever the machine does meanwhile
+// falls on all variants alike. A round's ratio is the framework's time over
+// the round divided by the variant's.
 func Run(g Group, cfg Config) (GroupResult, error) {
-	res := GroupResult{Name: g.Name, Callers: g.Callers, Rounds: cfg.Rounds}
+	res := GroupResult{Name: g.Name, Callers: g.Callers}
+	if cfg.Rounds < 1 {
+		return res, fmt.Errorf("%s: %d rounds: want at least 1", g.Name, cfg.Rounds)
+	}
+	if len(g.Variants) < 2 {
+		return res, fmt.Errorf("%s: %d variants: want the framework and at least one floor", g.Name, len(g.Variants))
+	}
 	// Size: grow until a cell takes a quarter of the target.
-	n := max(cfg.MinOps, g.Callers)
+	n := max(cfg.MinOps, g.Callers, 1)
+	var perCall float64
 	for {
 		c, err := runCell(g.Variants[0], n, g.Callers)
 		if err != nil {
 			return res, err
 		}
+		perCall = c.ns
 		took := time.Duration(c.ns * float64(n))
-		if took >= cfg.Cell/4 || n >= cfg.MaxOps {
+		if took >= cfg.Round/4 || n >= cfg.MaxOps {
 			if took > 0 {
-				n = int(float64(n) * float64(cfg.Cell) / float64(took))
+				n = int(float64(n) * float64(cfg.Round) / float64(took))
 			}
 			break
 		}
 		n *= 4
 	}
-	n = min(max(n, cfg.MinOps, g.Callers), cfg.MaxOps)
-	res.OpsCell = n
-	for _, v := range g.Variants { // warm-up
+	n = max(min(max(n, cfg.MinOps, g.Callers), cfg.MaxOps), 1)
+	block := cfg.Block
+	if g.Callers > 1 {
+		block = cfg.BlockConcurrent
+	}
+	b := 1
+	if perCall > 0 {
+		b = max(b, int(math.Ceil(float64(block)/perCall)))
+	}
+	if g.Callers > 1 {
+		b = max(b, g.Callers)
+	}
+	b = min(b, n)
+	n = (n + b - 1) / b * b // whole blocks
+	res.OpsCell, res.Block = n, b
+	k := len(g.Variants)
+	allocs := make([]float64, k)
+	for j, v := range g.Variants { // warm-up, then allocations
 		if _, err := runCell(v, n, g.Callers); err != nil {
 			return res, err
 		}
+		c, err := runCell(v, n, g.Callers)
+		if err != nil {
+			return res, err
+		}
+		allocs[j] = c.allocs
 	}
-	k := len(g.Variants)
-	cells := make([][]cell, k)
-	before := make([]map[string]int64, k)
+	ns := make([][]float64, k) // ns[j][r]: variant j's ns per call in round r
 	totals := make([]map[string]int64, k)
 	for j := range k {
 		totals[j] = map[string]int64{}
-		before[j] = map[string]int64{}
 	}
+	before := make([]int64, len(g.Counters))
+	elapsed := make([]time.Duration, k)
 	for r := range cfg.Rounds {
-		for s := range k {
-			j := (r + s) % k
-			for _, c := range g.Counters {
-				before[j][c.Name] = c.Load()
+		for _, v := range g.Variants {
+			if v.Prepare != nil {
+				if err := v.Prepare(n); err != nil {
+					return res, fmt.Errorf("%s: prepare: %w", v.Name, err)
+				}
 			}
-			c, err := runCell(g.Variants[j], n, g.Callers)
-			if err != nil {
-				return res, err
+		}
+		clear(elapsed)
+		for lo := 0; lo < n; lo += b {
+			for s := range k {
+				j := (lo/b + r + s) % k
+				v := g.Variants[j]
+				for c, ctr := range g.Counters {
+					before[c] = ctr.Load()
+				}
+				start := time.Now()
+				err := runCalls(v, lo, lo+b, g.Callers)
+				elapsed[j] += time.Since(start)
+				if err != nil {
+					return res, err
+				}
+				for c, ctr := range g.Counters {
+					totals[j][ctr.Name] += ctr.Load() - before[c]
+				}
 			}
-			for _, ctr := range g.Counters {
-				totals[j][ctr.Name] += ctr.Load() - before[j][ctr.Name]
-			}
-			cells[j] = append(cells[j], c)
+		}
+		for j := range k {
+			ns[j] = append(ns[j], float64(elapsed[j].Nanoseconds())/float64(n))
 		}
 	}
+	res.Rounds = cfg.Rounds
 	calls := float64(n * cfg.Rounds)
 	for j, v := range g.Variants {
-		vr := VariantResult{Name: v.Name, PerOp: map[string]float64{}}
-		vr.NsOp = median(collect(cells[j], func(c cell) float64 { return c.ns }))
-		vr.AllocsOp = median(collect(cells[j], func(c cell) float64 { return c.allocs }))
+		vr := VariantResult{Name: v.Name, PerOp: map[string]float64{}, NsOp: median(ns[j]), AllocsOp: allocs[j]}
 		for name, t := range totals[j] {
 			vr.PerOp[name] = float64(t) / calls
 		}
 		res.Variants = append(res.Variants, vr)
 		ratios := make([]float64, cfg.Rounds)
 		dns := make([]float64, cfg.Rounds)
-		dal := make([]float64, cfg.Rounds)
 		for r := range cfg.Rounds {
-			ratios[r] = cells[0][r].ns / cells[j][r].ns
-			dns[r] = cells[0][r].ns - cells[j][r].ns
-			dal[r] = cells[0][r].allocs - cells[j][r].allocs
+			ratios[r] = ns[0][r] / ns[j][r]
+			dns[r] = ns[0][r] - ns[j][r]
 		}
 		res.Ratio = append(res.Ratio, median(ratios))
 		res.DeltaNs = append(res.DeltaNs, median(dns))
-		res.DeltaAllocs = append(res.DeltaAllocs, median(dal))
+		res.DeltaAllocs = append(res.DeltaAllocs, allocs[0]-allocs[j])
 		res.Spread = append(res.Spread, [2]float64{quantile(ratios, 0.25), quantile(ratios, 0.75)})
 	}
 	return res, nil
-}
-
-func collect(cs []cell, f func(cell) float64) []float64 {
-	out := make([]float64, len(cs))
-	for i, c := range cs {
-		out[i] = f(c)
-	}
-	return out
 }
 
 func median(xs []float64) float64 { return quantile(xs, 0.5) }

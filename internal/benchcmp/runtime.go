@@ -89,6 +89,26 @@ func NewEnv(ctx context.Context, dsn, redisAddr string) (*Env, func(), error) {
 	return e, closeAll, nil
 }
 
+// PGDurability says how durable the PostgreSQL server is, from its own
+// settings (fsync, synchronous_commit, full_page_writes), as one sentence
+// for the tables.
+func (e *Env) PGDurability() string {
+	if e.Pool == nil {
+		return "No PostgreSQL server."
+	}
+	var fsync, syncCommit, fpw string
+	err := e.Pool.QueryRow(e.Ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit'), current_setting('full_page_writes')`).
+		Scan(&fsync, &syncCommit, &fpw)
+	if err != nil {
+		return fmt.Sprintf("PostgreSQL settings unknown (%v).", err)
+	}
+	kind := "a durable server"
+	if fsync != "on" || syncCommit != "on" || fpw != "on" {
+		kind = "NOT a durable server: its figures leave out the cost of a commit reaching the disk (make bench sets IDEM_PG_DURABLE=1)"
+	}
+	return fmt.Sprintf("PostgreSQL: fsync=%s, synchronous_commit=%s, full_page_writes=%s: %s.", fsync, syncCommit, fpw, kind)
+}
+
 // reset empties the tables between comparisons, so that every group starts
 // on tables of the same size.
 func (e *Env) reset() error {
@@ -277,6 +297,67 @@ WHERE tenant = $1 AND op = $2 AND key = $3 AND token = $4 AND status = 1`
 	floorReplaySQL = `SELECT status, body FROM ` + tableFloor + ` WHERE tenant = $1 AND op = $2 AND key = $3 AND expires_at > now()`
 )
 
+// The lease floor: pgstore's lease-mode first call written by hand as the
+// three autocommitted statements of its design (claim, business INSERT,
+// complete), each its own round trip and commit. The statements are the
+// ones pgstore's lease mode sends (runtime/pgstore/store.go,
+// buildStatements), less what a first call never needs: the claim is a plain
+// INSERT … ON CONFLICT DO NOTHING (no CTE reading a live record, no
+// takeover), the complete is pgstore's fenced UPDATE. They are kept here in
+// one place: when pgstore's schema or statements change, change these with
+// them, so that the floor keeps doing what pgstore must do.
+const (
+	leaseFloorLease = 30 * time.Second // orders.Place: lease=30s
+	leaseFloorTTL   = 5 * time.Minute  // orders.Place: ttl=5m
+	// $1 tenant, $2 op, $3 key, $4 key_text, $5 fingerprint, $6 token,
+	// $7 lease and $8 ttl in µs; instants from the database clock.
+	leaseFloorClaimSQL = `INSERT INTO ` + tableFloor + ` (tenant, op, key, key_text, fingerprint, status, token,
+	lease_until, created_at, updated_at, expires_at)
+VALUES ($1::text, $2::text, $3::bytea, $4::text, $5::bytea, 1, $6::bigint,
+	statement_timestamp() + ($7::bigint * interval '1 microsecond'), statement_timestamp(), statement_timestamp(),
+	statement_timestamp() + ($8::bigint * interval '1 microsecond'))
+ON CONFLICT (tenant, op, key) DO NOTHING`
+	// $1–$3 the key, $4 token, $5 status, $6 body, $7 err_code,
+	// $8 err_message, $9 meta, $10 ttl in µs.
+	leaseFloorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = $5::smallint, body = $6::bytea,
+	err_code = $7::text, err_message = $8::text, meta = $9::bytea,
+	lease_until = statement_timestamp(), updated_at = statement_timestamp(),
+	expires_at = statement_timestamp() + ($10::bigint * interval '1 microsecond')
+WHERE tenant = $1::text AND op = $2::text AND key = $3::bytea AND token = $4::bigint
+	AND status = 1 AND expires_at > statement_timestamp()`
+)
+
+// pgLeaseFloor: claim INSERT, business INSERT, fenced complete UPDATE, each
+// autocommitted: three round trips, three commits.
+func (e *Env) pgLeaseFloor(ctx context.Context, svc *orders.Service, o *orders.Order) error {
+	key, tok := floorKey(o), newToken()
+	tag, err := e.Pool.Exec(ctx, leaseFloorClaimSQL, "", "Service.Place", key, o.ID+"|"+op, zeroFP[:], tok,
+		leaseFloorLease.Microseconds(), leaseFloorTTL.Microseconds())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return errDuplicate
+	}
+	r, err := svc.PlaceWith(ctx, e.Pool, o, op)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	tag, err = e.Pool.Exec(ctx, leaseFloorCompleteSQL, "", "Service.Place", key, tok, int16(idem.StatusSucceeded), body,
+		"", "", []byte(nil), leaseFloorTTL.Microseconds())
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return idem.ErrLeaseLost
+	}
+	return nil
+}
+
 func floorKey(o *orders.Order) []byte {
 	k := sha256.Sum256([]byte(o.ID + "|" + op))
 	return k[:]
@@ -394,21 +475,27 @@ func (e *Env) pgGroups(callers int) ([]Group, error) {
 	stores := []struct {
 		name  string
 		store idem.Store
+		lease bool
 	}{
-		{"postgres lease", pgstore.New(e.Pool, pgstore.WithTable(tableLease))},
-		{"postgres tx", pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx))},
+		{"postgres lease", pgstore.New(e.Pool, pgstore.WithTable(tableLease)), true},
+		{"postgres tx", pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx)), false},
 	}
 	var gs []Group
 	for _, st := range stores {
 		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store))
 		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
-		gs = append(gs, Group{Name: st.name + "/first", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{
-			framework(ctx, "wrapper", wsvc, fsrc),
-			{Name: "pipelined tx: [BEGIN+claim] insert [update+COMMIT]", Prepare: psrc.prepare,
+		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
+		if st.lease {
+			lsrc := e.fresh(st.name + "-auto")
+			variants = append(variants, Variant{Name: "autocommitted: claim, insert, update", Prepare: lsrc.prepare,
+				Op: func(i int) error { return e.pgLeaseFloor(ctx, svc, lsrc.batch[i]) }})
+		}
+		variants = append(variants,
+			Variant{Name: "pipelined tx: [BEGIN+claim] insert [update+COMMIT]", Prepare: psrc.prepare,
 				Op: func(i int) error { return e.pgPipelinedFloor(ctx, svc, psrc.batch[i]) }},
-			{Name: "tx: BEGIN, claim, insert, update, COMMIT", Prepare: tsrc.prepare,
-				Op: func(i int) error { return e.pgTxFloor(ctx, svc, tsrc.batch[i]) }},
-		}})
+			Variant{Name: "tx: BEGIN, claim, insert, update, COMMIT", Prepare: tsrc.prepare,
+				Op: func(i int) error { return e.pgTxFloor(ctx, svc, tsrc.batch[i]) }})
+		gs = append(gs, Group{Name: st.name + "/first", Callers: callers, Counters: e.pgCounters(), Variants: variants})
 		ros := e.fixed(st.name, 256)
 		rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
 		if err != nil {

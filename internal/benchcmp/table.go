@@ -36,19 +36,40 @@ func perOp(v VariantResult) string {
 	return strings.Join(parts, ", ")
 }
 
-// speedAim returns the aim on the speed of a row, if it has one: ≥ 0.9× the
-// pipelined floor at 1 caller on PostgreSQL, ≥ 0.9× the floor on Redis.
+// speedAim returns the aim on the speed of a row, if it has one (1 caller):
+// ≥ 0.9× the floor of its design: the pipelined transaction for
+// transactional PostgreSQL, the three autocommitted statements for lease
+// mode, one SELECT for a PostgreSQL replay, SET NX PX + Lua and GET on
+// Redis.
 func speedAim(g GroupResult, floor string) (float64, bool) {
 	if g.Callers != 1 || !strings.HasSuffix(g.Name, "/first") && !strings.HasSuffix(g.Name, "/replay") {
 		return 0, false
 	}
 	switch {
+	case strings.HasSuffix(g.Name, "/replay") && (strings.HasPrefix(g.Name, "postgres") || strings.HasPrefix(g.Name, "redis") || strings.HasPrefix(g.Name, "tiered")):
+		return 0.9, true
+	case strings.HasPrefix(g.Name, "postgres lease"):
+		return 0.9, strings.HasPrefix(floor, "autocommit")
 	case strings.HasPrefix(g.Name, "postgres"):
-		return 0.9, strings.HasPrefix(floor, "pipelined") || strings.HasSuffix(g.Name, "/replay")
-	case strings.HasPrefix(g.Name, "redis"):
+		return 0.9, strings.HasPrefix(floor, "pipelined")
+	case strings.HasPrefix(g.Name, "redis"), strings.HasPrefix(g.Name, "tiered"):
 		return 0.9, true
 	}
 	return 0, false
+}
+
+// SteadyWithin is how far the quartiles of a 1-caller cell's per-round
+// speeds may lie from their median for the cell to count as steady (the
+// aim of issue 11: an aim of 0.9× can only be decided on cells this tight).
+const SteadyWithin = 0.1
+
+// steady reports whether floor j's speed quartiles lie within SteadyWithin
+// of its median, and the distances below and above.
+func steady(g GroupResult, j int) (ok bool, below, above float64) {
+	speed := 1 / g.Ratio[j]
+	lo, hi := 1/g.Spread[j][1], 1/g.Spread[j][0]
+	below, above = speed-lo, hi-speed
+	return below <= SteadyWithin+1e-9 && above <= SteadyWithin+1e-9, below, above
 }
 
 // rttAim checks the round trips of the framework: a first call adds at most
@@ -85,11 +106,22 @@ func check(ok bool, s string) string {
 	return "✗ " + s
 }
 
-// RuntimeTable writes the runtime comparisons as a markdown table.
+// notMeasured stands in a table for a figure the harness did not measure.
+const notMeasured = "not measured"
+
+// RuntimeTable writes the runtime comparisons as a markdown table, then,
+// for the 1-caller cells, whether each is steady (see SteadyWithin). A
+// group that was not measured says so and checks nothing.
 func RuntimeTable(w io.Writer, gs []GroupResult) {
 	fmt.Fprintln(w, "| store / call | callers | wrapper | floor (same store operations by hand) | floor | speed vs floor (median of pairs) [IQR] | allocs/op wrapper / floor | round trips/op wrapper / floor | aims |")
 	fmt.Fprintln(w, "|---|---:|---:|---|---:|---|---:|---|---|")
+	var steadyN, cells int
+	var unsteady []string
 	for _, g := range gs {
+		if !g.Measured() {
+			fmt.Fprintf(w, "| %s | %d | %s | | | %s | | | |\n", g.Name, g.Callers, notMeasured, notMeasured)
+			continue
+		}
 		fw := g.Variants[0]
 		for j := 1; j < len(g.Variants); j++ {
 			fl := g.Variants[j]
@@ -104,6 +136,16 @@ func RuntimeTable(w io.Writer, gs []GroupResult) {
 					aims = append(aims, "rtt "+a)
 				}
 			}
+			if g.Callers == 1 {
+				ok, below, above := steady(g, j)
+				aims = append(aims, check(ok, fmt.Sprintf("IQR −%.2f/+%.2f (aim ±%.1f)", below, above, SteadyWithin)))
+				cells++
+				if ok {
+					steadyN++
+				} else {
+					unsteady = append(unsteady, g.Name+" vs "+fl.Name)
+				}
+			}
 			name, callers, fwNs := g.Name, fmt.Sprint(g.Callers), Dur(fw.NsOp)
 			if j > 1 {
 				name, callers, fwNs = "″", "″", "″"
@@ -113,49 +155,85 @@ func RuntimeTable(w io.Writer, gs []GroupResult) {
 				fw.AllocsOp, fl.AllocsOp, perOp(fw), perOp(fl), strings.Join(aims, "; "))
 		}
 	}
+	if cells > 0 {
+		fmt.Fprintf(w, "\nSteady 1-caller cells (interquartile range of the per-round speeds within ±%.1f of the median): %d of %d", SteadyWithin, steadyN, cells)
+		if len(unsteady) > 0 {
+			fmt.Fprintf(w, "; not: %s", strings.Join(unsteady, ", "))
+		}
+		fmt.Fprintln(w, ".")
+	}
 }
 
 // MemoryAimTable writes what the wrapper adds on memory beyond the floors.
 func MemoryAimTable(w io.Writer, gs []GroupResult) {
-	fmt.Fprintln(w, "| call | callers | against | wrapper − floor, time (median of pairs) | wrapper − floor, allocs/op | aim ≤ 1 µs, ≤ 10 allocs |")
+	fmt.Fprintln(w, "| call | callers | against | wrapper − floor, time (median of pairs) | wrapper − floor, allocs/op | aim ≤ 0.6 µs, ≤ 4 allocs |")
 	fmt.Fprintln(w, "|---|---:|---|---:|---:|---|")
 	for _, g := range gs {
 		if !strings.HasPrefix(g.Name, "memory/") {
 			continue
 		}
+		call := strings.TrimPrefix(g.Name, "memory/")
+		if !g.Measured() {
+			fmt.Fprintf(w, "| %s | %d | | %s | %s | %s |\n", call, g.Callers, notMeasured, notMeasured, notMeasured)
+			continue
+		}
 		for j := 1; j < len(g.Variants); j++ {
-			ok := g.DeltaNs[j] <= 1000 && g.DeltaAllocs[j] <= 10
-			fmt.Fprintf(w, "| %s | %d | %s | %s | %+.1f | %s |\n", strings.TrimPrefix(g.Name, "memory/"), g.Callers,
+			ok := g.DeltaNs[j] <= 600 && g.DeltaAllocs[j] <= 4
+			fmt.Fprintf(w, "| %s | %d | %s | %s | %+.1f | %s |\n", call, g.Callers,
 				g.Variants[j].Name, Dur(g.DeltaNs[j]), g.DeltaAllocs[j], check(ok, ""))
 		}
 	}
 }
 
-// GenTable writes the generator comparisons.
+// GenWarmAim and GenColdAim are the generator's aims: warm idemgen at most
+// 1.5× a bare packages.Load, cold at most 1.1× `go list -export -deps`.
+const (
+	GenWarmAim = 1.5
+	GenColdAim = 1.1
+)
+
+// GenTable writes the generator comparisons. A side the harness did not
+// measure (no warm or no cold pairs) says so and checks nothing.
 func GenTable(w io.Writer, rs []GenResult) {
-	fmt.Fprintln(w, "| methods | generated lines | warm: idemgen (generate.Generate) | warm: packages.Load alone | warm ratio (median of pairs) | cold: idemgen, empty GOCACHE | cold: go list -export -deps, empty GOCACHE | cold ratio (median of pairs) |")
+	fmt.Fprintln(w, "| methods | generated lines | warm: idemgen (generate.Generate) | warm: packages.Load alone | warm ratio (median of pairs) [IQR] | cold: idemgen, empty GOCACHE | cold: go list -export -deps, empty GOCACHE | cold ratio (median of pairs) |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, r := range rs {
-		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", r.Methods, r.Lines,
-			Dur(r.Warm.Variants[0].NsOp), Dur(r.Warm.Variants[1].NsOp),
-			check(r.Warm.Ratio[1] <= 2, fmt.Sprintf("%.2f× (aim ≤ 2×)", r.Warm.Ratio[1])),
-			MedianDuration(r.ColdIdemgen).Round(10*time.Millisecond), MedianDuration(r.ColdList).Round(10*time.Millisecond),
-			check(r.ColdRatio <= 1.1, fmt.Sprintf("%.2f× (aim ≤ 1.1×)", r.ColdRatio)))
+		warmIdem, warmLoad, warm := notMeasured, notMeasured, notMeasured
+		if r.Warm.Measured() {
+			warmIdem, warmLoad = Dur(r.Warm.Variants[0].NsOp), Dur(r.Warm.Variants[1].NsOp)
+			warm = check(r.Warm.Ratio[1] <= GenWarmAim, fmt.Sprintf("%.2f× [%.2f–%.2f] (aim ≤ %.1f×)",
+				r.Warm.Ratio[1], r.Warm.Spread[1][0], r.Warm.Spread[1][1], GenWarmAim))
+		}
+		coldIdem, coldList, cold := notMeasured, notMeasured, notMeasured
+		if len(r.ColdIdemgen) > 0 && len(r.ColdList) > 0 {
+			coldIdem = MedianDuration(r.ColdIdemgen).Round(10 * time.Millisecond).String()
+			coldList = MedianDuration(r.ColdList).Round(10 * time.Millisecond).String()
+			cold = check(r.ColdRatio <= GenColdAim, fmt.Sprintf("%.2f× (aim ≤ %.1f×)", r.ColdRatio, GenColdAim))
+		}
+		fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s |\n", r.Methods, r.Lines, warmIdem, warmLoad, warm, coldIdem, coldList, cold)
 	}
-	if len(rs) >= 2 {
-		a, b := rs[0], rs[len(rs)-1]
-		growth := func(x, y float64) string { return fmt.Sprintf("%.1f×", y/x) }
-		m := float64(b.Methods) / float64(a.Methods)
-		warmG := b.Warm.Variants[0].NsOp / a.Warm.Variants[0].NsOp
-		coldG := float64(MedianDuration(b.ColdIdemgen)) / float64(MedianDuration(a.ColdIdemgen))
-		perA := (a.Warm.Variants[0].NsOp - a.Warm.Variants[1].NsOp) / float64(a.Methods)
-		perB := (b.Warm.Variants[0].NsOp - b.Warm.Variants[1].NsOp) / float64(b.Methods)
-		fmt.Fprintf(w, "\nGrowth %d → %d methods (%.0f× the methods): warm idemgen %s, packages.Load %s, cold idemgen %s. "+
-			"Generator's own cost per method (warm idemgen − packages.Load, ÷ methods): %s at %d, %s at %d (%s).\n",
-			a.Methods, b.Methods, m,
-			growth(a.Warm.Variants[0].NsOp, b.Warm.Variants[0].NsOp),
-			growth(a.Warm.Variants[1].NsOp, b.Warm.Variants[1].NsOp), growth(1, coldG),
-			Dur(perA), a.Methods, Dur(perB), b.Methods,
-			check(warmG <= m, "linear at worst"))
+	if len(rs) < 2 {
+		return
 	}
+	a, b := rs[0], rs[len(rs)-1]
+	if !a.Warm.Measured() || !b.Warm.Measured() {
+		fmt.Fprintf(w, "\nGrowth %d → %d methods: %s (no warm pairs).\n", a.Methods, b.Methods, notMeasured)
+		return
+	}
+	growth := func(x, y float64) string { return fmt.Sprintf("%.1f×", y/x) }
+	m := float64(b.Methods) / float64(a.Methods)
+	warmG := b.Warm.Variants[0].NsOp / a.Warm.Variants[0].NsOp
+	coldG := notMeasured
+	if len(a.ColdIdemgen) > 0 && len(b.ColdIdemgen) > 0 {
+		coldG = growth(float64(MedianDuration(a.ColdIdemgen)), float64(MedianDuration(b.ColdIdemgen)))
+	}
+	perA := (a.Warm.Variants[0].NsOp - a.Warm.Variants[1].NsOp) / float64(a.Methods)
+	perB := (b.Warm.Variants[0].NsOp - b.Warm.Variants[1].NsOp) / float64(b.Methods)
+	fmt.Fprintf(w, "\nGrowth %d → %d methods (%.0f× the methods): warm idemgen %s, packages.Load %s, cold idemgen %s. "+
+		"Generator's own cost per method (warm idemgen − packages.Load, ÷ methods): %s at %d, %s at %d (%s).\n",
+		a.Methods, b.Methods, m,
+		growth(a.Warm.Variants[0].NsOp, b.Warm.Variants[0].NsOp),
+		growth(a.Warm.Variants[1].NsOp, b.Warm.Variants[1].NsOp), coldG,
+		Dur(perA), a.Methods, Dur(perB), b.Methods,
+		check(warmG <= m, "linear at worst"))
 }

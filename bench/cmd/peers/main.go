@@ -3,7 +3,7 @@
 // implementation, all on the same Redis server (and each with its own copy
 // of the same PostgreSQL orders table), and drives them over loopback with a
 // bounded load generator: first requests and replays at the same
-// concurrency, run alternately in short cells, reported as medians of the
+// concurrency, interleaved request by request in short rounds, reported as medians of the
 // per-round ratios. It then probes what each peer checks.
 //
 //	cd bench && ../scripts/with-services.sh go run ./cmd/peers
@@ -32,27 +32,27 @@ import (
 var body = []byte(`{"customer":"c-42","amount":4250,"currency":"EUR"}`)
 
 func main() {
-	rounds := flag.Int("rounds", 11, "rounds per comparison")
-	cell := flag.Duration("cell", 60*time.Millisecond, "target length of one cell")
-	maxReq := flag.Int("max-requests", 5000, "at most this many requests per cell")
+	rounds := flag.Int("rounds", 21, "rounds per comparison")
+	round := flag.Duration("round", 30*time.Millisecond, "target length of one peer's share of a round")
+	maxReq := flag.Int("max-requests", 2500, "at most this many requests per peer per round")
 	timeout := flag.Duration("timeout", 4*time.Minute, "bound on the whole run")
 	callersFlag := flag.String("callers", "1,16", "concurrent clients")
-	quick := flag.Bool("quick", false, "few rounds and short cells (a smoke run)")
+	quick := flag.Bool("quick", false, "few and short rounds (a smoke run)")
 	flag.Parse()
 	if *quick {
-		*rounds, *cell = 3, 15*time.Millisecond
+		*rounds, *round = 3, 15*time.Millisecond
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *rounds, *cell, *maxReq, *callersFlag); err != nil {
+	if err := run(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, rounds int, cell time.Duration, maxReq int, callersFlag string) error {
+func run(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string) error {
 	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
 	if dsn == "" || addr == "" {
 		return fmt.Errorf("IDEM_PG_DSN and IDEM_REDIS_ADDR must be set: run through scripts/with-services.sh")
@@ -108,7 +108,7 @@ func run(ctx context.Context, rounds int, cell time.Duration, maxReq int, caller
 	var results []benchcmp.GroupResult
 	start := time.Now()
 	for _, c := range ints(callersFlag) {
-		cfg := benchcmp.Config{Rounds: rounds, Cell: cell, MinOps: max(8, c), MaxOps: maxReq}
+		cfg := benchcmp.Config{Rounds: rounds, Round: round, BlockConcurrent: time.Millisecond, MinOps: max(8, c), MaxOps: maxReq}
 		// First requests: a new key per request.
 		var vs []benchcmp.Variant
 		for _, s := range append(peers, bareHTTP, bareFiber) {
@@ -137,10 +137,11 @@ func run(ctx context.Context, rounds int, cell time.Duration, maxReq int, caller
 		results = append(results, withRTT(r, lg, peers, c, cfg, true))
 	}
 	fmt.Printf("\n## Throughput against peers\n\nPOST /orders (a 50-byte JSON order; the handler INSERTs one row into PostgreSQL and answers 201 with JSON), "+
-		"keep-alive HTTP/1.1 clients. Each cell is at most %d requests; %d rounds; the variant that goes first rotates. "+
+		"keep-alive HTTP/1.1 clients. %d rounds of at most %d requests per peer, the peers interleaved request by request "+
+		"(with several clients, in blocks of at least 1 ms), the peer that goes first rotating. "+
 		"**idemhttp speed** is the median over rounds of (peer time ÷ idemhttp time): above 1, idemhttp is faster. "+
 		"Round trips per request are counted with a go-redis hook on each peer's own client. (%s)\n\n",
-		maxReq, rounds, time.Since(start).Round(time.Second))
+		rounds, maxReq, time.Since(start).Round(time.Second))
 	fmt.Println("| requests | clients | peer | time/request | idemhttp speed vs peer (median of pairs) [IQR] | Redis round trips/request |")
 	fmt.Println("|---|---:|---|---:|---|---:|")
 	for _, r := range results {

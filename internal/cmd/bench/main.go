@@ -31,8 +31,11 @@ func main() {
 	only := flag.String("only", "runtime,gen", "sections to run: runtime, gen")
 	stores := flag.String("stores", strings.Join(benchcmp.Stores, ","), "stores of the runtime section")
 	callersFlag := flag.String("callers", "1,16", "concurrent callers of the runtime section")
-	rounds := flag.Int("rounds", 15, "pairs (rounds) per runtime comparison")
-	cell := flag.Duration("cell", 40*time.Millisecond, "target length of one runtime cell")
+	rounds := flag.Int("rounds", 41, "rounds (pairs) per runtime comparison")
+	round := flag.Duration("round", 15*time.Millisecond, "target length of one variant's share of a runtime round")
+	block := flag.Duration("block", 20*time.Microsecond, "shortest run of one variant's calls between switches, 1 caller (0: switch after every call)")
+	blockConc := flag.Duration("block-concurrent", time.Millisecond, "shortest run of one variant's calls between switches, several callers")
+	minOps := flag.Int("min-ops", 8, "at least this many calls per variant per runtime round")
 	sizes := flag.String("sizes", "10,100,1000", "annotated methods of the generator's synthetic packages")
 	warm := flag.Int("warm-rounds", 7, "pairs per warm generator comparison")
 	cold := flag.Int("cold-rounds", 3, "pairs per cold generator comparison")
@@ -42,7 +45,7 @@ func main() {
 	genprofile := flag.String("genprofile", "", "write a CPU profile of the generator on 1,000 methods to this file")
 	flag.Parse()
 	if *quick {
-		*rounds, *cell, *warm, *cold = 3, 10*time.Millisecond, 3, 1
+		*rounds, *round, *minOps, *warm, *cold = 5, 5*time.Millisecond, 8, 3, 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -81,7 +84,7 @@ func main() {
 		sections[strings.TrimSpace(s)] = true
 	}
 	if sections["runtime"] {
-		if err := runRuntime(ctx, log, splitList(*stores), ints(*callersFlag), benchcmp.Config{Rounds: *rounds, Cell: *cell, MinOps: 8, MaxOps: 200000}); err != nil {
+		if err := runRuntime(ctx, log, splitList(*stores), ints(*callersFlag), benchcmp.Config{Rounds: *rounds, Round: *round, Block: *block, BlockConcurrent: *blockConc, MinOps: *minOps, MaxOps: 200000}); err != nil {
 			log("runtime: %v", err)
 			os.Exit(1)
 		}
@@ -99,7 +102,7 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("\n## Generator cost\n\nSynthetic packages in a temporary module (replace → this repository), three method shapes in turn. "+
-			"Warm: in process, build cache warm, `generate.Generate` and `packages.Load` (same mode, `-tags=idemgen`) alternately, %d pairs. "+
+			"Warm: in process, build cache warm, `generate.Generate` and `packages.Load` (same mode, `-tags=idemgen`) alternately, %d pairs (aim ≤ 1.5×). "+
 			"Cold: the prebuilt idemgen binary and `go list -export -deps -tags=idemgen`, each with an empty GOCACHE, alternately, %d pairs. (%s)\n\n",
 			*warm, *cold, time.Since(start).Round(time.Second))
 		benchcmp.GenTable(os.Stdout, rs)
@@ -140,11 +143,14 @@ func runRuntime(ctx context.Context, log func(string, ...any), stores []string, 
 	}
 	fmt.Printf("\n## Runtime cost per call\n\nEach wrapper figure is the generated wrapper of `internal/benchcmp/orders` (`Place`, key `order.ID+op`) "+
 		"through `idem.Executor`; each floor does the same store operations by hand with the raw driver (pgx v5, go-redis v9) "+
-		"and the same business work (on PostgreSQL stores, one `INSERT` into `bench_orders`). Variants run alternately in one process, "+
-		"%d rounds of one cell each (cells of about %v, the first variant rotating); **speed** is the median over rounds of floor time ÷ wrapper time "+
-		"(≥ 1 is faster than the floor). Round trips are counted by a pgx tracer (queries, batches, prepares) and a go-redis hook; "+
-		"allocations from runtime.MemStats. On this 2-core machine only the 1-caller ratios are stable; the 16-caller ones are indicative. (%s)\n\n",
-		cfg.Rounds, cfg.Cell, time.Since(start).Round(time.Second))
+		"and the same business work (on PostgreSQL stores, one `INSERT` into `bench_orders`). Variants run interleaved in one process: "+
+		"%d rounds; within a round each variant makes the same calls (about %v of the wrapper's), alternating call by call "+
+		"(in blocks of at least %v for calls too short to time one by one, and of at least %v with several callers), "+
+		"the variant that goes first rotating from block to block. **speed** is the median over rounds of floor time ÷ wrapper time "+
+		"(≥ 1 is faster than the floor), with the interquartile range of the per-round speeds; a 1-caller cell is steady when both quartiles lie within ±0.1 of its median. "+
+		"Round trips are counted by a pgx tracer (queries, batches, prepares) and a go-redis hook; "+
+		"allocations from runtime.MemStats over one separate cell per variant. On this 2-core machine the 16-caller ratios are indicative. %s (%s)\n\n",
+		cfg.Rounds, cfg.Round, cfg.Block, cfg.BlockConcurrent, env.PGDurability(), time.Since(start).Round(time.Second))
 	if len(skipped) > 0 {
 		fmt.Printf("Skipped (no server: set IDEM_PG_DSN / IDEM_REDIS_ADDR, or run through scripts/with-services.sh): %s.\n\n", strings.Join(skipped, ", "))
 	}

@@ -1,0 +1,114 @@
+package benchcmp
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+// measuredWarm is a warm generator comparison as Run returns it.
+func measuredWarm(idem, load float64) GroupResult {
+	return GroupResult{Name: "generator", Callers: 1, Rounds: 3, OpsCell: 1, Block: 1,
+		Variants:    []VariantResult{{Name: "generate.Generate", NsOp: idem}, {Name: "packages.Load", NsOp: load}},
+		Ratio:       []float64{1, idem / load},
+		DeltaNs:     []float64{0, idem - load},
+		DeltaAllocs: []float64{0, 0},
+		Spread:      [][2]float64{{1, 1}, {idem / load, idem / load}},
+	}
+}
+
+// cellsOf returns the cells of the table row that starts with "| first |".
+func rowCells(t *testing.T, table, first string) []string {
+	t.Helper()
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "| "+first+" |") {
+			return strings.Split(strings.Trim(line, "|"), "|")
+		}
+	}
+	t.Fatalf("no row %q in\n%s", first, table)
+	return nil
+}
+
+// A side of the generator table the harness did not measure (-cold-rounds 0,
+// -warm-rounds 0) says "not measured" and never carries a check mark: it used
+// to print "✓ 0.00× (aim ≤ 1.1×)".
+func TestGenTableUnmeasuredSidesCheckNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		r          GenResult
+		warm, cold bool // measured
+	}{
+		{"no cold pairs", GenResult{Methods: 10, Lines: 300, Warm: measuredWarm(2e6, 1e6)}, true, false},
+		{"no warm pairs", GenResult{Methods: 10, Lines: 300, ColdIdemgen: []time.Duration{time.Second}, ColdList: []time.Duration{time.Second}, ColdRatio: 1}, false, true},
+		{"nothing", GenResult{Methods: 10, Lines: 300}, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			GenTable(&b, []GenResult{tc.r})
+			cells := rowCells(t, b.String(), "10")
+			if len(cells) != 8 {
+				t.Fatalf("%d cells in %q", len(cells), cells)
+			}
+			for i, side := range []struct {
+				measured bool
+				cols     []int
+			}{{tc.warm, []int{2, 3, 4}}, {tc.cold, []int{5, 6, 7}}} {
+				for _, c := range side.cols {
+					got := strings.TrimSpace(cells[c])
+					if side.measured == (got == notMeasured) {
+						t.Errorf("side %d, column %d: %q (measured: %v)", i, c, got, side.measured)
+					}
+					if !side.measured && strings.ContainsAny(got, "✓✗") {
+						t.Errorf("side %d, column %d: %q checks an unmeasured figure", i, c, got)
+					}
+				}
+			}
+			if tc.warm && !strings.Contains(cells[4], "✗ 2.00×") {
+				t.Errorf("warm ratio %q: want ✗ 2.00× against the 1.5× aim", cells[4])
+			}
+		})
+	}
+}
+
+// A runtime comparison that did not run says so and checks nothing, in both
+// tables.
+func TestRuntimeTablesUnmeasuredGroup(t *testing.T) {
+	gs := []GroupResult{{Name: "memory/first", Callers: 1}, {Name: "redis/first", Callers: 1}}
+	var b bytes.Buffer
+	RuntimeTable(&b, gs)
+	MemoryAimTable(&b, gs)
+	out := b.String()
+	if strings.ContainsAny(out, "✓✗") {
+		t.Errorf("unmeasured groups carry a check:\n%s", out)
+	}
+	if n := strings.Count(out, notMeasured); n < 3 {
+		t.Errorf("%d %q in\n%s", n, notMeasured, out)
+	}
+}
+
+// A 1-caller cell is steady when both quartiles of its per-round speeds lie
+// within ±0.1 of the median; the table says which, for every floor.
+func TestRuntimeTableSteadiness(t *testing.T) {
+	g := GroupResult{Name: "redis/first", Callers: 1, Rounds: 5, OpsCell: 10, Block: 1,
+		Variants: []VariantResult{{Name: "wrapper", NsOp: 100}, {Name: "tight", NsOp: 90}, {Name: "loose", NsOp: 90}},
+		Ratio:    []float64{1, 1 / 0.9, 1 / 0.9},
+		// Speeds: tight [0.85, 0.95], loose [0.75, 0.95].
+		Spread:      [][2]float64{{1, 1}, {1 / 0.95, 1 / 0.85}, {1 / 0.95, 1 / 0.75}},
+		DeltaNs:     []float64{0, 10, 10},
+		DeltaAllocs: []float64{0, 0, 0},
+	}
+	var b bytes.Buffer
+	RuntimeTable(&b, []GroupResult{g})
+	out := b.String()
+	tight, loose := rowCells(t, out, "redis/first"), rowCells(t, out, "″")
+	if !strings.Contains(tight[8], "✓ IQR −0.05/+0.05") {
+		t.Errorf("tight floor: %q", tight[8])
+	}
+	if !strings.Contains(loose[8], "✗ IQR −0.15/+0.05") {
+		t.Errorf("loose floor: %q", loose[8])
+	}
+	if !strings.Contains(out, "1 of 2; not: redis/first vs loose.") {
+		t.Errorf("summary missing:\n%s", out)
+	}
+}
