@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Usage: scripts/with-services.sh COMMAND [ARG...]
 #
-# Starts a throwaway PostgreSQL and a throwaway Redis on 127.0.0.1 (free
-# ports, a temporary directory, installed with apt-get when absent), runs
-# COMMAND with IDEM_PG_DSN and IDEM_REDIS_ADDR exported, and stops both
-# servers by PID when COMMAND ends, whether it passed, failed or was
-# interrupted. Exits with COMMAND's status.
+# Starts a throwaway PostgreSQL, a throwaway Redis and a throwaway Redis
+# Cluster (3 masters, 1 replica each: scripts/redis-cluster.sh) on 127.0.0.1
+# (free ports, a temporary directory, installed with apt-get when absent),
+# runs COMMAND with IDEM_PG_DSN, IDEM_REDIS_ADDR and IDEM_REDIS_CLUSTER_ADDRS
+# (comma-separated host:port of every node) exported, and stops every server
+# by PID when COMMAND ends, whether it passed, failed or was interrupted.
+# Exits with COMMAND's status.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,6 +15,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/idemgen-services.XXXXXX")
 chmod 755 "$dir" # the postgres user must reach its data directory
 
 cleanup() {
+	"$here/redis-cluster.sh" stop "$dir/cluster" >&2 || true
 	"$here/redis.sh" stop "$dir/redis" >&2 || true
 	"$here/pg.sh" stop "$dir/pg" >&2 || true
 	rm -rf "$dir"
@@ -20,11 +23,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-mkdir -p "$dir/pg" "$dir/redis"
+mkdir -p "$dir/pg" "$dir/redis" "$dir/cluster"
+# The cluster starts in the background while PostgreSQL and Redis start.
+"$here/redis-cluster.sh" start "$dir/cluster" >"$dir/cluster.out" &
+cluster_pid=$!
 pg_line=$("$here/pg.sh" start "$dir/pg")
 redis_line=$("$here/redis.sh" start "$dir/redis")
-export "${pg_line?}" "${redis_line?}"
-echo "with-services: $pg_line $redis_line" >&2
+wait "$cluster_pid" || { echo "with-services: scripts/redis-cluster.sh start failed" >&2; exit 1; }
+cluster_line=$(cat "$dir/cluster.out")
+export "${pg_line?}" "${redis_line?}" "${cluster_line?}"
+echo "with-services: $pg_line $redis_line $cluster_line" >&2
 
 set +e
 "$@"
