@@ -175,12 +175,14 @@ func (s *ClusterServer) nodes(ctx context.Context) ([]clusterNode, error) {
 }
 
 // KillMaster SIGKILLs the master that serves the most slots and returns its
-// address. Its replica takes over after cluster-node-timeout; records it
-// had not received yet are lost.
-func (s *ClusterServer) KillMaster(ctx context.Context) (string, error) {
+// address and how many bytes of its replication stream its replica had not
+// acknowledged just before (INFO replication: master_repl_offset minus the
+// replica's offset; -1 when unknown). The replica takes over after
+// cluster-node-timeout; records it had not received yet are lost.
+func (s *ClusterServer) KillMaster(ctx context.Context) (string, int64, error) {
 	ns, err := s.nodes(ctx)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	var victim clusterNode
 	for _, n := range ns {
@@ -189,25 +191,54 @@ func (s *ClusterServer) KillMaster(ctx context.Context) (string, error) {
 		}
 	}
 	if victim.slots == 0 {
-		return "", errors.New("no master serves a slot")
+		return "", 0, errors.New("no master serves a slot")
 	}
+	lag := replLag(ctx, victim.addr)
 	_, port, _ := strings.Cut(victim.addr, ":")
 	b, err := os.ReadFile(filepath.Join(s.dir, port, "redis.pid"))
 	if err != nil {
-		return "", fmt.Errorf("master %s was not started by the harness: %w", victim.addr, err)
+		return "", 0, fmt.Errorf("master %s was not started by the harness: %w", victim.addr, err)
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return "", fmt.Errorf("pid file of %s: %w", victim.addr, err)
+		return "", 0, fmt.Errorf("pid file of %s: %w", victim.addr, err)
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return "", fmt.Errorf("kill master %s (pid %d): %w", victim.addr, pid, err)
+		return "", 0, fmt.Errorf("kill master %s (pid %d): %w", victim.addr, pid, err)
 	}
 	s.killed[victim.addr] = true
 	for syscall.Kill(pid, 0) == nil { // gone within milliseconds
 		time.Sleep(5 * time.Millisecond)
 	}
-	return victim.addr, nil
+	return victim.addr, lag, nil
+}
+
+// replLag is master_repl_offset of the master at addr minus the offset its
+// first replica acknowledged, or -1.
+func replLag(ctx context.Context, addr string) int64 {
+	c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+	defer c.Close()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return -1
+	}
+	var master, replica int64 = -1, -1
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "master_repl_offset:"); ok {
+			master, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "slave0:"); ok {
+			for _, f := range strings.Split(v, ",") {
+				if o, ok := strings.CutPrefix(f, "offset="); ok {
+					replica, _ = strconv.ParseInt(o, 10, 64)
+				}
+			}
+		}
+	}
+	if master < 0 || replica < 0 {
+		return -1
+	}
+	return master - replica
 }
 
 // WaitHealthy returns once every live node reports cluster_state:ok with
@@ -312,7 +343,7 @@ func ClusterFailover() Scenario {
 					return fmt.Errorf("cluster-failover: the storm ended before 30%% of its calls")
 				}
 				t0 := time.Now()
-				addr, err := env.Cluster.KillMaster(ctx)
+				addr, lag, err := env.Cluster.KillMaster(ctx)
 				if err != nil {
 					return fmt.Errorf("cluster-failover: %w", err)
 				}
@@ -320,8 +351,8 @@ func ClusterFailover() Scenario {
 				if err := env.Cluster.WaitHealthy(context.WithoutCancel(ctx), 60*time.Second); err != nil {
 					return fmt.Errorf("cluster-failover: %w", err)
 				}
-				env.Note("master %s SIGKILLed at %v (call %d), replica promoted, cluster ok %v later",
-					addr, env.Elapsed()-time.Since(t0).Round(time.Millisecond), int(0.3*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+				env.Note("master %s SIGKILLed at %v (call %d; its replica %d bytes behind), replica promoted, cluster ok %v later",
+					addr, env.Elapsed()-time.Since(t0).Round(time.Millisecond), int(0.3*float64(env.total)), lag, time.Since(t0).Round(time.Millisecond))
 				return nil
 			})
 		},
