@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,33 +96,51 @@ func TestClusterSpread(t *testing.T) {
 	}
 }
 
-// slotRanges are the cluster's slot ranges, each with its master first.
-type slotRanges []redis.ClusterSlot
+// slotRange is a range of slots and the address of its master.
+type slotRange struct {
+	start, end int
+	master     string
+}
+
+// slotRanges are the cluster's slot ranges.
+type slotRanges []slotRange
 
 // master returns the address of the master of slot.
 func (r slotRanges) master(slot int) string {
 	for _, s := range r {
-		if slot >= s.Start && slot <= s.End {
-			return s.Nodes[0].Addr
+		if slot >= s.start && slot <= s.end {
+			return s.master
 		}
 	}
 	return ""
 }
 
+// masterRanges returns the slot ranges of the cluster's masters (CLUSTER
+// SHARDS) and fails t unless there are 3 masters.
 func masterRanges(t testing.TB, c *redis.ClusterClient) slotRanges {
 	t.Helper()
-	slots, err := c.ClusterSlots(t.Context()).Result()
+	shards, err := c.ClusterShards(t.Context()).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
+	var r slotRanges
 	masters := map[string]bool{}
-	for _, s := range slots {
-		masters[s.Nodes[0].Addr] = true
+	for _, sh := range shards {
+		for _, n := range sh.Nodes {
+			if n.Role != "master" || len(sh.Slots) == 0 {
+				continue
+			}
+			addr := net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+			masters[addr] = true
+			for _, sr := range sh.Slots {
+				r = append(r, slotRange{int(sr.Start), int(sr.End), addr})
+			}
+		}
 	}
 	if len(masters) != 3 {
-		t.Fatalf("the cluster has %d masters, want 3: %+v", len(masters), slots)
+		t.Fatalf("the cluster has %d masters, want 3: %+v", len(masters), shards)
 	}
-	return slots
+	return r
 }
 
 // keySlot is the cluster slot of key: CRC16 (XMODEM) of its hash tag (the
@@ -173,7 +192,7 @@ func TestKeySlot(t *testing.T) {
 func BenchmarkClusterFirstCall(b *testing.B) {
 	c := clusterClient(b, redis.ClusterOptions{PoolSize: 256})
 	ranges := masterRanges(b, c)
-	one := ranges[0].Nodes[0].Addr
+	one := ranges[0].master
 	s := redisstore.New(c, redisstore.WithPrefix("bench:"))
 	out := idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, 200)}
 	run := 0
