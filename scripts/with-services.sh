@@ -14,7 +14,12 @@ here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/idemgen-services.XXXXXX")
 chmod 755 "$dir" # the postgres user must reach its data directory
 
+cluster_pid=
 cleanup() {
+	if [ -n "$cluster_pid" ]; then # a start still in flight (interrupted)
+		kill "$cluster_pid" 2>/dev/null || true
+		wait "$cluster_pid" 2>/dev/null || true
+	fi
 	"$here/redis-cluster.sh" stop "$dir/cluster" >&2 || true
 	"$here/redis.sh" stop "$dir/redis" >&2 || true
 	"$here/pg.sh" stop "$dir/pg" >&2 || true
@@ -29,7 +34,8 @@ mkdir -p "$dir/pg" "$dir/redis" "$dir/cluster"
 cluster_pid=$!
 pg_line=$("$here/pg.sh" start "$dir/pg")
 redis_line=$("$here/redis.sh" start "$dir/redis")
-wait "$cluster_pid" || { echo "with-services: scripts/redis-cluster.sh start failed" >&2; exit 1; }
+wait "$cluster_pid" || { cluster_pid=; echo "with-services: scripts/redis-cluster.sh start failed" >&2; exit 1; }
+cluster_pid=
 cluster_line=$(cat "$dir/cluster.out")
 export "${pg_line?}" "${redis_line?}" "${cluster_line?}"
 echo "with-services: $pg_line $redis_line $cluster_line" >&2
