@@ -29,8 +29,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 mkdir -p "$dir/pg" "$dir/redis" "$dir/cluster"
-# The cluster starts in the background while PostgreSQL and Redis start.
-"$here/redis-cluster.sh" start "$dir/cluster" >"$dir/cluster.out" &
+# The cluster starts in the background while PostgreSQL and Redis start. Its
+# node timeout is 15s, not the script's 2s: a 64 MiB record (the conformance
+# suite's MaxSizes) keeps a master busy for seconds under -race, and the
+# other nodes would fail it over (CLUSTERDOWN for the tests beside it). The
+# stress harness's failover scenarios start clusters of their own with 2s.
+REDIS_CLUSTER_NODE_TIMEOUT=15000 "$here/redis-cluster.sh" start "$dir/cluster" >"$dir/cluster.out" &
 cluster_pid=$!
 pg_line=$("$here/pg.sh" start "$dir/pg")
 redis_line=$("$here/redis.sh" start "$dir/redis")
