@@ -242,8 +242,8 @@ func replLag(ctx context.Context, addr string) int64 {
 }
 
 // WaitHealthy returns once every live node reports cluster_state:ok with
-// all 16384 slots served by a master that is not failing, or after
-// timeout.
+// all 16384 slots served by a master that is not failing and assigns no
+// slot to a killed node (its replica took them over), or after timeout.
 func (s *ClusterServer) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	var why string
@@ -276,6 +276,24 @@ func (s *ClusterServer) unhealthy(ctx context.Context) string {
 		for _, want := range []string{"cluster_state:ok", "cluster_slots_ok:16384", "cluster_slots_pfail:0", "cluster_slots_fail:0"} {
 			if !strings.Contains(info, want+"\r\n") {
 				return a + " lacks " + want
+			}
+		}
+		// Until its peers mark a killed master failing (cluster-node-timeout),
+		// the state above is still ok: wait until no live node assigns it
+		// a slot.
+		c = redis.NewClient(&redis.Options{Addr: a, DialTimeout: time.Second, ReadTimeout: 2 * time.Second})
+		txt, err := c.ClusterNodes(ctx).Result()
+		_ = c.Close()
+		if err != nil {
+			return a + ": " + err.Error()
+		}
+		for _, l := range strings.Split(strings.TrimSpace(txt), "\n") {
+			f := strings.Fields(l)
+			if len(f) < 8 {
+				continue
+			}
+			if addr, _, _ := strings.Cut(f[1], "@"); s.killed[addr] && len(f) > 8 {
+				return a + " still assigns slots to the killed " + addr
 			}
 		}
 	}
