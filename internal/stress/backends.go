@@ -37,8 +37,8 @@ func Redis(addr string) Backend {
 }
 
 // RedisLoser returns a Handle.Lose that deletes the record of a key from s
-// (a redisstore on c).
-func RedisLoser(c *redis.Client, s *redisstore.Store) func(ctx context.Context, k idem.Key) error {
+// (a redisstore on c: a client of one server or of a cluster).
+func RedisLoser(c redis.UniversalClient, s *redisstore.Store) func(ctx context.Context, k idem.Key) error {
 	return func(ctx context.Context, k idem.Key) error { return c.Del(ctx, s.RedisKey(k)).Err() }
 }
 

@@ -83,7 +83,7 @@ func RedisLoseKey() Scenario {
 	return Scenario{
 		Name:    "redis-lose-key",
 		About:   "the Redis record of 30% of the keys lost between first call and retry (failover)",
-		Applies: only("redis", "tiered"),
+		Applies: only("redis", "tiered", "redis-cluster", "tiered-cluster"),
 		Configure: func(s *Storm) {
 			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
 				seen := map[string]bool{}

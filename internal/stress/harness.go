@@ -32,6 +32,9 @@ type Backend struct {
 type Servers struct {
 	RedisAddr string // "" keeps the backend's
 	PGDSN     string // "" keeps the backend's
+	// RedisClusterAddrs are the nodes of a Redis Cluster; nil keeps the
+	// backend's.
+	RedisClusterAddrs []string
 }
 
 // Handle is one opened store.
@@ -95,6 +98,9 @@ type Scenario struct {
 	// runs on one the harness started (Options.Redis, Options.PG, or one
 	// started for the run), never on a server it did not start.
 	OwnRedis, OwnPG bool
+	// OwnCluster: the scenario kills a node of, or moves slots in, the
+	// Redis Cluster, so it runs on one the harness starts for the run.
+	OwnCluster bool
 }
 
 // Storm is the shape of one run.
@@ -213,8 +219,11 @@ type Env struct {
 	// Redis and PG are the scenario's own servers (OwnRedis, OwnPG).
 	Redis *RedisServer
 	PG    *PGServer
+	// Cluster is the scenario's own Redis Cluster (OwnCluster).
+	Cluster *ClusterServer
 
 	total     int
+	start     atomic.Pointer[time.Time]
 	issued    atomic.Int64
 	faults    sync.WaitGroup
 	completed chan idem.Key
@@ -237,6 +246,14 @@ func (e *Env) WaitProgress(ctx context.Context, frac float64) error {
 		}
 	}
 	return nil
+}
+
+// Elapsed is the time since the storm started.
+func (e *Env) Elapsed() time.Duration {
+	if t := e.start.Load(); t != nil {
+		return time.Since(*t).Round(time.Millisecond)
+	}
+	return 0
 }
 
 // FaultDone tells the storm that one fault is over (see Storm.Faults).
@@ -316,7 +333,7 @@ type plannedCall struct {
 type callResult struct {
 	receipt *billing.Receipt
 	err     error
-	dur     time.Duration
+	at, dur time.Duration // start, from the storm's start; duration
 }
 
 // Result is the outcome of one scenario on one backend.
@@ -337,12 +354,16 @@ type Result struct {
 	// back (transactional mode): they do not count as executions.
 	RolledBack int
 	// Notes say what the scenario's faults did.
-	Notes    []string
-	Kinds    map[string]int // caller-visible outcomes by kind
-	Events   map[string]int // executor events
-	Swept    int
-	Elapsed  time.Duration
-	P50, P99 time.Duration
+	Notes   []string
+	Kinds   map[string]int // caller-visible outcomes by kind
+	Events  map[string]int // executor events
+	Swept   int
+	Elapsed time.Duration
+	// ErrFrom and ErrTo bound the calls that failed with a store error
+	// (kind "store" or "db"), from the storm's start: the first one's start
+	// and the last one's end; both 0 when none failed.
+	ErrFrom, ErrTo time.Duration
+	P50, P99       time.Duration
 
 	ShipCalls, ShipKeys, ShipExecMin, ShipExecMax int
 	Probe                                         ProbeStats
@@ -397,6 +418,9 @@ func (r *Result) Line() string {
 	fmt.Fprintf(&b, " | history %d ops/%d keys: %s", r.Check.Ops, r.Check.Keys, verdict(r.Check.Result))
 	if r.Check.MayLose {
 		b.WriteString(" (records may vanish: documented)")
+	}
+	if r.ErrTo > 0 {
+		fmt.Fprintf(&b, " | store errors from %v to %v (%v)", round(r.ErrFrom), round(r.ErrTo), round(r.ErrTo-r.ErrFrom))
 	}
 	for _, n := range r.Notes {
 		b.WriteString(" | " + n)
@@ -533,6 +557,16 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 			pgSrv = s
 		}
 		srv.PGDSN = pgSrv.DSN
+	}
+	var cluster *ClusterServer
+	if sc.OwnCluster {
+		s, err := StartCluster(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		defer s.Stop()
+		cluster = s
+		srv.RedisClusterAddrs = s.Addrs()
 	}
 	h, err := b.Open(ctx, srv)
 	if err != nil {
@@ -687,6 +721,7 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 	if sc.OwnPG {
 		env.PG = pgSrv
 	}
+	env.Cluster = cluster
 	env.faults.Add(st.Faults)
 	faultsOver := make(chan struct{})
 	go func() { env.faults.Wait(); close(faultsOver) }()
@@ -730,6 +765,7 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 	next := make(chan int)
 	var wg sync.WaitGroup
 	start := time.Now()
+	env.start.Store(&start)
 	for w := range st.Workers {
 		wctx := withClient(ctx, w)
 		wg.Go(func() {
@@ -748,7 +784,7 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 				case callShip:
 					r.err = svc.HandleShipment(cctx, shipment(c.key))
 				}
-				r.dur = time.Since(t0)
+				r.at, r.dur = t0.Sub(start), time.Since(t0)
 				cancel()
 				results[i] = r
 				if st.ErrorPause > 0 {
@@ -912,6 +948,12 @@ func checkCalls(res *Result, st *Storm, plan []plannedCall, results []callResult
 		r := results[i]
 		kind := Classify(r.err)
 		res.Kinds[kind]++
+		if kind == "store" || kind == "db" {
+			if res.ErrTo == 0 || r.at < res.ErrFrom {
+				res.ErrFrom = r.at
+			}
+			res.ErrTo = max(res.ErrTo, r.at+r.dur)
+		}
 		if c.kind == callShip {
 			switch kind {
 			case "ok", "in_progress":

@@ -9,7 +9,8 @@ import "time"
 // records) and, for faults of a server, appends a Background injector that
 // acts through the Env (see Storm.Background); list it here.
 func Scenarios() []Scenario {
-	return []Scenario{Plain(), Stall(), StallAfterEffect(), Sweep(), RedisKill(), RedisLoseKey(), PGRestart(), PGKillBackend()}
+	return []Scenario{Plain(), Stall(), StallAfterEffect(), Sweep(), RedisKill(), RedisLoseKey(), PGRestart(), PGKillBackend(),
+		ClusterFailover(), ClusterReshard()}
 }
 
 // Plain is the duplicate storm: every key retried several times

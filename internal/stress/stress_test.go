@@ -40,6 +40,20 @@ func TestStormRedis(t *testing.T) {
 	}
 }
 
+// TestStormCluster runs the short storm on redisstore through a
+// *redis.ClusterClient of the test Redis Cluster ($IDEM_REDIS_CLUSTER_ADDRS),
+// then the cluster faults (a master SIGKILLed and failed over; 1000 slots
+// resharded), each on a cluster the test starts.
+func TestStormCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	b := RedisCluster(testenv.RedisClusterAddrs(t))
+	for _, sc := range []Scenario{Plain(), ClusterFailover(), ClusterReshard()} {
+		t.Run(sc.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
+	}
+}
+
 // The model must reject what the contract forbids. Each case is a short
 // sequential history of one key that some broken store could produce.
 func TestModelRejects(t *testing.T) {

@@ -1,5 +1,5 @@
-// Package testenv finds the throwaway PostgreSQL and Redis servers that
-// scripts/with-services.sh starts for the tests.
+// Package testenv finds the throwaway PostgreSQL, Redis and Redis Cluster
+// servers that scripts/with-services.sh starts for the tests.
 //
 // A test that needs a server it cannot find fails when CI=true and skips
 // otherwise, with a message that says how to run it.
@@ -7,6 +7,7 @@ package testenv
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -20,6 +21,14 @@ func PostgresDSN(t testing.TB) string {
 func RedisAddr(t testing.TB) string {
 	t.Helper()
 	return lookup(t, "IDEM_REDIS_ADDR", "Redis")
+}
+
+// RedisClusterAddrs returns host:port of every node of the test Redis
+// Cluster ($IDEM_REDIS_CLUSTER_ADDRS, comma-separated; 3 masters with 1
+// replica each, started by scripts/redis-cluster.sh).
+func RedisClusterAddrs(t testing.TB) []string {
+	t.Helper()
+	return strings.Split(lookup(t, "IDEM_REDIS_CLUSTER_ADDRS", "Redis Cluster"), ",")
 }
 
 func lookup(t testing.TB, name, what string) string {

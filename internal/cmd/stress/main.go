@@ -7,11 +7,13 @@
 //
 //	go run ./internal/cmd/stress                      # memory, plus Redis/PostgreSQL (lease and
 //	                                                  # transactional mode)/tiered when
-//	                                                  # $IDEM_REDIS_ADDR / $IDEM_PG_DSN are set
+//	                                                  # $IDEM_REDIS_ADDR / $IDEM_PG_DSN /
+//	                                                  # $IDEM_REDIS_CLUSTER_ADDRS are set
 //
-// The fault scenarios that kill or restart a server (redis-kill, pg-restart)
-// start a server of their own for each run (redis-server; PostgreSQL through
-// scripts/pg.sh) and stop it afterwards; the harness never signals a server
+// The fault scenarios that kill or restart a server (redis-kill, pg-restart,
+// cluster-failover, cluster-reshard) start a server of their own for each
+// run (redis-server; PostgreSQL through scripts/pg.sh; a Redis Cluster
+// through scripts/redis-cluster.sh) and stop it afterwards; the harness never signals a server
 // it did not start.
 //
 //	go run ./internal/cmd/stress -stores=mem -scenarios=plain,stall
@@ -33,7 +35,7 @@ import (
 
 func main() {
 	var (
-		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, pg-tx, tiered (default: mem, and every store whose server env var is set)")
+		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster (default: mem, and every store whose server env var is set)")
 		scenarios = flag.String("scenarios", "", "comma-separated scenarios (default: all): "+names())
 		short     = flag.Bool("short", false, "the shortened storm that go test runs")
 		seed      = flag.Uint64("seed", 0, "seed of the call plan and injected failures (0: random)")
@@ -72,6 +74,10 @@ func names() string {
 
 func backends(list string) ([]stress.Backend, error) {
 	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
+	var cluster []string
+	if v := os.Getenv("IDEM_REDIS_CLUSTER_ADDRS"); v != "" {
+		cluster = strings.Split(v, ",")
+	}
 	var want []string
 	if list == "" {
 		want = []string{"mem"}
@@ -83,6 +89,12 @@ func backends(list string) ([]stress.Backend, error) {
 		}
 		if dsn != "" && addr != "" {
 			want = append(want, "tiered")
+		}
+		if cluster != nil {
+			want = append(want, "redis-cluster")
+		}
+		if dsn != "" && cluster != nil {
+			want = append(want, "tiered-cluster")
 		}
 	} else {
 		want = strings.Split(list, ",")
@@ -112,8 +124,18 @@ func backends(list string) ([]stress.Backend, error) {
 				return nil, fmt.Errorf("store tiered needs $IDEM_PG_DSN and $IDEM_REDIS_ADDR (run under scripts/with-services.sh)")
 			}
 			bs = append(bs, tiered(dsn, addr))
+		case "redis-cluster":
+			if cluster == nil {
+				return nil, fmt.Errorf("store redis-cluster needs $IDEM_REDIS_CLUSTER_ADDRS (run under scripts/with-services.sh)")
+			}
+			bs = append(bs, stress.RedisCluster(cluster))
+		case "tiered-cluster":
+			if dsn == "" || cluster == nil {
+				return nil, fmt.Errorf("store tiered-cluster needs $IDEM_PG_DSN and $IDEM_REDIS_CLUSTER_ADDRS (run under scripts/with-services.sh)")
+			}
+			bs = append(bs, tieredCluster(dsn, cluster))
 		default:
-			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, pg-tx, tiered)", name)
+			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster)", name)
 		}
 	}
 	return bs, nil

@@ -94,6 +94,35 @@ func Tiered(dsn, addr string) stress.Backend {
 	}}
 }
 
+// TieredCluster is a Redis Cluster (through a *redis.ClusterClient) in
+// front of PostgreSQL.
+func TieredCluster(dsn string, addrs []string) stress.Backend {
+	return stress.Backend{Name: "tiered-cluster", Open: func(ctx context.Context, srv stress.Servers) (*stress.Handle, error) {
+		pool, _, err := openPool(ctx, pick(srv.PGDSN, dsn), 16)
+		if err != nil {
+			return nil, err
+		}
+		pg := pgstore.New(pool)
+		if err := migrate(ctx, pg); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		at := addrs
+		if len(srv.RedisClusterAddrs) > 0 {
+			at = srv.RedisClusterAddrs
+		}
+		c, err := stress.OpenRedisCluster(ctx, at)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		fast := redisstore.New(c, redisstore.WithPrefix("stress:"))
+		s := tiered.New(fast, pg)
+		return &stress.Handle{Store: s, Sweep: pg.Sweep, StaleReplay: true, Lose: stress.RedisLoser(c, fast),
+			Close: func() { _ = c.Close(); pool.Close() }}, nil
+	}}
+}
+
 func pick(override, def string) string {
 	if override != "" {
 		return override
