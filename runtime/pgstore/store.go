@@ -142,7 +142,7 @@ type Store struct {
 
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
-	claimTx, keyLock, holder                                                    string // transactional mode
+	claimTx, keyLock, holder, final                                             string // transactional mode
 	table, index, archive                                                       string // sanitized identifiers
 	indexName                                                                   string // unquoted
 }
@@ -283,6 +283,10 @@ WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND stat
 FROM pg_locks k
 WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
 	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`
+	// final: the key's live final record, in the columns of the claim.
+	st.final = fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, %[3]s,
+	c.body, c.err_code, c.err_message, c.meta
+FROM %[1]s c WHERE c.key = $1::bytea AND c.status <> 1 AND c.expires_at > %[2]s`, t, ts, leaseLeft)
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
 	// sweep_at only ever moves earlier here (an outcome that expires sooner
 	// than the claim), so the usual Complete changes no indexed column.
@@ -416,19 +420,24 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 //
 // When the statement was sent but its reply did not arrive (ctx expired, the
 // connection broke), the claim may have committed after all, and the caller
-// is told it failed: Claim then waits until no transaction writes the key
-// any more and releases the claim it may have made (fenced by its token), so
-// that the key is not blocked for the lease by a claim nobody runs.
+// is told it failed: Claim then closes the connection, waits until the
+// server session that received the statement has ended, and releases the
+// claim it may have made (fenced by its token), so that the key is not
+// blocked for the lease by a claim nobody runs.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
 	args := claimArgs(req)
 	for range maxClaimAttempts {
+		conn, err := s.pool.Acquire(ctx)
+		if err != nil {
+			return idem.Claim{}, fail("claim", req.Key, err)
+		}
+		pid := conn.Conn().PgConn().PID()
 		var (
-			c   idem.Claim
-			ok  bool
-			err error
+			c  idem.Claim
+			ok bool
 		)
 		if s.lockTimeout > 0 {
 			b := &pgx.Batch{}
@@ -438,19 +447,27 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 				c, ok, serr = scanClaim(r)
 				return serr
 			})
-			err = s.pool.SendBatch(ctx, b).Close()
+			err = conn.SendBatch(ctx, b).Close()
 		} else {
 			var rows pgx.Rows
-			if rows, err = s.pool.Query(ctx, s.sql.claim, args...); err == nil {
+			if rows, err = conn.Query(ctx, s.sql.claim, args...); err == nil {
 				c, ok, err = scanClaim(rows)
 			}
 		}
 		if err != nil {
-			if uncertain(err) {
-				s.settle(ctx, req.Key, req.Token)
+			lost := uncertain(err)
+			if lost {
+				// Hang up, so that the server session ends once it has
+				// run what it received.
+				_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			}
+			conn.Release()
+			if lost {
+				s.settle(ctx, req.Key, req.Token, pid)
 			}
 			return idem.Claim{}, fail("claim", req.Key, err)
 		}
+		conn.Release()
 		if ok {
 			return c, nil
 		}
@@ -470,12 +487,30 @@ func uncertain(err error) bool {
 
 // settle undoes a claim whose reply was lost: on a connection of its own and
 // a context detached from the caller's (bounded by settleTimeout), it waits
-// until no transaction writes the key (the lost claim has committed or
-// rolled back by then) and deletes the PROCESSING record of token, if any.
-// It is best effort: if it fails too, the record lapses with its lease.
-func (s *Store) settle(ctx context.Context, key idem.Key, token idem.Token) {
+// until the server session that received the claim (pid; its connection
+// was closed) has ended, so the claim has committed or rolled back, and
+// until no transaction writes the key, then deletes the PROCESSING record
+// of token, if any. It is best effort: a session the server keeps alive
+// past settleTimeout (a network partition it has not noticed) or a failure
+// of settle itself leaves the record to lapse with its lease.
+func (s *Store) settle(ctx context.Context, key idem.Key, token idem.Token, pid uint32) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
+	for {
+		var alive bool
+		if err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1::int)",
+			int64(pid)).Scan(&alive); err != nil {
+			return
+		}
+		if !alive {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(s.sql.settle, key.ID[:])

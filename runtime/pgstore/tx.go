@@ -231,12 +231,33 @@ func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.Claim
 	k := uint64(keyLock(req.Key))
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var held, same, other bool
-	err := conn.QueryRow(ctx, s.sql.holder, int64(k>>32), int64(uint32(k)),
-		int64(uint32(pa)), int64(uint32(pb))).Scan(&held, &same, &other)
+	var (
+		rec   idem.Claim
+		final bool
+	)
+	// In this order: the holder's locks, then the final record. A holder
+	// seen with another payload's lock that is about to find a final record
+	// (committed before, and then visible here) and roll back does not
+	// make a duplicate of that record's payload a mismatch.
+	b := &pgx.Batch{}
+	b.Queue(s.sql.holder, int64(k>>32), int64(uint32(k)), int64(uint32(pa)), int64(uint32(pb))).QueryRow(func(r pgx.Row) error {
+		return r.Scan(&held, &same, &other)
+	})
+	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
+		var err error
+		rec, final, err = scanClaim(rows)
+		return err
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return c
+	}
+	if final {
+		return rec
+	}
 	// A holder that is ending releases its locks one by one: only one seen
 	// holding another payload's lock of this key is running another
 	// payload; one seen with neither is taken as the same request.
-	if err == nil && held && !same && other {
+	if held && !same && other {
 		for i := range c.Record.Fingerprint {
 			c.Record.Fingerprint[i] ^= 0xff
 		}
