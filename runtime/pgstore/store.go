@@ -223,20 +223,28 @@ func buildStatements(table, archive pgx.Identifier) statements {
 	// row the snapshot could not see, or a takeable one) take the row over
 	// only if it is takeable, re-checked on its latest committed version
 	// under the row lock. A fresh row and the replacement of an expired one
-	// get created_at = now, a takeover keeps the original: taken_over. A live
-	// PROCESSING record that holds this very token and payload is this
-	// caller's own claim, repeated after a lost reply: claimed again.
-	claim := `WITH cur AS (
+	// get created_at = now, a takeover keeps the original: taken_over. own:
+	// a live PROCESSING record that holds this very token and payload is
+	// this caller's own claim, repeated after a lost reply: claimed again,
+	// under a fresh lease (never beyond the record's expiry), lapsed or not,
+	// since nobody took it over and its method has not started.
+	claim := `WITH own AS (
+	UPDATE %[1]s o SET lease_until = LEAST(%[4]s + %[6]s, o.expires_at)
+	WHERE o.key = $1::bytea AND o.token = $2::bigint AND o.status = 1 AND o.fingerprint = $6::bytea
+		AND o.expires_at > %[4]s
+	RETURNING true
+), cur AS (
 	SELECT c.status, c.fingerprint, c.scheme, c.token, %[3]s AS lease_left,
 		c.body, c.err_code, c.err_message, c.meta
 	FROM %[1]s c
 	WHERE c.key = $1::bytea AND c.expires_at > %[4]s AND NOT %[5]s
+		AND NOT (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea)
 ), ins AS (
 	INSERT INTO %[1]s AS r (key, tenant, op, key_text, fingerprint, scheme, status, token,
 		lease_until, created_at, expires_at, sweep_at)
 	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
 		%[4]s + %[6]s, %[4]s, %[4]s + %[7]s, %[4]s + %[7]s
-	WHERE NOT EXISTS (SELECT 1 FROM cur)%[2]s
+	WHERE NOT EXISTS (SELECT 1 FROM cur) AND NOT EXISTS (SELECT 1 FROM own)%[2]s
 	ON CONFLICT (key) DO UPDATE SET
 		tenant = excluded.tenant, op = excluded.op, key_text = excluded.key_text,
 		fingerprint = excluded.fingerprint, scheme = excluded.scheme, status = 1,
@@ -250,6 +258,10 @@ func buildStatements(table, archive pgx.Identifier) statements {
 SELECT true, ins.taken_over, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
 	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
 FROM ins
+UNION ALL
+SELECT true, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
+FROM own
 UNION ALL
 SELECT status = 1 AND token = $2::bigint AND fingerprint = $6::bytea, false, status, fingerprint,
 	scheme, token, lease_left, body, err_code, err_message, meta
