@@ -35,6 +35,11 @@ type recState struct {
 	ExpireMin int64
 	ExpireMax int64
 	TTL       time.Duration // of a final record
+	// Seen is the latest return of a claim answered with this final record:
+	// tiered may have repaired it into its fast tier then, for up to one
+	// more TTL (the repair is written before that claim returns, however
+	// late a loaded machine runs it).
+	Seen int64
 	// Ghost is a final record that expired but may still be replayed until
 	// Ghost.Until (stores with Options.StaleReplay: tiered replays a
 	// repaired outcome from its fast tier for up to one TTL after the
@@ -95,6 +100,14 @@ func claimed(in opInput) recState {
 		ExpireMin: addSat(in.Call, in.TTL), ExpireMax: addSat(in.Return, in.TTL)}
 }
 
+// reclaimed is s after its own token claimed it again (a repeat after a
+// lost reply): the lease is set afresh, never beyond the record's expiry.
+func reclaimed(s recState, in opInput) recState {
+	s.LapseMin = min(addSat(in.Call, in.Lease), s.ExpireMin)
+	s.LapseMax = min(addSat(in.Return, in.Lease), s.ExpireMax)
+	return s
+}
+
 func completed(s recState, in opInput) recState {
 	return recState{Present: true, Status: in.Status, FP: s.FP, Token: s.Token, Out: in.Out, TTL: in.TTL,
 		ExpireMin: addSat(in.Call, in.TTL), ExpireMax: addSat(in.Return, in.TTL)}
@@ -139,7 +152,7 @@ func step(s recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	gone := absent
 	gone.Ghost = s.Ghost
 	if opts.StaleReplay && s.Present && s.Status != idem.StatusProcessing {
-		gone.Ghost = ghost{Status: s.Status, FP: s.FP, Token: s.Token, Out: s.Out, Until: addSat(s.ExpireMax, s.TTL)}
+		gone.Ghost = ghost{Status: s.Status, FP: s.FP, Token: s.Token, Out: s.Out, Until: addSat(max(s.ExpireMax, s.Seen), s.TTL)}
 	}
 	pre := []recState{}
 	if !mustBeGone(s, in) {
@@ -155,7 +168,7 @@ func step(s recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	}
 	var next []recState
 	for _, p := range pre {
-		for _, n := range stepFrom(p, in, out) {
+		for _, n := range stepFrom(p, in, out, opts) {
 			if n.Ghost == (ghost{}) {
 				n.Ghost = p.Ghost
 			}
@@ -173,10 +186,10 @@ func ghostAnswers(p recState, in opInput, r recView) bool {
 		r.Status == g.Status && r.FP == g.FP && r.Token == g.Token && r.Out == g.Out
 }
 
-func stepFrom(p recState, in opInput, out opOutput) []recState {
+func stepFrom(p recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	switch in.Kind {
 	case opClaimTx:
-		return stepClaimTx(p, in, out)
+		return stepClaimTx(p, in, out, opts)
 	case opCommit:
 		return stepCommit(p, in, out)
 	case opClaim:
@@ -185,6 +198,9 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 			r := []recState{p}
 			if !p.Present || takeable {
 				r = append(r, claimed(in))
+			}
+			if holds(p, in.Token) && p.FP == in.FP {
+				r = append(r, reclaimed(p, in))
 			}
 			return r
 		}
@@ -195,11 +211,11 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 			case takeable && out.TakenOver:
 				return []recState{claimed(in)}
 			case holds(p, in.Token) && p.FP == in.FP && !out.TakenOver:
-				return []recState{p} // repeated by its own token
+				return []recState{reclaimed(p, in)} // repeated by its own token: a fresh lease
 			}
 			return nil
 		}
-		return refused(p, in, out)
+		return refused(p, in, out, opts)
 	case opComplete:
 		ok := holds(p, in.Token)
 		own := p.Present && p.Status != idem.StatusProcessing && p.Token == in.Token
@@ -243,7 +259,7 @@ func stepFrom(p recState, in opInput, out opOutput) []recState {
 
 // refused checks a claim that was refused against the state p: the record
 // returned must be the current one, byte for byte.
-func refused(p recState, in opInput, out opOutput) []recState {
+func refused(p recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	r := out.Rec
 	if ghostAnswers(p, in, r) {
 		return []recState{p}
@@ -260,6 +276,8 @@ func refused(p recState, in opInput, out opOutput) []recState {
 		}
 	} else if r.Out != p.Out {
 		return nil
+	} else if opts.StaleReplay && in.Return > p.Seen && in.Return != math.MaxInt64 {
+		p.Seen = in.Return
 	}
 	return []recState{p}
 }
@@ -271,7 +289,7 @@ func refused(p recState, in opInput, out opOutput) []recState {
 // no committed record: the holder's claim is invisible, so the key must not
 // hold a final record. A refusal with a committed record is checked as a
 // lease-mode refusal.
-func stepClaimTx(p recState, in opInput, out opOutput) []recState {
+func stepClaimTx(p recState, in opInput, out opOutput, opts ModelOptions) []recState {
 	switch {
 	case out.Unknown:
 		// A failed ClaimTx rolls its transaction back: no effect.
@@ -288,7 +306,7 @@ func stepClaimTx(p recState, in opInput, out opOutput) []recState {
 		}
 		return []recState{p}
 	}
-	return refused(p, in, out)
+	return refused(p, in, out, opts)
 }
 
 // stepCommit is the commit of a transactional claim with its outcome: the

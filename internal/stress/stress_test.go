@@ -187,3 +187,58 @@ func TestModelRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestModelStaleReplayAfterLateRepair: tiered repairs a final record into
+// its fast tier before the claim that read it returns, for up to one more
+// TTL; on a loaded machine that claim may return long after the durable
+// record expired, and the replay the repair allows must not read as a
+// violation. A replay later than that, or on a store without the
+// allowance, still is one. A repeated claim by the holder's own token sets
+// the lease afresh, so another token's takeover right after it is refused.
+func TestModelStaleReplayAfterLateRepair(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	fpA := idem.Fingerprint{1}
+	op := func(in opInput, out opOutput) porcupine.Operation {
+		return porcupine.Operation{Input: in, Output: out, Call: in.Call, Return: in.Return}
+	}
+	claim := func(call, ret int64, tok idem.Token, lease time.Duration, out opOutput) porcupine.Operation {
+		return op(opInput{Kind: opClaim, FP: fpA, Token: tok, Lease: lease, TTL: 30 * time.Millisecond, Call: call, Return: ret}, out)
+	}
+	complete := op(opInput{Kind: opComplete, Token: 1, TTL: 30 * time.Millisecond, Status: idem.StatusSucceeded, Out: 7,
+		Call: 5 * ms, Return: 6 * ms}, opOutput{})
+	done := opOutput{Rec: recView{Status: idem.StatusSucceeded, FP: fpA, Token: 1, Out: 7}}
+	won := opOutput{Claimed: true}
+	stale := ModelOptions{StaleReplay: true}
+	held := opOutput{Rec: recView{Status: idem.StatusProcessing, FP: fpA, Token: 1, LeaseLeft: 40 * time.Millisecond}}
+	cases := []struct {
+		name  string
+		legal bool
+		opts  ModelOptions
+		h     []porcupine.Operation
+	}{
+		{"replay after a late repair", true, stale, []porcupine.Operation{
+			claim(0, ms, 1, 10*time.Millisecond, won), complete, claim(20*ms, 100*ms, 2, 10*time.Millisecond, done),
+			claim(120*ms, 121*ms, 3, 10*time.Millisecond, done)}},
+		{"replay past the repair's TTL", false, stale, []porcupine.Operation{
+			claim(0, ms, 1, 10*time.Millisecond, won), complete, claim(20*ms, 100*ms, 2, 10*time.Millisecond, done),
+			claim(140*ms, 141*ms, 3, 10*time.Millisecond, done)}},
+		{"replay after expiry without the allowance", false, ModelOptions{}, []porcupine.Operation{
+			claim(0, ms, 1, 10*time.Millisecond, won), complete, claim(20*ms, 100*ms, 2, 10*time.Millisecond, done),
+			claim(120*ms, 121*ms, 3, 10*time.Millisecond, done)}},
+		{"own claim again renews the lease", true, ModelOptions{}, []porcupine.Operation{
+			claim(0, ms, 1, 10*time.Millisecond, won), claim(15*ms, 16*ms, 1, 50*time.Millisecond, won),
+			claim(30*ms, 31*ms, 2, 10*time.Millisecond, held)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := porcupine.CheckOperationsTimeout(Model(c.opts), c.h, 5*time.Second)
+			want := porcupine.Illegal
+			if c.legal {
+				want = porcupine.Ok
+			}
+			if got != want {
+				t.Errorf("check = %v, want %v", got, want)
+			}
+		})
+	}
+}
