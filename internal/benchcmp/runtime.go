@@ -288,13 +288,18 @@ func (e *Env) memoryGroups(callers int) ([]Group, error) {
 
 var zeroFP [32]byte
 
+// The floors write pgstore's layout 2 (runtime/pgstore/migrations): the
+// record keyed by the 32-byte key ID alone, tenant and op as bytea, an
+// expiry and a sweep_at instant. The claim stores tenant and op; as in
+// pgstore, only the key ID selects the row.
 const (
-	floorClaimSQL = `INSERT INTO ` + tableFloor + ` (tenant, op, key, fingerprint, status, token, lease_until, expires_at)
-VALUES ($1, $2, $3, $4, 1, $5, now() + interval '30 seconds', now() + interval '5 minutes') ON CONFLICT DO NOTHING`
-	floorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = 2, body = $5, lease_until = now(), updated_at = now(),
+	floorClaimSQL = `INSERT INTO ` + tableFloor + ` (key, tenant, op, fingerprint, status, token, lease_until, expires_at, sweep_at)
+VALUES ($3::bytea, convert_to($1::text, 'UTF8'), convert_to($2::text, 'UTF8'), $4::bytea, 1, $5::bigint,
+	now() + interval '30 seconds', now() + interval '5 minutes', now() + interval '5 minutes') ON CONFLICT DO NOTHING`
+	floorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = 2, body = $3::bytea, lease_until = now(),
 	expires_at = now() + interval '5 minutes'
-WHERE tenant = $1 AND op = $2 AND key = $3 AND token = $4 AND status = 1`
-	floorReplaySQL = `SELECT status, body FROM ` + tableFloor + ` WHERE tenant = $1 AND op = $2 AND key = $3 AND expires_at > now()`
+WHERE key = $1::bytea AND token = $2::bigint AND status = 1`
+	floorReplaySQL = `SELECT status, body FROM ` + tableFloor + ` WHERE key = $1::bytea AND expires_at > now()`
 )
 
 // The lease floor: pgstore's lease-mode first call written by hand as the
@@ -311,20 +316,20 @@ const (
 	leaseFloorTTL   = 5 * time.Minute  // orders.Place: ttl=5m
 	// $1 tenant, $2 op, $3 key, $4 key_text, $5 fingerprint, $6 token,
 	// $7 lease and $8 ttl in µs; instants from the database clock.
-	leaseFloorClaimSQL = `INSERT INTO ` + tableFloor + ` (tenant, op, key, key_text, fingerprint, status, token,
-	lease_until, created_at, updated_at, expires_at)
-VALUES ($1::text, $2::text, $3::bytea, $4::text, $5::bytea, 1, $6::bigint,
-	statement_timestamp() + ($7::bigint * interval '1 microsecond'), statement_timestamp(), statement_timestamp(),
-	statement_timestamp() + ($8::bigint * interval '1 microsecond'))
-ON CONFLICT (tenant, op, key) DO NOTHING`
-	// $1–$3 the key, $4 token, $5 status, $6 body, $7 err_code,
-	// $8 err_message, $9 meta, $10 ttl in µs.
-	leaseFloorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = $5::smallint, body = $6::bytea,
-	err_code = $7::text, err_message = $8::text, meta = $9::bytea,
-	lease_until = statement_timestamp(), updated_at = statement_timestamp(),
-	expires_at = statement_timestamp() + ($10::bigint * interval '1 microsecond')
-WHERE tenant = $1::text AND op = $2::text AND key = $3::bytea AND token = $4::bigint
-	AND status = 1 AND expires_at > statement_timestamp()`
+	leaseFloorClaimSQL = `INSERT INTO ` + tableFloor + ` (key, tenant, op, key_text, fingerprint, scheme, status, token,
+	lease_until, created_at, expires_at, sweep_at)
+VALUES ($3::bytea, convert_to($1::text, 'UTF8'), convert_to($2::text, 'UTF8'), convert_to($4::text, 'UTF8'), $5::bytea, 0, 1,
+	$6::bigint, statement_timestamp() + ($7::bigint * interval '1 microsecond'), statement_timestamp(),
+	statement_timestamp() + ($8::bigint * interval '1 microsecond'), statement_timestamp() + ($8::bigint * interval '1 microsecond'))
+ON CONFLICT (key) DO NOTHING`
+	// $1 the key ID, $2 token, $3 status, $4 body, $5 err_code, $6
+	// err_message, $7 meta, $8 ttl in µs. As pgstore's, the complete leaves
+	// the indexed sweep_at alone.
+	leaseFloorCompleteSQL = `UPDATE ` + tableFloor + ` SET status = $3::smallint, body = $4::bytea,
+	err_code = convert_to($5::text, 'UTF8'), err_message = convert_to($6::text, 'UTF8'), meta = $7::bytea,
+	lease_until = statement_timestamp(),
+	expires_at = statement_timestamp() + ($8::bigint * interval '1 microsecond')
+WHERE key = $1::bytea AND token = $2::bigint AND status = 1 AND expires_at > statement_timestamp()`
 )
 
 // pgLeaseFloor: claim INSERT, business INSERT, fenced complete UPDATE, each
@@ -347,7 +352,7 @@ func (e *Env) pgLeaseFloor(ctx context.Context, svc *orders.Service, o *orders.O
 	if err != nil {
 		return err
 	}
-	tag, err = e.Pool.Exec(ctx, leaseFloorCompleteSQL, "", "Service.Place", key, tok, int16(idem.StatusSucceeded), body,
+	tag, err = e.Pool.Exec(ctx, leaseFloorCompleteSQL, key, tok, int16(idem.StatusSucceeded), body,
 		"", "", []byte(nil), leaseFloorTTL.Microseconds())
 	if err != nil {
 		return err
@@ -389,7 +394,7 @@ func (e *Env) pgTxFloor(ctx context.Context, svc *orders.Service, o *orders.Orde
 	if err != nil {
 		return err
 	}
-	if tag, err = tx.Exec(ctx, floorCompleteSQL, "", "Service.Place", key, tok, body); err != nil {
+	if tag, err = tx.Exec(ctx, floorCompleteSQL, key, tok, body); err != nil {
 		return err
 	}
 	if tag.RowsAffected() != 1 {
@@ -435,7 +440,7 @@ func (e *Env) pgPipelinedFloor(ctx context.Context, svc *orders.Service, o *orde
 	}
 	updated := false
 	b = &pgx.Batch{}
-	b.Queue(floorCompleteSQL, "", "Service.Place", key, tok, body).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(floorCompleteSQL, key, tok, body).Exec(func(ct pgconn.CommandTag) error {
 		updated = ct.RowsAffected() == 1
 		return nil
 	})
@@ -452,7 +457,7 @@ func (e *Env) pgPipelinedFloor(ctx context.Context, svc *orders.Service, o *orde
 func (e *Env) pgReplayFloor(ctx context.Context, o *orders.Order) error {
 	var status int16
 	var body []byte
-	if err := e.Pool.QueryRow(ctx, floorReplaySQL, "", "Service.Place", floorKey(o)).Scan(&status, &body); err != nil {
+	if err := e.Pool.QueryRow(ctx, floorReplaySQL, floorKey(o)).Scan(&status, &body); err != nil {
 		return err
 	}
 	var r orders.Receipt
