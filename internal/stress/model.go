@@ -195,12 +195,15 @@ func stepFrom(p recState, in opInput, out opOutput, opts ModelOptions) []recStat
 	case opClaim:
 		takeable := p.Present && p.Status == idem.StatusProcessing && p.FP == in.FP && mayHaveLapsed(p, in)
 		if out.Unknown {
+			if holds(p, in.Token) && p.FP == in.FP {
+				// A repeat of its own claim may have set the lease afresh:
+				// widen when it may lapse instead of branching (one state,
+				// so that histories full of store errors stay checkable).
+				p.LapseMax = max(p.LapseMax, reclaimed(p, in).LapseMax)
+			}
 			r := []recState{p}
 			if !p.Present || takeable {
 				r = append(r, claimed(in))
-			}
-			if holds(p, in.Token) && p.FP == in.FP {
-				r = append(r, reclaimed(p, in))
 			}
 			return r
 		}
