@@ -10,9 +10,9 @@ import (
 
 // Sweepable is a store that removes expired records in bounded steps. Every
 // store of this module implements it with one meaning: Sweep removes at most
-// limit (> 0) expired records and returns how many it removed, so a caller
-// that wants every expired record gone calls it again while it returns
-// limit.
+// limit expired records and returns how many it removed, so a caller that
+// sweeps in bounded steps calls it again while it returns limit; with limit
+// <= 0 it removes every expired record (runtime/idemtest checks both).
 type Sweepable interface {
 	Sweep(ctx context.Context, limit int) (int, error)
 }

@@ -530,6 +530,20 @@ func (s *suite) sweep(t *testing.T) {
 		total += n
 	}
 	assert.GreaterOrEqual(t, total, expired, "looping while Sweep returns limit removes every expired record")
+
+	// limit <= 0 means every expired record, in every store.
+	for i := range expired {
+		r := s.req(e.key("old2", fmt.Sprint(i)), "p")
+		r.Lease, r.TTL = s.Unit, 2*s.Unit
+		require.True(t, e.claim(r).Claimed)
+	}
+	s.sleep(3 * s.Unit)
+	n, err = s.Sweep(e.ctx, e.store, 0)
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, expired, "Sweep(ctx, 0) removes every expired record")
+	n, err = s.Sweep(e.ctx, e.store, -1)
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing expired is left after Sweep(ctx, 0)")
 	for i, r := range live {
 		c := e.claim(s.req(r.Key, "p"))
 		require.False(t, c.Claimed, "live record %d survives Sweep", i)

@@ -365,12 +365,13 @@ func (s *Store) Len() int { return int(s.records.Load()) }
 func (s *Store) Bytes() int64 { return s.bytes.Load() }
 
 // Sweep removes at most limit expired records and returns how many it
-// removed; a caller that wants every expired record gone loops while it
-// returns limit. It fails if limit is not positive. Each shard is locked
-// only while it is swept, so claims on other shards go on.
+// removed; with limit <= 0 it removes every expired record (the meaning
+// every store shares, see idem.Sweepable). A caller that sweeps in bounded
+// steps calls it again while it returns limit. Each shard is locked only
+// while it is swept, so claims on other shards go on.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
-		return 0, fmt.Errorf("memstore: sweep: limit %d is not positive", limit)
+		limit = -1 // sweepExpired: all
 	}
 	removed := 0
 	for i := range s.shards {
