@@ -1,12 +1,8 @@
 package idemgrpc_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -25,33 +21,9 @@ func TestMemstoreTCP(t *testing.T) {
 	runSuite(t, tcpT, func(*testing.T) idem.Store { return memstore.New() })
 }
 
-// pgTable connects to the test server ($IDEM_PG_DSN; skipped when unset,
-// failed under CI=true) and migrates a table of the test's own, dropped at
-// the end.
-func pgTable(t *testing.T) (*pgxpool.Pool, string) {
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 80
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	b := make([]byte, 6)
-	rand.Read(b)
-	table := "idemgrpc_test_" + hex.EncodeToString(b)
-	if err := pgstore.New(pool, pgstore.WithTable(table)).Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
-			t.Errorf("drop %s: %v", table, err)
-		}
-	})
-	return pool, table
-}
+// pgTable is a pgstore table of the test's own on the test server
+// (testenv.PGStoreTable).
+func pgTable(t *testing.T) (*pgxpool.Pool, string) { return testenv.PGStoreTable(t, "idemgrpc_test_") }
 
 // TestPostgres runs the suite on pgstore in lease mode, over loopback TCP.
 func TestPostgres(t *testing.T) {

@@ -1,0 +1,43 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// PGStoreTable connects to the test PostgreSQL server (see PostgresDSN)
+// with a pool of up to 80 connections and migrates a pgstore table of the
+// test's own, named prefix and a random suffix; the table is dropped and
+// the pool closed when the test ends.
+func PGStoreTable(t testing.TB, prefix string) (*pgxpool.Pool, string) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 80
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	table := prefix + hex.EncodeToString(b)
+	if err := pgstore.New(pool, pgstore.WithTable(table)).Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()); err != nil {
+			t.Errorf("drop %s: %v", table, err)
+		}
+	})
+	return pool, table
+}
