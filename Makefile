@@ -51,6 +51,7 @@ check:
 	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
+	cd bench && $(GO) tool idemgen -check -diff ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^testdata/')); \
@@ -80,6 +81,7 @@ fuzz:
 # and full_page_writes on, as in production); the tests keep the fast one.
 bench:
 	IDEM_PG_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
+		(cd bench && $(GO) run ./cmd/dbos) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 
 # The duplicate storm with faults, full size, on every store.

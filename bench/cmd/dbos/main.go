@@ -31,7 +31,7 @@ import (
 )
 
 func main() {
-	rounds := flag.Int("rounds", 21, "rounds per comparison (odd)")
+	rounds := flag.Int("rounds", 31, "rounds per comparison (odd)")
 	round := flag.Duration("round", 40*time.Millisecond, "target length of DBOS's share of a round")
 	maxOps := flag.Int("max-ops", 400, "at most this many calls per peer per round")
 	callersFlag := flag.String("callers", "1,16", "concurrent callers, comma-separated")
@@ -47,7 +47,7 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	cfg := benchcmp.Config{Rounds: *rounds, Round: *round, BlockConcurrent: time.Millisecond, MinOps: 8, MaxOps: *maxOps}
+	cfg := benchcmp.Config{Rounds: *rounds, Round: *round, BlockConcurrent: time.Millisecond, MinOps: 16, MaxOps: *maxOps}
 	if err := run(ctx, cfg, *callersFlag, *keys, *trace); err != nil {
 		fmt.Fprintln(os.Stderr, "dbos:", err)
 		os.Exit(1)
@@ -102,8 +102,7 @@ func run(ctx context.Context, cfg benchcmp.Config, callersFlag string, keys int,
 			results = append(results, r)
 		}
 	}
-	counts, err := e.check(ctx)
-	if err != nil {
+	if _, err := e.check(ctx); err != nil {
 		return fmt.Errorf("after the first calls: %w", err)
 	}
 	replays := map[string]benchcmp.Variant{}
@@ -129,7 +128,8 @@ func run(ctx context.Context, cfg benchcmp.Config, callersFlag string, keys int,
 			results = append(results, r)
 		}
 	}
-	if counts, err = e.check(ctx); err != nil {
+	counts, err := e.check(ctx)
+	if err != nil {
 		return fmt.Errorf("after the replays: %w", err)
 	}
 	for i, p := range e.peers {
@@ -248,11 +248,14 @@ func printProbes(ctx context.Context, dsn string, logger *slog.Logger) error {
 
 // printTrace prints the SQL of one first call and one replay of each peer.
 func printTrace(ctx context.Context, e *env) error {
-	fmt.Printf("\n## The SQL of one call\n\nAs the tracers saw it (first use of each statement on a connection adds prepares; these are warm).\n")
+	fmt.Printf("\n## The SQL of one call\n\nAs the tracers saw it, after a few calls of each peer; a `prepare:` line is a connection's first use of a statement.\n")
 	for _, p := range e.peers {
-		for range 2 { // warm the statement caches
-			if _, err := p.place(ctx, newOrder()); err != nil {
-				return err
+		for range 3 { // warm the statement caches
+			o := newOrder()
+			for range 2 {
+				if _, err := p.place(ctx, o); err != nil {
+					return err
+				}
 			}
 		}
 		o := newOrder()
