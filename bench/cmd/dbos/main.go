@@ -226,12 +226,16 @@ func printTable(results []benchcmp.GroupResult, cfg benchcmp.Config, took time.D
 	}
 }
 
-func printProbes(ctx context.Context, dsn string, logger *slog.Logger) error {
+func printProbes(ctx context.Context, dsn string, logger *slog.Logger) (err error) {
 	e, err := newEnv(ctx, dsn, 20, logger)
 	if err != nil {
 		return err
 	}
-	defer e.close(context.WithoutCancel(ctx))
+	defer func() {
+		if cerr := e.close(context.WithoutCancel(ctx)); err == nil {
+			err = cerr
+		}
+	}()
 	fmt.Printf("\n## What each peer checks\n\nProbed on fresh tables: the same order ID again with another amount; two calls with an empty order ID; " +
 		"4 concurrent calls with one new order ID, 5 times (a DBOS duplicate polls the workflow's status every second until it ends).\n\n")
 	fmt.Println("| peer | same key, another payload | no key | concurrent duplicates |")

@@ -121,7 +121,8 @@ const (
 type env struct {
 	idemPool, dbosPool *pgxpool.Pool
 	dbos               dbos.Context
-	schema             string   // DBOS's system schema
+	schema             string // DBOS's system schema
+	tables             []*orders.Table
 	storeTables        []string // pgstore's tables
 	peers              []*peer  // dbosStep, dbosTxn, idemLease, idemTx
 }
@@ -157,6 +158,7 @@ func newEnv(ctx context.Context, dsn string, conns int32, logger *slog.Logger) (
 	}
 	table := func(name string) (*orders.Table, error) {
 		t := orders.NewTable("dbos_peer_" + suffix + "_" + name)
+		e.tables = append(e.tables, t)
 		return t, t.Create(ctx, e.idemPool)
 	}
 	step, txn, lease, tx := new(orders.Table), new(orders.Table), new(orders.Table), new(orders.Table)
@@ -283,8 +285,8 @@ func (e *env) close(ctx context.Context) error {
 	if e.idemPool == nil {
 		return errors.Join(errs...)
 	}
-	for _, p := range e.peers {
-		errs = append(errs, p.table.Drop(ctx, e.idemPool))
+	for _, t := range e.tables {
+		errs = append(errs, t.Drop(ctx, e.idemPool))
 	}
 	for _, t := range e.storeTables {
 		if _, err := e.idemPool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{t}.Sanitize()); err != nil {
