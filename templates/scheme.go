@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dave/jennifer/jen"
-
 	"github.com/idemgen/idemgen/annotations"
 )
 
@@ -19,7 +17,7 @@ import (
 const fingerprintEncoding = 2
 
 // scheme is the Scheme field of the descriptor: `Scheme: 0x1a2b3c4d`.
-func (mg *methodGen) scheme() jen.Code {
+func (mg *methodGen) scheme() keyValue {
 	var params []types.Type
 	var flat []bool
 	if !mg.m.HashNone {
@@ -32,7 +30,7 @@ func (mg *methodGen) scheme() jen.Code {
 			params, flat = append(params, t), append(flat, f)
 		}
 	}
-	return jen.Id("Scheme").Op(":").Op(fmt.Sprintf("%#08x", schemeOf(mg.m.HashNone, params, flat)))
+	return keyValue{"Scheme", fmt.Sprintf("%#08x", schemeOf(mg.m.HashNone, params, flat))}
 }
 
 // schemeOf derives idem.Method.Scheme: the 32-bit FNV-1a hash of the

@@ -6,10 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/dave/jennifer/jen"
 )
 
 // walkPackages calls visit for the package of every named type that t
@@ -76,51 +72,48 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 }
 
 // typeCode spells t as go/types does (types.TypeString), with every package
-// name the one this file imports it under: the qualifier marks each package
-// path, and each qualified name becomes a jen.Qual, so that jennifer writes
-// the chosen import name and records the import (google/wire spells types
-// the same way). A type generated code cannot name is an error: a type
+// name the one this file imports it under, and records the imports (google/wire
+// spells types the same way). A type generated code cannot name is an error: a type
 // declared inside a function, an unexported type or struct field or
-// interface method of another package, a type parameter.
+// interface method of another package, a type parameter. A struct or
+// interface type with members is spelled on one line, which gofmt lays out
+// otherwise: the declaration is marked for a gofmt pass.
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
-func (g *gen) typeCode(t types.Type) (jen.Code, error) {
+func (g *gen) typeCode(s *source, t types.Type) (string, error) {
 	if err := g.spellable(t); err != nil {
-		return nil, err
+		return "", err
 	}
-	const mark = "\x00"
-	s := types.TypeString(t, func(p *types.Package) string {
+	spelled := types.TypeString(t, func(p *types.Package) string {
 		if p.Path() == g.pkg.Path {
 			return ""
 		}
-		return mark + p.Path() + mark
+		g.used[p.Path()] = true
+		return g.imports[p.Path()]
 	})
-	code := jen.Null()
-	for s != "" {
-		i := strings.Index(s, mark)
-		if i < 0 {
-			code.Op(rawTags(s))
-			break
-		}
-		if i > 0 {
-			code.Op(rawTags(s[:i]))
-		}
-		s = s[i+len(mark):]
-		j := strings.Index(s, mark)
-		path := s[:j]
-		s = strings.TrimPrefix(s[j+len(mark):], ".")
-		n := 0
-		for n < len(s) {
-			r, size := utf8.DecodeRuneInString(s[n:])
-			if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+	if strings.Contains(spelled, "{") && hasMembers(spelled) {
+		s.reformat()
+		spelled = rawTags(spelled)
+	}
+	return spelled, nil
+}
+
+// hasMembers reports whether a type's spelling has a struct or interface
+// type with members: struct{A int}, not struct{}.
+func hasMembers(spelled string) bool {
+	for _, kw := range []string{"struct{", "interface{"} {
+		for rest := spelled; ; {
+			i := strings.Index(rest, kw)
+			if i < 0 {
 				break
 			}
-			n += size
+			rest = rest[i+len(kw):]
+			if !strings.HasPrefix(rest, "}") {
+				return true
+			}
 		}
-		code.Qual(path, s[:n])
-		s = s[n:]
 	}
-	return code, nil
+	return false
 }
 
 // quoted matches an interpreted string literal; the only ones in a type's

@@ -1,9 +1,11 @@
 package generate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"go/types"
@@ -600,6 +602,10 @@ func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string
 	if err != nil {
 		t.Fatalf("%s: generated code does not parse: %v\n%s", what, err, content)
 	}
+	// The templates write gofmt's layout without a gofmt pass.
+	if formatted, err := format.Source(content); err != nil || !bytes.Equal(formatted, content) {
+		t.Fatalf("%s: gofmt changes the generated code (%v):\n%s", what, err, lineDiff(content, formatted))
+	}
 	var typeErrs []string
 	conf := &types.Config{Importer: env, Error: func(err error) { typeErrs = append(typeErrs, err.Error()) }}
 	out, _ := conf.Check("ex.com/svc", fset, append(files, gen), nil)
@@ -713,4 +719,18 @@ func (s_ *Pay) Other(NAME int, x ...a.T) (a.T, error) { for {} }
 			t.Errorf("parameter %s: refused", name)
 		}
 	}
+}
+
+// lineDiff returns the first line where got and want differ, with its
+// neighbours, for a failure message.
+func lineDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			lo := max(0, i-3)
+			return fmt.Sprintf("line %d:\n--- generated\n%s\n--- gofmt\n%s", i+1,
+				strings.Join(g[lo:min(len(g), i+3)], "\n"), strings.Join(w[lo:min(len(w), i+3)], "\n"))
+		}
+	}
+	return fmt.Sprintf("%d lines generated, %d after gofmt", len(g), len(w))
 }
