@@ -27,4 +27,3 @@ func (g *gen) timeValue(v string, t types.Type) string {
 func (mg *methodGen) sentinels() keyValue {
 	return keyValue{"Sentinels", block("[]"+mg.rt("FinalError"), mg.finalErrors(mg.m.Sentinels))}
 }
-
