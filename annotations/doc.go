@@ -43,6 +43,8 @@
 //	hash=a,b | hash=none  parameter names
 //	final=ErrA|pkg.ErrB   sentinel error variables
 //	op=name               letters, digits and _ . - / :
+//	codec=json | codec=custom
+//	renew=true | renew=false
 //
 // # Strictness
 //

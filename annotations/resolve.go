@@ -762,8 +762,8 @@ func (r *resolver) resolveFinal(file *ast.File, n Name) *types.Var {
 // resolveTimes sets TTL, Budget, Lease, Inflight and Wait.
 func (r *resolver) resolveTimes(m *Method, s *Spec) {
 	var budgetOpt *Opt
-	for _, name := range []string{"retries", "timeout", "backoff", "downstream", "margin"} {
-		if o := s.opt(name); o != nil && (budgetOpt == nil || o.NamePos < budgetOpt.NamePos) {
+	for _, opt := range options {
+		if o := opt.get(s); opt.budget && o != nil && (budgetOpt == nil || o.NamePos < budgetOpt.NamePos) {
 			budgetOpt = o
 		}
 	}
