@@ -8,11 +8,11 @@ import (
 // fingerprinterT is idem.Fingerprinter, built structurally.
 var fingerprinterT = iface("IdemFingerprint", nil, byteSlice, errorType)
 
-// SelfFingerprinting reports whether t or *t implements idem.Fingerprinter
+// selfFingerprinting reports whether t or *t implements idem.Fingerprinter
 // (a method IdemFingerprint() ([]byte, error)): its fingerprint is what that
 // method returns, in place of its fields. Interfaces are decided at run
 // time, by their dynamic value.
-func SelfFingerprinting(t types.Type) bool {
+func selfFingerprinting(t types.Type) bool {
 	if types.IsInterface(t) {
 		return false
 	}
@@ -35,7 +35,7 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what strin
 	var walk func(path string, t types.Type) (string, string)
 	walk = func(path string, t types.Type) (string, string) {
 		t = types.Unalias(t)
-		if seen[t] || SelfFingerprinting(t) {
+		if seen[t] || selfFingerprinting(t) {
 			return "", ""
 		}
 		if _, named := t.(*types.Named); named {

@@ -383,6 +383,11 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
 	}
 
+	for _, i := range m.Hash {
+		m.Fingerprint = append(m.Fingerprint, hashPlan(i, m.Params[i].Type, r.pkg))
+	}
+	m.Scheme = scheme(m)
+
 	// Final.
 	if spec.Final != nil {
 		for _, n := range spec.Final.Names {
@@ -573,6 +578,7 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 	}
 	part.Type, part.Encoding = cur, enc
 	part.NilCheck = nilable(cur)
+	part.Conv = keyConversion(cur, enc)
 	return true
 }
 

@@ -103,7 +103,7 @@ func (mg *methodGen) descriptor(s *source) {
 	if len(mg.m.Sentinels) > 0 {
 		fields = append(fields, mg.sentinels())
 	}
-	fields = append(fields, mg.scheme())
+	fields = append(fields, keyValue{"Scheme", fmt.Sprintf("%#08x", mg.m.Scheme)})
 	s.doc(mg.desc + " is the annotation of " + mg.original() + ", for the runtime.")
 	s.open("var ", mg.desc, " = ", mg.rt("Method"), "{")
 	s.keyed(fields)
@@ -118,6 +118,17 @@ func (mg *methodGen) finalErrors(refs []annotations.FinalRef) []string {
 		items[i] = "{Name: " + strconv.Quote(f.Name) + ", Err: " + mg.finalVar(f) + "}"
 	}
 	return items
+}
+
+// sentinels lists the package's other exported error variables, so that a
+// replayed idem.Final error keeps errors.Is for them:
+//
+//	Sentinels: []idem.FinalError{
+//		{Name: "ErrCardDeclined", Err: ErrCardDeclined},
+//		{Name: "ErrTimeout", Err: ErrTimeout},
+//	},
+func (mg *methodGen) sentinels() keyValue {
+	return keyValue{"Sentinels", block("[]"+mg.rt("FinalError"), mg.finalErrors(mg.m.Sentinels))}
 }
 
 // finalVar refers to a sentinel of final=: ErrX, or pay.ErrX from another
@@ -273,7 +284,9 @@ func (mg *methodGen) method(s *source) error {
 	if err := mg.keyParts(s); err != nil {
 		return err
 	}
-	mg.fingerprint(s)
+	if err := mg.fingerprint(s); err != nil {
+		return err
+	}
 	if err := mg.call(s); err != nil {
 		return err
 	}
@@ -317,7 +330,7 @@ func (mg *methodGen) keyParts(s *source) error {
 			}
 			continue
 		}
-		pc, err := mg.pathPart(p)
+		pc, err := mg.pathPart(s, p)
 		if err != nil {
 			return err
 		}
@@ -350,7 +363,7 @@ func (mg *methodGen) keyPart(s *source, p annotations.KeyPart) error {
 		if p.Param < 0 || p.Param >= len(mg.m.Params) {
 			return fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
 		}
-		pc, err := mg.pathPart(p)
+		pc, err := mg.pathPart(s, p)
 		if err != nil {
 			return err
 		}
@@ -379,7 +392,7 @@ type clause struct {
 //	} else {
 //		k.String("req.Customer.Account().ID", string(v.ID))
 //	}
-func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
+func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, error) {
 	base, start := mg.pnames[p.Param], 0
 	sel := func(base string, steps []annotations.Step) string {
 		var b strings.Builder
@@ -430,13 +443,13 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 
 	var add []string
 	value := sel(base, rest)
-	if _, isArray := p.Type.Underlying().(*types.Array); isArray && calls {
+	if p.Conv.Slice && calls {
 		// v[:] needs an addressable array.
 		v := mg.names.name("v")
 		add = append(add, v+" := "+value)
 		value = v
 	}
-	c, err := mg.encode(p, value)
+	c, err := mg.encode(s, p, value)
 	if err != nil {
 		return nil, err
 	}
@@ -490,83 +503,67 @@ func (pc *pathCode) write(s *source, k string) {
 	s.close("}")
 }
 
-// encode adds the final value of a path with the adder of its encoding:
+// encode adds the final value of a path with the adder of its encoding,
+// converted as the resolver decided (annotations.Conversion):
 //
 //	k.String("req.ID", req.ID)          k.String("id", string(id))   // a named string type
 //	k.Int(int64(req.Seq))               k.Uint(uint64(n))            k.Bool(flag)
 //	k.Bytes("req.UUID", req.UUID[:])    k.Stringer("id", id)         k.Text("at", at)
 //	k.Time("at", at)                    k.Time("req.At", *req.At)    k.Time("d", time.Time(d))
-func (mg *methodGen) encode(p annotations.KeyPart, v string) (string, error) {
-	k := mg.k
-	path := strconv.Quote(p.Expr)
+func (mg *methodGen) encode(s *source, p annotations.KeyPart, v string) (string, error) {
+	adder, named := "", true
 	switch p.Encoding {
 	case annotations.EncString:
-		return k + ".String(" + path + ", " + convert(v, p.Type, types.Typ[types.String]) + ")", nil
+		adder = "String"
 	case annotations.EncInt:
-		return k + ".Int(" + convert(v, p.Type, types.Typ[types.Int64]) + ")", nil
+		adder, named = "Int", false
 	case annotations.EncUint:
-		return k + ".Uint(" + convert(v, p.Type, types.Typ[types.Uint64]) + ")", nil
+		adder, named = "Uint", false
 	case annotations.EncBool:
-		return k + ".Bool(" + convert(v, p.Type, types.Typ[types.Bool]) + ")", nil
+		adder, named = "Bool", false
 	case annotations.EncBytes:
-		return k + ".Bytes(" + path + ", " + bytesCode(v, p.Type) + ")", nil
+		adder = "Bytes"
 	case annotations.EncStringer:
-		return k + ".Stringer(" + path + ", " + addressIfNeeded(v, p.Type, "String") + ")", nil
+		adder = "Stringer"
 	case annotations.EncTextMarshal:
-		return k + ".Text(" + path + ", " + addressIfNeeded(v, p.Type, "MarshalText") + ")", nil
+		adder = "Text"
 	case annotations.EncTime:
-		return k + ".Time(" + path + ", " + mg.timeValue(v, p.Type) + ")", nil
+		adder = "Time"
 	default:
 		return "", fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}
+	arg, err := mg.conv(s, v, p.Conv)
+	if err != nil {
+		return "", err
+	}
+	if named {
+		arg = strconv.Quote(p.Expr) + ", " + arg
+	}
+	return mg.k + "." + adder + "(" + arg + ")", nil
 }
 
-// bytesCode converts a byte-like value to []byte: an array of bytes is
-// sliced, v[:]; an array or slice of a named byte type (type B byte) goes
-// through string, which converts from any slice of a byte kind, since
-// []B does not convert to []byte; a slice of bytes is converted as needed.
-//
-//	id[:]   []byte(string(id[:]))   []byte(string(bs))   []byte(raw)
-func bytesCode(v string, t types.Type) string {
-	byteT := types.Typ[types.Byte]
-	switch u := t.Underlying().(type) {
-	case *types.Array:
-		if types.Identical(u.Elem(), byteT) {
-			return v + "[:]"
+// conv applies a conversion to the value v: *v, &v, v[:], string(v), T(v).
+func (g *gen) conv(s *source, v string, c annotations.Conversion) (string, error) {
+	if c.Deref {
+		v = "*" + v
+	}
+	if c.Addr {
+		v = "&" + v
+	}
+	if c.Slice {
+		v += "[:]"
+	}
+	if c.ViaString {
+		v = "string(" + v + ")"
+	}
+	if c.To != nil {
+		t, err := g.typeCode(s, c.To)
+		if err != nil {
+			return "", err
 		}
-		return "[]byte(string(" + v + "[:]))"
-	case *types.Slice:
-		if types.Identical(u.Elem(), byteT) {
-			return convert(v, t, types.NewSlice(byteT))
-		}
-		return "[]byte(string(" + v + "))"
+		v = t + "(" + v + ")"
 	}
-	return convert(v, t, types.NewSlice(byteT))
-}
-
-// convert returns v, or T(v) when v's type is not identical to to.
-func convert(v string, t, to types.Type) string {
-	if t != nil && types.Identical(t, to) {
-		return v
-	}
-	if b, ok := to.(*types.Basic); ok {
-		return b.Name() + "(" + v + ")"
-	}
-	return "[]byte(" + v + ")"
-}
-
-// addressIfNeeded returns &v when only *T has the method.
-func addressIfNeeded(v string, t types.Type, method string) string {
-	if t == nil || types.IsInterface(t) {
-		return v
-	}
-	if sel := types.NewMethodSet(t).Lookup(nil, method); sel != nil {
-		return v
-	}
-	if sel := types.NewMethodSet(types.NewPointer(t)).Lookup(nil, method); sel != nil {
-		return "&" + v
-	}
-	return v
+	return v, nil
 }
 
 // fingerprint adds the hashed parameters to the request fingerprint, with
@@ -583,91 +580,32 @@ func addressIfNeeded(v string, t types.Type, method string) string {
 //	}
 //	h.String(op)
 //	h.Value(meta)
-func (mg *methodGen) fingerprint(s *source) {
+func (mg *methodGen) fingerprint(s *source) error {
 	s.line("var ", mg.h, " ", mg.rt("Hasher"))
-	if mg.m.HashNone {
-		return
-	}
-	for _, i := range mg.m.Hash {
-		hashParam(s, mg.h, mg.pnames[i], mg.m.Params[i].Type, mg.pkg.Path)
-	}
-}
-
-// hashParam adds one parameter: a flat struct field by field (behind a nil
-// check for a pointer), anything else with hashAdd.
-func hashParam(s *source, h, name string, t types.Type, pkg string) {
-	fieldAdds := func(fields []*types.Var) {
-		for _, f := range fields {
-			s.line(hashAdd(h, name+"."+f.Name(), f.Type()))
-		}
-	}
-	if fields, ok := flatFields(t, pkg); ok {
-		fieldAdds(fields)
-		return
-	}
-	if ptr, ok := t.Underlying().(*types.Pointer); ok {
-		if fields, ok := flatFields(ptr.Elem(), pkg); ok {
+	for _, hp := range mg.m.Fingerprint {
+		name := mg.pnames[hp.Param]
+		if hp.NilCheck {
 			s.open("if ", name, " == nil {")
-			s.line(h, ".Nil()")
+			s.line(mg.h, ".Nil()")
 			s.indent--
 			s.open("} else {")
-			fieldAdds(fields)
+		}
+		for _, hv := range hp.Values {
+			v := name
+			if hv.Field != "" {
+				v += "." + hv.Field
+			}
+			arg, err := mg.conv(s, v, hv.Conv)
+			if err != nil {
+				return mg.errorf("fingerprint of %s: %v", name, err)
+			}
+			s.line(mg.h, ".", hv.Adder, "(", arg, ")")
+		}
+		if hp.NilCheck {
 			s.close("}")
-			return
 		}
 	}
-	s.line(hashAdd(h, name, t))
-}
-
-// flatFields returns the fields of a struct type whose every field is of a
-// basic kind (string, integer, float or bool), so that the fingerprint can
-// hash them without reflection: all of them, exported or not and whatever
-// their json tag, as the method sees them all. ok is false for anything
-// else, and for a struct with an unexported field of another package than
-// pkg (the generated code's), which the wrapper cannot name, and for a type
-// that implements idem.Fingerprinter, whose method says what counts.
-func flatFields(t types.Type, pkg string) (fields []*types.Var, ok bool) {
-	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct || annotations.SelfFingerprinting(t) {
-		return nil, false
-	}
-	for i := range st.NumFields() {
-		f := st.Field(i)
-		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || f.Pkg().Path() != pkg) || f.Name() == "_" {
-			return nil, false
-		}
-		b, isBasic := f.Type().Underlying().(*types.Basic)
-		if !isBasic || b.Info()&(types.IsString|types.IsInteger|types.IsFloat|types.IsBoolean) == 0 ||
-			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer {
-			return nil, false
-		}
-		fields = append(fields, f)
-	}
-	return fields, len(fields) > 0
-}
-
-// hashAdd is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b), h.Value(v).
-func hashAdd(h, v string, t types.Type) string {
-	if b, ok := t.Underlying().(*types.Basic); ok {
-		switch {
-		case b.Info()&types.IsString != 0:
-			return h + ".String(" + convert(v, t, types.Typ[types.String]) + ")"
-		case b.Info()&types.IsInteger != 0 && b.Info()&types.IsUnsigned != 0:
-			return h + ".Uint(" + convert(v, t, types.Typ[types.Uint64]) + ")"
-		case b.Info()&types.IsInteger != 0:
-			return h + ".Int(" + convert(v, t, types.Typ[types.Int64]) + ")"
-		case b.Info()&types.IsFloat != 0:
-			return h + ".Float(" + convert(v, t, types.Typ[types.Float64]) + ")"
-		case b.Info()&types.IsBoolean != 0:
-			return h + ".Bool(" + convert(v, t, types.Typ[types.Bool]) + ")"
-		}
-	}
-	if s, ok := t.Underlying().(*types.Slice); ok {
-		if b, ok := s.Elem().(*types.Basic); ok && b.Kind() == types.Byte {
-			return h + ".Bytes(" + convert(v, t, types.NewSlice(types.Typ[types.Byte])) + ")"
-		}
-	}
-	return h + ".Value(" + v + ")"
+	return nil
 }
 
 // call runs the wrapped method through the runtime:

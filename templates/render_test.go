@@ -3,10 +3,8 @@ package templates
 import (
 	"fmt"
 	"go/format"
-	"go/types"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,36 +53,17 @@ type Service struct{}
 	for i := range n {
 		switch i % 3 {
 		case 0:
+			fmt.Fprintf(&src, "//idem:key=req.ID+req.Customer.ID+op ttl=155s\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, req *Request, op string) (*Result, error) { return nil, nil }\n", i)
 		case 1:
+			fmt.Fprintf(&src, "//idem:key=r.Customer+\"refund\"+r.No retries=2 timeout=2s backoff=500ms downstream=2m margin=30s final=ErrRejected inflight=wait:3s\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, r Refund) (Result, error) { return Result{}, nil }\n", i)
 		default:
+			fmt.Fprintf(&src, "//idem:key=id ttl=7d hash=none\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, id string) error { return nil }\n", i)
 		}
 	}
-	pkg := check(tb, "example.com/svc", src.String())
-	b := builder{tb, pkg}
-	rejected := pkg.Scope().Lookup("ErrRejected")
-	var methods []*annotations.Method
-	for i := range n {
-		name := fmt.Sprintf("M%04d", i)
-		var m *annotations.Method
-		switch i % 3 {
-		case 0:
-			m = b.method("Service", name, 155*time.Second, "req.ID", "req.Customer.ID", "op")
-		case 1:
-			m = b.method("Service", name, 0, "r.Customer", `"refund"`, "r.No")
-			m.Budget = &annotations.Budget{Retries: 2, Timeout: 2 * time.Second, Backoff: 500 * time.Millisecond, Downstream: 2 * time.Minute, Margin: 30 * time.Second}
-			m.TTL = 2*(m.Budget.Timeout+m.Budget.Backoff) + m.Budget.Downstream + m.Budget.Margin
-			m.Final = []annotations.FinalRef{{Name: "ErrRejected", Var: rejected.(*types.Var)}}
-			m.Inflight, m.Wait = annotations.InflightWait, 3*time.Second
-		default:
-			m = b.method("Service", name, 7*24*time.Hour, "id")
-			m.HashNone, m.Hash = true, nil
-		}
-		methods = append(methods, m)
-	}
-	return &annotations.Package{Name: "svc", Path: "example.com/svc", Types: []*annotations.Type{b.typ("Service", methods...)}}
+	return resolve(tb, "example.com/svc", src.String())
 }
 
 // TestRenderIsGofmtStable: the emitters write gofmt's layout, so that
@@ -113,20 +92,17 @@ func TestRenderIsGofmtStable(t *testing.T) {
 // literal types and whose key literal holds a list marker that could start
 // a doc comment line: the declarations go/printer lays out otherwise.
 func literalModel(t *testing.T) *annotations.Package {
-	pkg := check(t, "example.com/lit", `package lit
+	return resolve(t, "example.com/lit", `package lit
 
 import "context"
 
 type Svc struct{}
 
+//idem:key=id+"- 1. a list? - 2. no" ttl=1h hash=opts
 func (s *Svc) Put(ctx context.Context, id string, opts struct{ A, B int; C string `+"`json:\"c\"`"+` }, f func(interface{ M() }) error) (struct{ N int }, error) {
 	return struct{ N int }{}, nil
 }
 `)
-	b := builder{t, pkg}
-	m := b.method("Svc", "Put", time.Hour, "id", `"- 1. a list? - 2. no"`)
-	m.Hash = []int{1}
-	return &annotations.Package{Name: "lit", Path: "example.com/lit", Types: []*annotations.Type{b.typ("Svc", m)}}
 }
 
 func TestNamerScopes(t *testing.T) {

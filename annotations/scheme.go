@@ -1,4 +1,4 @@
-package templates
+package annotations
 
 import (
 	"fmt"
@@ -6,8 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-
-	"github.com/idemgen/idemgen/annotations"
 )
 
 // fingerprintEncoding versions the fingerprint's encoding: the adders the
@@ -16,21 +14,15 @@ import (
 // Scheme changes with it.
 const fingerprintEncoding = 2
 
-// scheme is the Scheme field of the descriptor: `Scheme: 0x1a2b3c4d`.
-func (mg *methodGen) scheme() keyValue {
-	var params []types.Type
-	var flat []bool
-	if !mg.m.HashNone {
-		for _, i := range mg.m.Hash {
-			t := mg.m.Params[i].Type
-			_, f := flatFields(t, mg.pkg.Path)
-			if ptr, ok := t.Underlying().(*types.Pointer); ok && !f {
-				_, f = flatFields(ptr.Elem(), mg.pkg.Path)
-			}
-			params, flat = append(params, t), append(flat, f)
-		}
+// scheme is the Scheme of m's fingerprint (see schemeOf).
+func scheme(m *Method) uint32 {
+	params := make([]types.Type, len(m.Fingerprint))
+	flat := make([]bool, len(m.Fingerprint))
+	for i, hp := range m.Fingerprint {
+		params[i] = m.Params[hp.Param].Type
+		flat[i] = len(hp.Values) > 0 && hp.Values[0].Field != ""
 	}
-	return keyValue{"Scheme", fmt.Sprintf("%#08x", schemeOf(mg.m.HashNone, params, flat))}
+	return schemeOf(m.HashNone, params, flat)
 }
 
 // schemeOf derives idem.Method.Scheme: the 32-bit FNV-1a hash of the
@@ -66,12 +58,12 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 // written, so that a recursive type refers back to its level.
 func layout(b *strings.Builder, t types.Type, outer []types.Type) {
 	t = types.Unalias(t)
-	if annotations.SelfFingerprinting(t) {
+	if selfFingerprinting(t) {
 		b.WriteString("fingerprinter") // its bytes are its own
 		return
 	}
 	if n, ok := t.(*types.Named); ok {
-		if n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == timePath && n.Obj().Name() == "Time" {
+		if isTime(n) {
 			b.WriteString("time")
 			return
 		}

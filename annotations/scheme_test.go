@@ -1,6 +1,9 @@
-package templates
+package annotations
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"go/types"
 	"testing"
 
@@ -13,7 +16,7 @@ import (
 // stops being flat, another parameter) changes it; a rename does not; it is
 // deterministic and never 0.
 func TestSchemeFollowsTheLayout(t *testing.T) {
-	pkg := check(t, "example.com/sch", `package sch
+	pkg := checkSrc(t, "example.com/sch", `package sch
 
 import "time"
 
@@ -36,7 +39,7 @@ func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 		var ts []types.Type
 		var flat []bool
 		for _, n := range names {
-			_, f := flatFields(typ(n), pkg.Path())
+			_, f := flatFields(typ(n), pkg)
 			ts, flat = append(ts, typ(n)), append(flat, f)
 		}
 		return schemeOf(false, ts, flat)
@@ -57,4 +60,19 @@ func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 	for _, s := range []uint32{req, sch(), sch("List"), sch("Tree")} {
 		assert.NotZero(t, s)
 	}
+}
+
+// checkSrc type-checks src as package path, with the stub imports.
+func checkSrc(t *testing.T, path, src string) *types.Package {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "src.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := (&types.Config{Importer: &stubImporter{fset: fset, pkgs: map[string]*types.Package{}}}).Check(path, fset, []*ast.File{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkg
 }
