@@ -81,7 +81,6 @@ func TestHashAdd(t *testing.T) {
 	}
 }
 
-
 // TestBytesCode: every byte-like form converts to []byte; an array or
 // slice of a named byte type goes through string, since []B does not
 // convert to []byte.
@@ -105,7 +104,6 @@ func TestBytesCode(t *testing.T) {
 		assert.Equal(t, c.want, spellConv("x", bytesConversion(c.t)), c.t.String())
 	}
 }
-
 
 // spellConv writes a conversion of v as the templates do.
 func spellConv(v string, c Conversion) string {
