@@ -131,7 +131,9 @@ const (
 	PartTenant
 )
 
-// Encoding says how a key part's final value is added to idem.KeyParts.
+// Encoding says how a key part's final value is added to idem.KeyParts. It
+// is a decision of the resolver for the templates, not API (see the package
+// doc).
 type Encoding uint8
 
 const (
@@ -173,7 +175,8 @@ type KeyPart struct {
 
 // Conversion is how the wrapper turns a value v into the argument of the
 // idem.KeyParts or idem.Hasher method that adds it, applied in field order
-// (*v, &v, v[:], string(v), To(v)):
+// (*v, &v, v[:], string(v), To(v)). It is a decision of the resolver for
+// the templates, not API (see the package doc):
 //
 //	string(id)   int64(n)   []byte(raw)   id[:]   []byte(string(id[:]))   &id   *at   time.Time(d)
 type Conversion struct {
@@ -189,7 +192,8 @@ type Conversion struct {
 
 // HashParam is how the wrapper adds one hashed parameter to the request
 // fingerprint: a flat struct (every field of a basic kind) field by field
-// with typed adders, anything else as one value.
+// with typed adders, anything else as one value. It is a decision of the
+// resolver for the templates, not API (see the package doc).
 type HashParam struct {
 	Param int // index into Method.Params
 	// NilCheck is true for a pointer to a flat struct: a nil adds

@@ -24,7 +24,7 @@ type Output struct {
 // that constraint, and the wrapper methods of the methods declared under it:
 // a wrapper type exists wherever its type does, and a wrapper method only
 // where its method does. Names are planned once for the whole package, so
-// that the files agree on them. Without constraints it is Render's file.
+// that the files agree on them. Without constraints it is one file.
 func RenderFiles(pkg *annotations.Package) ([]Output, error) {
 	keys := map[string]bool{}
 	if pkg != nil {

@@ -77,7 +77,7 @@ func TestRenderIsGofmtStable(t *testing.T) {
 		"synth":   func() *annotations.Package { return synthModel(t, 30) },
 		"literal": func() *annotations.Package { return literalModel(t) },
 	} {
-		got, err := Render(model())
+		got, err := renderFile(model())
 		require.NoError(t, err, name)
 		formatted, err := format.Source(got)
 		require.NoError(t, err, name)
@@ -128,7 +128,7 @@ func BenchmarkRender(b *testing.B) {
 		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Render(model); err != nil {
+				if _, err := renderFile(model); err != nil {
 					b.Fatal(err)
 				}
 			}

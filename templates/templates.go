@@ -4,7 +4,20 @@
 // Each emitter is one small function per generated construct, with the shape
 // it writes in a comment above it. The emitters write the text in gofmt's
 // layout (see source), so that the file needs no gofmt pass. Templates never
-// look at syntax or at go/packages: a hand-built model is enough to test them.
+// look at syntax or at go/packages, and decide nothing about types: they
+// print the model annotations.ResolvePackage resolved.
+//
+// # API
+//
+// The package is public, at the top level of the module, so that a tool of
+// your own can turn a resolved model into the same files idemgen writes (a
+// checker that compares them, a generator for another layout) without
+// running the command. Its API, kept compatible within a major version, is
+// RenderFiles and Output, and the names of the generated files' contract:
+// FileName, Header, BuildTag, RuntimePath and WrapperNames. The bytes
+// RenderFiles writes are not API: they follow the runtime's generated-code
+// contract (idem.GeneratedCodeVersion1), and change with it and with the
+// wording of the generated doc comments. See docs/decisions/gen-api.md.
 package templates
 
 import (
@@ -40,14 +53,16 @@ const (
 	timePath    = "time"
 )
 
-// Render returns the gofmt'd source of the idem_gen.go file for pkg. The same
-// model always gives the same bytes.
+// renderFile returns the gofmt'd source of one idem_gen.go file holding
+// every declaration of pkg, whatever their build constraints (RenderFiles
+// without the split, for the tests). The same model always gives the same
+// bytes.
 //
 // The emitters write the file in gofmt's layout (see source), so that only
 // the rare declaration whose layout they leave to gofmt is formatted. The
 // bytes are those of formatting the whole file and then running goimports
-// over it (TestRenderMatchesGoimports).
-func Render(pkg *annotations.Package) ([]byte, error) {
+// over it (TestRenderIsGofmtStable).
+func renderFile(pkg *annotations.Package) ([]byte, error) {
 	g, err := newGen(pkg)
 	if err != nil {
 		return nil, err

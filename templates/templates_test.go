@@ -127,11 +127,11 @@ func ordersModel(t *testing.T) *annotations.Package {
 }
 
 func TestRenderOrders(t *testing.T) {
-	got, err := Render(ordersModel(t))
+	got, err := renderFile(ordersModel(t))
 	require.NoError(t, err)
 	golden(t, "orders.golden", got)
 
-	again, err := Render(ordersModel(t))
+	again, err := renderFile(ordersModel(t))
 	require.NoError(t, err)
 	assert.Equal(t, string(got), string(again), "same model, same bytes")
 }
@@ -212,7 +212,7 @@ func NewIdempotentS() {}
 func (s *S) Do(ctx context.Context, id string) error { return nil }
 `)
 	model.Types[0].Pos = token.Position{Filename: "s.go", Line: 5, Column: 6}
-	_, err := Render(model)
+	_, err := renderFile(model)
 	assert.EqualError(t, err, "s.go:5:6: IdempotentS is already declared in package s; idemgen declares it for the annotated type S: rename one of them\n"+
 		"s.go:5:6: NewIdempotentS is already declared in package s; idemgen declares it for the annotated type S: rename one of them")
 }
@@ -272,7 +272,7 @@ func (d *Desk) Open(ctx context.Context, id string) (string, error) { return "",
 	m := model.Types[0].Methods[0]
 	m.Name = "Open Now"
 	m.Pos = token.Position{Filename: "desk.go", Line: 7, Column: 16}
-	_, err := Render(model)
+	_, err := renderFile(model)
 	var list annotations.ErrorList
 	require.ErrorAs(t, err, &list)
 	require.Len(t, list, 1)

@@ -584,7 +584,13 @@ func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string
 	model, err := annotations.ResolvePackage(fset, files, pkg, info)
 	var content []byte
 	if err == nil {
-		content, err = templates.Render(model)
+		var outs []templates.Output
+		if outs, err = templates.RenderFiles(model); err == nil {
+			if len(outs) != 1 {
+				t.Fatalf("%s: %d generated files for a program without build constraints", what, len(outs))
+			}
+			content = outs[0].Content
+		}
 	}
 	if err != nil {
 		var list annotations.ErrorList
