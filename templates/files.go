@@ -3,6 +3,7 @@ package templates
 import (
 	"fmt"
 	"go/build/constraint"
+	"maps"
 	"slices"
 
 	"github.com/idemgen/idemgen/annotations"
@@ -36,7 +37,7 @@ func RenderFiles(pkg *annotations.Package) ([]Output, error) {
 		}
 	}
 	var out []Output
-	for _, k := range slices.Sorted(mapsKeys(keys)) { // "" first
+	for _, k := range slices.Sorted(maps.Keys(keys)) { // "" first
 		g, err := newGen(pkg)
 		if err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/format"
 	"go/token"
+	"maps"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -174,7 +175,7 @@ func (g *gen) header() []byte {
 	s.line("//go:build ", g.buildExpr())
 	s.line()
 	s.line("package ", g.pkg.Name)
-	paths := slices.Sorted(mapsKeys(g.used))
+	paths := slices.Sorted(maps.Keys(g.used))
 	slices.SortStableFunc(paths, func(a, b string) int { return importGroup(a) - importGroup(b) })
 	spec := func(path string) string {
 		name := g.imports[path]

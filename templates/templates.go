@@ -27,6 +27,7 @@ import (
 	"go/build/constraint"
 	"go/token"
 	"go/types"
+	"maps"
 	"slices"
 	"strings"
 	"unicode"
@@ -140,16 +141,6 @@ func (g *gen) decls() []decl {
 type decl struct {
 	pos   token.Position
 	build func(*source) error
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // gen holds what every emitter of one file needs: the names chosen for
@@ -276,7 +267,7 @@ func (g *gen) planImports() error {
 	}
 	// context and time first, then the rest by path: deterministic, and
 	// the standard names stay standard.
-	paths := slices.SortedFunc(mapsKeys(need), func(a, b string) int {
+	paths := slices.SortedFunc(maps.Keys(need), func(a, b string) int {
 		return cmp.Or(cmp.Compare(stdRank(a), stdRank(b)), cmp.Compare(a, b))
 	})
 	for _, path := range paths {
