@@ -23,6 +23,20 @@ func selfFingerprinting(t types.Type) bool {
 	return !isPtr && types.Implements(types.NewPointer(t), fingerprinterT)
 }
 
+// selfFingerprinting is the package-level selfFingerprinting, memoized:
+// the resolver asks it of the same types for every method.
+func (r *resolver) selfFingerprinting(t types.Type) bool {
+	if v, ok := r.selfFP[t]; ok {
+		return v
+	}
+	if r.selfFP == nil {
+		r.selfFP = map[types.Type]bool{}
+	}
+	v := selfFingerprinting(t)
+	r.selfFP[t] = v
+	return v
+}
+
 // fingerprintCheck finds what a request fingerprint cannot compare in a
 // hashed parameter: a channel, a function or an unsafe.Pointer anywhere in
 // its type, exported or not (the fingerprint hashes every field, as the
@@ -35,7 +49,7 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what strin
 	var walk func(path string, t types.Type) (string, string)
 	walk = func(path string, t types.Type) (string, string) {
 		t = types.Unalias(t)
-		if seen[t] || selfFingerprinting(t) {
+		if seen[t] || r.selfFingerprinting(t) {
 			return "", ""
 		}
 		if _, named := t.(*types.Named); named {

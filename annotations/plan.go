@@ -107,12 +107,12 @@ func onlyPointerHas(t types.Type, method string) bool {
 // request fingerprint: a flat struct field by field with typed adders
 // (behind a nil check for a pointer to one), anything else as one value
 // (hashValue).
-func hashPlan(param int, t types.Type, pkg *types.Package) HashParam {
+func (r *resolver) hashPlan(param int, t types.Type) HashParam {
 	hp := HashParam{Param: param}
-	fields, ok := flatFields(t, pkg)
+	fields, ok := r.flatFields(t)
 	if !ok {
 		if ptr, isPtr := t.Underlying().(*types.Pointer); isPtr {
-			fields, ok = flatFields(ptr.Elem(), pkg)
+			fields, ok = r.flatFields(ptr.Elem())
 			hp.NilCheck = ok
 		}
 	}
@@ -131,15 +131,15 @@ func hashPlan(param int, t types.Type, pkg *types.Package) HashParam {
 // hash them without reflection: all of them, exported or not and whatever
 // their json tag, as the method sees them all. ok is false for anything
 // else, and for a struct with an unexported field of another package than
-// pkg (the generated code's), which the wrapper cannot name, and for a type
+// r.pkg (the generated code's), which the wrapper cannot name, and for a type
 // that implements idem.Fingerprinter, whose method says what counts.
-func flatFields(t types.Type, pkg *types.Package) (fields []*types.Var, ok bool) {
+func (r *resolver) flatFields(t types.Type) (fields []*types.Var, ok bool) {
 	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct || selfFingerprinting(t) {
+	if !isStruct || r.selfFingerprinting(t) {
 		return nil, false
 	}
 	for f := range st.Fields() {
-		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || pkg == nil || f.Pkg().Path() != pkg.Path()) || f.Name() == "_" {
+		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || r.pkg == nil || f.Pkg().Path() != r.pkg.Path()) || f.Name() == "_" {
 			return nil, false
 		}
 		b, isBasic := f.Type().Underlying().(*types.Basic)

@@ -38,7 +38,7 @@ func (Stamp) MarshalText() ([]byte, error) { return nil, nil }
 type HasStamp struct{ S Stamp }
 `)
 	names := func(typ string) []string {
-		fields, ok := flatFields(pkg.Scope().Lookup(typ).Type(), pkg)
+		fields, ok := (&resolver{pkg: pkg}).flatFields(pkg.Scope().Lookup(typ).Type())
 		if !ok {
 			return nil
 		}
@@ -56,7 +56,7 @@ type HasStamp struct{ S Stamp }
 	for _, typ := range []string{"Nested", "WithTime", "Embedding"} {
 		assert.Nil(t, names(typ), "%s goes to the canonical encoding", typ)
 	}
-	fields, ok := flatFields(pkg.Scope().Lookup("OnlyHidden").Type(), types.NewPackage("example.com/other", "other"))
+	fields, ok := (&resolver{pkg: types.NewPackage("example.com/other", "other")}).flatFields(pkg.Scope().Lookup("OnlyHidden").Type())
 	assert.False(t, ok, "an unexported field of another package cannot be named: %v", fields)
 }
 

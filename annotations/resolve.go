@@ -94,6 +94,13 @@ type resolver struct {
 	// ops maps each Method to where its op was written (or its spec, for a
 	// default op), for the duplicate-op error.
 	opPos map[*Method]token.Pos
+	// errorVars are the package's exported error variables declared in
+	// files without build constraints, in name order, for sentinels;
+	// errorVarsDone once they are listed.
+	errorVars     []*types.Var
+	errorVarsDone bool
+	// selfFP memoizes selfFingerprinting.
+	selfFP map[types.Type]bool
 }
 
 type typeEntry struct {
@@ -384,9 +391,9 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 	}
 
 	for _, i := range m.Hash {
-		m.Fingerprint = append(m.Fingerprint, hashPlan(i, m.Params[i].Type, r.pkg))
+		m.Fingerprint = append(m.Fingerprint, r.hashPlan(i, m.Params[i].Type))
 	}
-	m.Scheme = scheme(m)
+	m.Scheme = r.scheme(m)
 
 	// Final.
 	if spec.Final != nil {

@@ -15,14 +15,14 @@ import (
 const fingerprintEncoding = 2
 
 // scheme is the Scheme of m's fingerprint (see schemeOf).
-func scheme(m *Method) uint32 {
+func (r *resolver) scheme(m *Method) uint32 {
 	params := make([]types.Type, len(m.Fingerprint))
 	flat := make([]bool, len(m.Fingerprint))
 	for i, hp := range m.Fingerprint {
 		params[i] = m.Params[hp.Param].Type
 		flat[i] = len(hp.Values) > 0 && hp.Values[0].Field != ""
 	}
-	return schemeOf(m.HashNone, params, flat)
+	return r.schemeOf(m.HashNone, params, flat)
 }
 
 // schemeOf derives idem.Method.Scheme: the 32-bit FNV-1a hash of the
@@ -33,7 +33,7 @@ func scheme(m *Method) uint32 {
 // or another hashed parameter changes it; so does a struct that moves
 // between the typed adders and the canonical encoding (flat[i]: params[i]
 // is hashed field by field). Never 0, which means unknown.
-func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
+func (r *resolver) schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 	var b strings.Builder
 	b.WriteString("idemgen fingerprint " + strconv.Itoa(fingerprintEncoding))
 	if none {
@@ -44,7 +44,7 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 		if flat[i] {
 			b.WriteString("fields ")
 		}
-		layout(&b, t, nil)
+		r.layout(&b, t, nil)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(b.String()))
@@ -56,9 +56,9 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 
 // layout writes the structure of t; outer holds the named types being
 // written, so that a recursive type refers back to its level.
-func layout(b *strings.Builder, t types.Type, outer []types.Type) {
+func (r *resolver) layout(b *strings.Builder, t types.Type, outer []types.Type) {
 	t = types.Unalias(t)
-	if selfFingerprinting(t) {
+	if r.selfFingerprinting(t) {
 		b.WriteString("fingerprinter") // its bytes are its own
 		return
 	}
@@ -80,25 +80,25 @@ func layout(b *strings.Builder, t types.Type, outer []types.Type) {
 		b.WriteString(u.Name())
 	case *types.Pointer:
 		b.WriteString("*")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Slice:
 		b.WriteString("[]")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Array:
 		fmt.Fprintf(b, "[%d]", u.Len())
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Map:
 		b.WriteString("map[")
-		layout(b, u.Key(), outer)
+		r.layout(b, u.Key(), outer)
 		b.WriteString("]")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Struct:
 		b.WriteString("struct{")
 		for i := range u.NumFields() {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			layout(b, u.Field(i).Type(), outer)
+			r.layout(b, u.Field(i).Type(), outer)
 		}
 		b.WriteString("}")
 	case *types.Chan:

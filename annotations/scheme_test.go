@@ -35,14 +35,15 @@ type Self2 struct{ N int }
 func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 `)
 	typ := func(name string) types.Type { return pkg.Scope().Lookup(name).Type() }
+	r := &resolver{pkg: pkg}
 	sch := func(names ...string) uint32 {
 		var ts []types.Type
 		var flat []bool
 		for _, n := range names {
-			_, f := flatFields(typ(n), pkg)
+			_, f := r.flatFields(typ(n))
 			ts, flat = append(ts, typ(n)), append(flat, f)
 		}
-		return schemeOf(false, ts, flat)
+		return r.schemeOf(false, ts, flat)
 	}
 	req := sch("Req")
 	assert.Equal(t, req, sch("Req"), "deterministic")
@@ -52,9 +53,9 @@ func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 	}
 	assert.NotEqual(t, sch("WithTime"), sch("WithTime2"))
 	assert.NotEqual(t, req, sch("Req", "Req"), "another parameter")
-	assert.NotEqual(t, sch(), schemeOf(true, nil, nil), "hash=none differs from no parameter")
+	assert.NotEqual(t, sch(), r.schemeOf(true, nil, nil), "hash=none differs from no parameter")
 	assert.NotEqual(t, sch("List"), sch("Tree"), "recursive types terminate and differ")
-	assert.NotEqual(t, req, schemeOf(false, []types.Type{typ("Req")}, []bool{false}), "flat or not changes the bytes")
+	assert.NotEqual(t, req, r.schemeOf(false, []types.Type{typ("Req")}, []bool{false}), "flat or not changes the bytes")
 	assert.Equal(t, sch("Self1"), sch("Self2"), "an idem.Fingerprinter's bytes are its own: its fields are not the layout")
 	assert.NotEqual(t, req, sch("Self1"))
 	for _, s := range []uint32{req, sch(), sch("List"), sch("Tree")} {

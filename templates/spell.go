@@ -98,21 +98,41 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
 func (g *gen) typeCode(s *source, t types.Type) (string, error) {
-	if err := g.spellable(t); err != nil {
-		return "", err
+	sp, ok := g.spelled[t]
+	if !ok {
+		sp = g.spell(t)
+		g.spelled[t] = sp
 	}
-	spelled := types.TypeString(t, func(p *types.Package) string {
+	if sp.reformat {
+		s.reformat()
+	}
+	return sp.text, sp.err
+}
+
+// spelling is a type as typeCode writes it, kept per file: the parameters
+// of many methods share their types.
+type spelling struct {
+	text     string
+	reformat bool // a struct or interface type with members
+	err      error
+}
+
+// spell spells t for typeCode, recording the imports it uses.
+func (g *gen) spell(t types.Type) spelling {
+	if err := g.spellable(t); err != nil {
+		return spelling{err: err}
+	}
+	text := types.TypeString(t, func(p *types.Package) string {
 		if p.Path() == g.pkg.Path {
 			return ""
 		}
 		g.used[p.Path()] = true
 		return g.imports[p.Path()]
 	})
-	if strings.Contains(spelled, "{") && hasMembers(spelled) {
-		s.reformat()
-		spelled = rawTags(spelled)
+	if strings.Contains(text, "{") && hasMembers(text) {
+		return spelling{text: rawTags(text), reformat: true}
 	}
-	return spelled, nil
+	return spelling{text: text}
 }
 
 // hasMembers reports whether a type's spelling has a struct or interface

@@ -21,6 +21,7 @@
 package templates
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -150,6 +151,7 @@ type gen struct {
 	tpkg      *types.Package    // the package's go/types object, when known
 	imports   map[string]string // import path -> name in the generated file
 	used      map[string]bool   // import paths the file's declarations use
+	spelled   map[types.Type]spelling
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
 	// scope holds the package-level names of the package and of this file
@@ -168,7 +170,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 	if pkg == nil || len(pkg.Types) == 0 {
 		return nil, fmt.Errorf("idemgen: nothing to generate")
 	}
-	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, used: map[string]bool{}}
+	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, used: map[string]bool{}, spelled: map[types.Type]spelling{}}
 	for _, t := range pkg.Types {
 		if t.Obj != nil && t.Obj.Pkg() != nil {
 			g.tpkg = t.Obj.Pkg()
@@ -416,7 +418,11 @@ func (s *source) doc(paragraphs ...string) {
 
 // endDoc ends a doc comment line whose text starts at s.b[start:].
 func (s *source) endDoc(start int) {
-	if docRisky(string(s.b[start:])) {
+	first := s.b[start:]
+	if i := bytes.IndexByte(first, ' '); i >= 0 {
+		first = first[:i]
+	}
+	if docRisky(string(first)) {
 		s.reformat()
 	}
 	s.b = append(s.b, '\n')
