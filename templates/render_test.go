@@ -76,6 +76,18 @@ func TestRenderIsGofmtStable(t *testing.T) {
 		"orders":  func() *annotations.Package { return ordersModel(t) },
 		"synth":   func() *annotations.Package { return synthModel(t, 30) },
 		"literal": func() *annotations.Package { return literalModel(t) },
+		"long": func() *annotations.Package {
+			// A key past go/printer's alignment limit in the constructor.
+			return resolve(t, "example.com/long", `package long
+
+import "context"
+
+type AnOrderServiceWhoseNameIsLongerThanFortyBytes struct{}
+
+//idem:key=id ttl=1h
+func (s *AnOrderServiceWhoseNameIsLongerThanFortyBytes) Do(ctx context.Context, id string) error { return nil }
+`)
+		},
 	} {
 		got, err := renderFile(model())
 		require.NoError(t, err, name)
