@@ -32,23 +32,23 @@ func (c *codecCheck) check(t types.Type) string {
 	if c.custom(t) {
 		return ""
 	}
-	ts := c.r.typeString(t)
+	ts := func() string { return c.r.typeString(t) } // for a message only
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
 		switch {
 		case u.Kind() == types.UnsafePointer:
-			return ts + " is an unsafe.Pointer"
+			return ts() + " is an unsafe.Pointer"
 		case u.Info()&types.IsComplex != 0:
-			return ts + " is a complex number"
+			return ts() + " is a complex number"
 		}
 	case *types.Chan:
-		return ts + " is a channel"
+		return ts() + " is a channel"
 	case *types.Signature:
-		return ts + " is a function"
+		return ts() + " is a function"
 	case *types.Interface:
-		return ts + " is an interface: JSON cannot decode into it (use a concrete type)"
+		return ts() + " is an interface: JSON cannot decode into it (use a concrete type)"
 	case *types.TypeParam:
-		return ts + " is a type parameter"
+		return ts() + " is a type parameter"
 	case *types.Pointer:
 		return c.check(u.Elem())
 	case *types.Slice:

@@ -15,6 +15,34 @@
 // column of the offending token inside the comment, and all of them are
 // returned at once, sorted, as an ErrorList.
 //
+// # API
+//
+// The package is public, at the top level of the module, so that a linter,
+// an editor integration or a generator of your own can read //idem:
+// annotations with the same grammar, the same error columns and the same
+// resolved model as idemgen (google/wire and sqlc keep theirs internal,
+// because nothing but their command reads their syntax; an idemgen
+// annotation is read by editors and CI checks too). What is kept compatible
+// within a major version:
+//
+//   - the syntax layer: Parse, ScanFile, Annotation, IsDirective, Spec and
+//     its option values (Opt, KeyExpr, Operand, Selector, Duration, Int,
+//     Inflight, NameList, Name, Op, Codec, Bool), Spec.String and
+//     Spec.Equal;
+//   - ResolvePackage and the model's description of the annotation: Package,
+//     Type, Method's Name, Op, Pos, Func, Sig, Params, Result, Key, Hash,
+//     HashNone, TTL, Lease, Inflight, Wait, Renew, Final, Sentinels, Budget
+//     and Constraint; Param, KeyPart's Kind, Expr, Pos, Literal, Param,
+//     Steps and Type; Step, FinalRef, Budget, PartKind, InflightMode;
+//   - Error and ErrorList, and FormatDuration.
+//
+// What may change in any release, because it is how the generated code is
+// written rather than what the annotation says: the resolver's decisions
+// for the templates (KeyPart.Encoding, NilCheck and Conv, Step.NilCheck,
+// Method.Fingerprint and Scheme, and the types Encoding, Conversion,
+// HashParam and HashValue), and the wording of error messages (their
+// positions are kept). See docs/decisions/gen-api.md.
+//
 // # Grammar
 //
 // An annotation is one or more lines, each starting with "//idem:" (no space
@@ -43,6 +71,8 @@
 //	hash=a,b | hash=none  parameter names
 //	final=ErrA|pkg.ErrB   sentinel error variables
 //	op=name               letters, digits and _ . - / :
+//	codec=json | codec=custom
+//	renew=true | renew=false
 //
 // # Strictness
 //

@@ -8,11 +8,11 @@ import (
 // fingerprinterT is idem.Fingerprinter, built structurally.
 var fingerprinterT = iface("IdemFingerprint", nil, byteSlice, errorType)
 
-// SelfFingerprinting reports whether t or *t implements idem.Fingerprinter
+// selfFingerprinting reports whether t or *t implements idem.Fingerprinter
 // (a method IdemFingerprint() ([]byte, error)): its fingerprint is what that
 // method returns, in place of its fields. Interfaces are decided at run
 // time, by their dynamic value.
-func SelfFingerprinting(t types.Type) bool {
+func selfFingerprinting(t types.Type) bool {
 	if types.IsInterface(t) {
 		return false
 	}
@@ -21,6 +21,20 @@ func SelfFingerprinting(t types.Type) bool {
 	}
 	_, isPtr := t.Underlying().(*types.Pointer)
 	return !isPtr && types.Implements(types.NewPointer(t), fingerprinterT)
+}
+
+// selfFingerprinting is the package-level selfFingerprinting, memoized:
+// the resolver asks it of the same types for every method.
+func (r *resolver) selfFingerprinting(t types.Type) bool {
+	if v, ok := r.selfFP[t]; ok {
+		return v
+	}
+	if r.selfFP == nil {
+		r.selfFP = map[types.Type]bool{}
+	}
+	v := selfFingerprinting(t)
+	r.selfFP[t] = v
+	return v
 }
 
 // fingerprintCheck finds what a request fingerprint cannot compare in a
@@ -35,7 +49,7 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what strin
 	var walk func(path string, t types.Type) (string, string)
 	walk = func(path string, t types.Type) (string, string) {
 		t = types.Unalias(t)
-		if seen[t] || SelfFingerprinting(t) {
+		if seen[t] || r.selfFingerprinting(t) {
 			return "", ""
 		}
 		if _, named := t.(*types.Named); named {

@@ -68,6 +68,12 @@ type Method struct {
 	// parameter is hashed (hash=none).
 	Hash     []int
 	HashNone bool
+	// Fingerprint is how the wrapper adds each parameter of Hash to the
+	// request fingerprint, in the same order; empty with HashNone.
+	Fingerprint []HashParam
+	// Scheme versions the fingerprint's layout (idem.Method.Scheme): a
+	// hash of the encoding version and of the hashed types' structure.
+	Scheme uint32
 
 	TTL      time.Duration
 	Lease    time.Duration // 0: the executor's default
@@ -125,7 +131,9 @@ const (
 	PartTenant
 )
 
-// Encoding says how a key part's final value is added to idem.KeyParts.
+// Encoding says how a key part's final value is added to idem.KeyParts. It
+// is a decision of the resolver for the templates, not API (see the package
+// doc).
 type Encoding uint8
 
 const (
@@ -159,8 +167,49 @@ type KeyPart struct {
 	// NilCheck is true when the final value itself may be nil (a pointer or
 	// an interface: a *T or fmt.Stringer part, or a bare pointer parameter
 	// with no steps): the wrapper checks it and reports idem.ErrMissingKey
-	// instead of calling a method on nil. (Added by the annotations author.)
+	// instead of calling a method on nil.
 	NilCheck bool
+	// Conv is how the final value is passed to the adder of Encoding.
+	Conv Conversion
+}
+
+// Conversion is how the wrapper turns a value v into the argument of the
+// idem.KeyParts or idem.Hasher method that adds it, applied in field order
+// (*v, &v, v[:], string(v), To(v)). It is a decision of the resolver for
+// the templates, not API (see the package doc):
+//
+//	string(id)   int64(n)   []byte(raw)   id[:]   []byte(string(id[:]))   &id   *at   time.Time(d)
+type Conversion struct {
+	Deref     bool // *v: a *time.Time, checked for nil before
+	Addr      bool // &v: only *T has the String or MarshalText method
+	Slice     bool // v[:]: an array of a byte kind
+	ViaString bool // string(v): a []B or [N]B of a named byte type B, which does not convert to []byte
+	// To is the adder's parameter type when v's type is another (a named
+	// string type, a smaller integer, a named byte slice, a type defined
+	// as time.Time); nil for none.
+	To types.Type
+}
+
+// HashParam is how the wrapper adds one hashed parameter to the request
+// fingerprint: a flat struct (every field of a basic kind) field by field
+// with typed adders, anything else as one value. It is a decision of the
+// resolver for the templates, not API (see the package doc).
+type HashParam struct {
+	Param int // index into Method.Params
+	// NilCheck is true for a pointer to a flat struct: a nil adds
+	// Hasher.Nil, anything else its fields.
+	NilCheck bool
+	Values   []HashValue
+}
+
+// HashValue is one idem.Hasher call: h.String(req.ID), h.Int(int64(n)),
+// h.Value(order).
+type HashValue struct {
+	Field string // the struct field added, "" for the parameter itself
+	// Adder is the Hasher method: String, Int, Uint, Float, Bool, Bytes,
+	// or Value (the runtime's canonical encoding).
+	Adder string
+	Conv  Conversion
 }
 
 // Step is one selector in a key path.

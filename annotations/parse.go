@@ -195,15 +195,6 @@ func (p *lineParser) scanToken(c *ast.Comment, i int) (int, bool) {
 	return i, true
 }
 
-func isOption(name string) bool {
-	for _, n := range optionNames {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
 // unknown reports an unknown option, suggesting the nearest known one.
 func (p *lineParser) unknown(pos token.Pos, name string) {
 	if best := nearest(name, optionNames); best != "" {
@@ -264,98 +255,103 @@ func editDistance(a, b string) int {
 
 // option parses the value of a known option and stores it in p.spec.
 func (p *lineParser) option(name string, o Opt) {
-	s := p.spec
-	switch name {
-	case "key":
-		if k := p.key(o); k != nil {
-			s.Key = k
-		}
-	case "ttl", "timeout", "lease":
-		d, ok := p.duration(o.ValuePos, name, o.Text, true)
-		if !ok {
-			return
-		}
-		v := &Duration{Opt: o, D: d}
-		switch name {
-		case "ttl":
-			s.TTL = v
-		case "timeout":
-			s.Timeout = v
-		default:
-			s.Lease = v
-		}
-	case "backoff", "downstream", "margin":
-		d, ok := p.duration(o.ValuePos, name, o.Text, false)
-		if !ok {
-			return
-		}
-		v := &Duration{Opt: o, D: d}
-		switch name {
-		case "backoff":
-			s.Backoff = v
-		case "downstream":
-			s.Downstream = v
-		default:
-			s.Margin = v
-		}
-	case "retries":
-		if !allDigits(o.Text) {
-			p.add(o.ValuePos, "malformed retries=%s: want a whole number like 3", o.Text)
-			return
-		}
-		n, err := strconv.Atoi(o.Text)
-		if err != nil || n > maxRetries {
-			p.add(o.ValuePos, "retries=%s is too large (at most %d)", o.Text, maxRetries)
-			return
-		}
-		s.Retries = &Int{Opt: o, N: n}
-	case "inflight":
-		switch {
-		case o.Text == "reject":
-			s.Inflight = &Inflight{Opt: o}
-		case o.Text == "wait":
-			p.add(o.ValuePos, "inflight=wait needs a duration: inflight=wait:3s")
-		case strings.HasPrefix(o.Text, "wait:"):
-			d, ok := p.duration(o.ValuePos+5, "inflight wait", o.Text[5:], true)
-			if ok {
-				s.Inflight = &Inflight{Opt: o, Wait: true, D: d}
-			}
-		default:
-			p.add(o.ValuePos, "malformed inflight=%s: want reject or wait:<duration>", o.Text)
-		}
-	case "hash":
-		if o.Text == "none" {
-			s.Hash = &NameList{Opt: o, None: true}
-			return
-		}
-		if l, ok := p.names(o, ",", false); ok {
-			s.Hash = l
-		}
-	case "final":
-		if l, ok := p.names(o, "|", true); ok {
-			s.Final = l
-		}
-	case "op":
-		for i, r := range o.Text {
-			if !isOpRune(r) {
-				p.add(o.ValuePos+token.Pos(i), "malformed op=%s: %q is not allowed (use letters, digits and _ . - / :)", o.Text, r)
-				return
-			}
-		}
-		s.Op = &Op{Opt: o}
-	case "codec":
-		if o.Text != "json" && o.Text != "custom" {
-			p.add(o.ValuePos, "malformed codec=%s: want json (the default, checked by idemgen) or custom (a codec set with idem.WithCodec)", o.Text)
-			return
-		}
-		s.Codec = &Codec{Opt: o, Custom: o.Text == "custom"}
-	case "renew":
-		if o.Text != "true" && o.Text != "false" {
-			p.add(o.ValuePos, "malformed renew=%s: want true (renew the lease while the method runs) or false", o.Text)
-			return
-		}
-		s.Renew = &Bool{Opt: o, B: o.Text == "true"}
+	if opt, ok := lookupOption(name); ok {
+		opt.parse(p, name, o)
 	}
+}
+
+// keyOption parses key=.
+func (p *lineParser) keyOption(_ string, o Opt) {
+	if k := p.key(o); k != nil {
+		p.spec.Key = k
+	}
+}
+
+// durationOption returns the parser of a duration option stored in the
+// field field returns; nonZero refuses 0.
+func durationOption(nonZero bool, field func(*Spec) **Duration) func(*lineParser, string, Opt) {
+	return func(p *lineParser, name string, o Opt) {
+		if d, ok := p.duration(o.ValuePos, name, o.Text, nonZero); ok {
+			*field(p.spec) = &Duration{Opt: o, D: d}
+		}
+	}
+}
+
+// retriesOption parses retries=.
+func (p *lineParser) retriesOption(_ string, o Opt) {
+	if !allDigits(o.Text) {
+		p.add(o.ValuePos, "malformed retries=%s: want a whole number like 3", o.Text)
+		return
+	}
+	n, err := strconv.Atoi(o.Text)
+	if err != nil || n > maxRetries {
+		p.add(o.ValuePos, "retries=%s is too large (at most %d)", o.Text, maxRetries)
+		return
+	}
+	p.spec.Retries = &Int{Opt: o, N: n}
+}
+
+// inflightOption parses inflight=.
+func (p *lineParser) inflightOption(_ string, o Opt) {
+	switch {
+	case o.Text == "reject":
+		p.spec.Inflight = &Inflight{Opt: o}
+	case o.Text == "wait":
+		p.add(o.ValuePos, "inflight=wait needs a duration: inflight=wait:3s")
+	case strings.HasPrefix(o.Text, "wait:"):
+		if d, ok := p.duration(o.ValuePos+5, "inflight wait", o.Text[5:], true); ok {
+			p.spec.Inflight = &Inflight{Opt: o, Wait: true, D: d}
+		}
+	default:
+		p.add(o.ValuePos, "malformed inflight=%s: want reject or wait:<duration>", o.Text)
+	}
+}
+
+// hashOption parses hash=.
+func (p *lineParser) hashOption(_ string, o Opt) {
+	if o.Text == "none" {
+		p.spec.Hash = &NameList{Opt: o, None: true}
+		return
+	}
+	if l, ok := p.names(o, ",", false); ok {
+		p.spec.Hash = l
+	}
+}
+
+// finalOption parses final=.
+func (p *lineParser) finalOption(_ string, o Opt) {
+	if l, ok := p.names(o, "|", true); ok {
+		p.spec.Final = l
+	}
+}
+
+// opOption parses op=.
+func (p *lineParser) opOption(_ string, o Opt) {
+	for i, r := range o.Text {
+		if !isOpRune(r) {
+			p.add(o.ValuePos+token.Pos(i), "malformed op=%s: %q is not allowed (use letters, digits and _ . - / :)", o.Text, r)
+			return
+		}
+	}
+	p.spec.Op = &Op{Opt: o}
+}
+
+// codecOption parses codec=.
+func (p *lineParser) codecOption(_ string, o Opt) {
+	if o.Text != "json" && o.Text != "custom" {
+		p.add(o.ValuePos, "malformed codec=%s: want json (the default, checked by idemgen) or custom (a codec set with idem.WithCodec)", o.Text)
+		return
+	}
+	p.spec.Codec = &Codec{Opt: o, Custom: o.Text == "custom"}
+}
+
+// renewOption parses renew=.
+func (p *lineParser) renewOption(_ string, o Opt) {
+	if o.Text != "true" && o.Text != "false" {
+		p.add(o.ValuePos, "malformed renew=%s: want true (renew the lease while the method runs) or false", o.Text)
+		return
+	}
+	p.spec.Renew = &Bool{Opt: o, B: o.Text == "true"}
 }
 
 // maxRetries bounds retries so the budget arithmetic stays sane.

@@ -4,6 +4,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -308,4 +310,34 @@ func TestFormatDuration(t *testing.T) {
 	} {
 		assert.Equal(t, want, FormatDuration(d))
 	}
+}
+
+// TestOptionsDocumented: every option of the table is documented in the
+// package's grammar (Values) and in the options table of
+// docs/ANNOTATIONS.md, and those document no option the table lacks.
+func TestOptionsDocumented(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	_, values, ok := strings.Cut(string(src), "// Values:")
+	require.True(t, ok, "doc.go has a Values section")
+	values, _, _ = strings.Cut(values, "// #")
+	md, err := os.ReadFile(filepath.Join("..", "docs", "ANNOTATIONS.md"))
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(md), "## Options")
+	require.True(t, ok, "ANNOTATIONS.md has an Options section")
+	table, _, _ = strings.Cut(table, "\n## ")
+	documented := map[string]bool{}
+	for _, line := range strings.Split(table, "\n") {
+		if first, _, ok := strings.Cut(strings.TrimPrefix(line, "| "), " |"); ok && strings.HasPrefix(line, "| `") {
+			for _, name := range strings.Fields(first) {
+				documented[strings.Trim(name, "`")] = true
+			}
+		}
+	}
+	for _, name := range optionNames {
+		assert.Regexp(t, `(?m)^//\s.*\b`+name+`\b`, values, "doc.go's Values section lacks %s", name)
+		assert.True(t, documented[name], "docs/ANNOTATIONS.md's options table lacks %s", name)
+		delete(documented, name)
+	}
+	assert.Empty(t, documented, "docs/ANNOTATIONS.md documents options the parser does not know")
 }

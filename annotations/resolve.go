@@ -94,6 +94,13 @@ type resolver struct {
 	// ops maps each Method to where its op was written (or its spec, for a
 	// default op), for the duplicate-op error.
 	opPos map[*Method]token.Pos
+	// errorVars are the package's exported error variables declared in
+	// files without build constraints, in name order, for sentinels;
+	// errorVarsDone once they are listed.
+	errorVars     []*types.Var
+	errorVarsDone bool
+	// selfFP memoizes selfFingerprinting.
+	selfFP map[types.Type]bool
 }
 
 type typeEntry struct {
@@ -383,6 +390,11 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
 	}
 
+	for _, i := range m.Hash {
+		m.Fingerprint = append(m.Fingerprint, r.hashPlan(i, m.Params[i].Type))
+	}
+	m.Scheme = r.scheme(m)
+
 	// Final.
 	if spec.Final != nil {
 		for _, n := range spec.Final.Names {
@@ -573,6 +585,7 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 	}
 	part.Type, part.Encoding = cur, enc
 	part.NilCheck = nilable(cur)
+	part.Conv = keyConversion(cur, enc)
 	return true
 }
 
@@ -762,8 +775,8 @@ func (r *resolver) resolveFinal(file *ast.File, n Name) *types.Var {
 // resolveTimes sets TTL, Budget, Lease, Inflight and Wait.
 func (r *resolver) resolveTimes(m *Method, s *Spec) {
 	var budgetOpt *Opt
-	for _, name := range []string{"retries", "timeout", "backoff", "downstream", "margin"} {
-		if o := s.opt(name); o != nil && (budgetOpt == nil || o.NamePos < budgetOpt.NamePos) {
+	for _, opt := range options {
+		if o := opt.get(s); opt.budget && o != nil && (budgetOpt == nil || o.NamePos < budgetOpt.NamePos) {
 			budgetOpt = o
 		}
 	}

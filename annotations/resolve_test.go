@@ -1,6 +1,12 @@
 package annotations
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"strings"
 	"testing"
 	"time"
 
@@ -350,4 +356,53 @@ func TestResolveInterfaceErrors(t *testing.T) {
 	assert.Equal(t, []string{
 		"svc.go:10:26: op \"x\" is already used by I.A at 9:2: give one of them another op=",
 	}, errLines(err))
+}
+
+// BenchmarkResolve resolves a package of 1,000 annotated methods in the
+// generator benchmark's three shapes (internal/benchcmp), the resolver's
+// share of a generate (issue 11).
+func BenchmarkResolve(b *testing.B) {
+	var body strings.Builder
+	body.WriteString(`type Request struct{ ID, Customer string; Amount int64 }
+type Refund struct{ Customer string; No int; Amount int64 }
+type Result struct{ ID string; Amount int64 }
+
+var ErrRejected = rejected{}
+
+type rejected struct{}
+
+func (rejected) Error() string { return "rejected" }
+
+type Service struct{}
+`)
+	for i := range 1000 {
+		switch i % 3 {
+		case 0:
+			fmt.Fprintf(&body, "//idem:key=req.ID+req.Customer+op ttl=155s\nfunc (s *Service) M%04d(ctx context.Context, req *Request) (*Result, error) { return nil, nil }\n", i)
+		case 1:
+			fmt.Fprintf(&body, "//idem:key=r.Customer+\"refund\"+r.No retries=2 timeout=2s final=ErrRejected\nfunc (s *Service) M%04d(ctx context.Context, r Refund) (Result, error) { return Result{}, nil }\n", i)
+		default:
+			fmt.Fprintf(&body, "//idem:key=id ttl=7d hash=none\nfunc (s *Service) M%04d(ctx context.Context, id string) error { return nil }\n", i)
+		}
+	}
+	files := src(body.String())
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "svc.go", files["svc.go"], parser.ParseComments)
+	if err != nil {
+		b.Fatal(err)
+	}
+	info := &types.Info{
+		Defs: map[*ast.Ident]types.Object{}, Uses: map[*ast.Ident]types.Object{},
+		Types: map[ast.Expr]types.TypeAndValue{}, Implicits: map[ast.Node]types.Object{},
+	}
+	pkg, err := (&types.Config{Importer: &stubImporter{fset: fset, pkgs: map[string]*types.Package{}}}).Check("example.com/svc", fset, []*ast.File{f}, info)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ResolvePackage(fset, []*ast.File{f}, pkg, info); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

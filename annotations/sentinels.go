@@ -20,17 +20,32 @@ func (r *resolver) sentinels(final []FinalRef) []FinalRef {
 	for _, f := range final {
 		listed[f.Var] = true
 	}
-	errIface := errorType.Underlying().(*types.Interface)
 	var out []FinalRef
+	for _, v := range r.packageErrors() {
+		if !listed[v] {
+			out = append(out, FinalRef{Name: v.Name(), Var: v})
+		}
+	}
+	return out
+}
+
+// packageErrors returns the package's exported error variables declared
+// in files without build constraints, in name order, listed once per
+// package (every method's sentinels come from them).
+func (r *resolver) packageErrors() []*types.Var {
+	if r.errorVarsDone {
+		return r.errorVars
+	}
+	r.errorVarsDone = true
+	errIface := errorType.Underlying().(*types.Interface)
 	scope := r.pkg.Scope()
 	for _, name := range scope.Names() {
 		v, ok := scope.Lookup(name).(*types.Var)
-		if !ok || !v.Exported() || listed[v] || !types.Implements(v.Type(), errIface) || r.constrained(v) {
-			continue
+		if ok && v.Exported() && types.Implements(v.Type(), errIface) && !r.constrained(v) {
+			r.errorVars = append(r.errorVars, v)
 		}
-		out = append(out, FinalRef{Name: name, Var: v})
 	}
-	return out
+	return r.errorVars
 }
 
 // constrained reports whether obj is declared in a file that does not build

@@ -3,6 +3,7 @@ package annotations
 import (
 	"go/token"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 )
@@ -134,68 +135,89 @@ type Selector struct {
 	Call bool // a no-argument method call: Key()
 }
 
-// optionNames lists the options in the canonical order String writes them.
-var optionNames = []string{
-	"key", "ttl", "retries", "timeout", "backoff", "downstream", "margin",
-	"lease", "inflight", "hash", "final", "op", "codec", "renew",
+// option is one annotation option: its name, where a Spec holds it, and
+// how its value is parsed into the Spec.
+type option struct {
+	name string
+	// get returns the option's common part in s, or nil when it was not
+	// written.
+	get func(s *Spec) *Opt
+	// parse parses a value written for the option and stores it in
+	// p.spec, or reports it malformed.
+	parse func(p *lineParser, name string, o Opt)
+	// budget marks the options of the retry budget.
+	budget bool
+}
+
+// options is the one table of annotation options, in the canonical order
+// Spec.String writes them (as controller-tools derives its markers from one
+// registry): the parser (known names, repeats, values), the unknown-option
+// error and its suggestion, Spec.String, the scanner's recognition of an
+// //idem: line, and the check that docs/ANNOTATIONS.md documents every
+// option (TestOptionsDocumented) all read it. A new option is one row here
+// and one field of Spec.
+var options = []option{
+	{"key", func(s *Spec) *Opt { return optOf(s.Key) }, (*lineParser).keyOption, false},
+	{"ttl", func(s *Spec) *Opt { return optOf(s.TTL) }, durationOption(true, func(s *Spec) **Duration { return &s.TTL }), false},
+	{"retries", func(s *Spec) *Opt { return optOf(s.Retries) }, (*lineParser).retriesOption, true},
+	{"timeout", func(s *Spec) *Opt { return optOf(s.Timeout) }, durationOption(true, func(s *Spec) **Duration { return &s.Timeout }), true},
+	{"backoff", func(s *Spec) *Opt { return optOf(s.Backoff) }, durationOption(false, func(s *Spec) **Duration { return &s.Backoff }), true},
+	{"downstream", func(s *Spec) *Opt { return optOf(s.Downstream) }, durationOption(false, func(s *Spec) **Duration { return &s.Downstream }), true},
+	{"margin", func(s *Spec) *Opt { return optOf(s.Margin) }, durationOption(false, func(s *Spec) **Duration { return &s.Margin }), true},
+	{"lease", func(s *Spec) *Opt { return optOf(s.Lease) }, durationOption(true, func(s *Spec) **Duration { return &s.Lease }), false},
+	{"inflight", func(s *Spec) *Opt { return optOf(s.Inflight) }, (*lineParser).inflightOption, false},
+	{"hash", func(s *Spec) *Opt { return optOf(s.Hash) }, (*lineParser).hashOption, false},
+	{"final", func(s *Spec) *Opt { return optOf(s.Final) }, (*lineParser).finalOption, false},
+	{"op", func(s *Spec) *Opt { return optOf(s.Op) }, (*lineParser).opOption, false},
+	{"codec", func(s *Spec) *Opt { return optOf(s.Codec) }, (*lineParser).codecOption, false},
+	{"renew", func(s *Spec) *Opt { return optOf(s.Renew) }, (*lineParser).renewOption, false},
+}
+
+// optionNames are the options' names, in the table's order.
+var optionNames = func() []string {
+	names := make([]string, len(options))
+	for i, o := range options {
+		names[i] = o.name
+	}
+	return names
+}()
+
+// lookupOption returns the option called name.
+func lookupOption(name string) (option, bool) {
+	i := slices.IndexFunc(options, func(o option) bool { return o.name == name })
+	if i < 0 {
+		return option{}, false
+	}
+	return options[i], true
+}
+
+// isOption reports whether name is an option's name.
+func isOption(name string) bool {
+	_, ok := lookupOption(name)
+	return ok
+}
+
+// common is promoted to every option value type, which embeds Opt.
+func (o *Opt) common() *Opt { return o }
+
+// optOf returns the common part of an option value, or nil for none.
+func optOf[T interface {
+	comparable
+	common() *Opt
+}](v T) *Opt {
+	var none T
+	if v == none {
+		return nil
+	}
+	return v.common()
 }
 
 // opt returns the common part of the option called name, or nil.
 func (s *Spec) opt(name string) *Opt {
-	switch name {
-	case "key":
-		if s.Key != nil {
-			return &s.Key.Opt
-		}
-	case "ttl":
-		return durOpt(s.TTL)
-	case "retries":
-		if s.Retries != nil {
-			return &s.Retries.Opt
-		}
-	case "timeout":
-		return durOpt(s.Timeout)
-	case "backoff":
-		return durOpt(s.Backoff)
-	case "downstream":
-		return durOpt(s.Downstream)
-	case "margin":
-		return durOpt(s.Margin)
-	case "lease":
-		return durOpt(s.Lease)
-	case "inflight":
-		if s.Inflight != nil {
-			return &s.Inflight.Opt
-		}
-	case "hash":
-		if s.Hash != nil {
-			return &s.Hash.Opt
-		}
-	case "final":
-		if s.Final != nil {
-			return &s.Final.Opt
-		}
-	case "op":
-		if s.Op != nil {
-			return &s.Op.Opt
-		}
-	case "codec":
-		if s.Codec != nil {
-			return &s.Codec.Opt
-		}
-	case "renew":
-		if s.Renew != nil {
-			return &s.Renew.Opt
-		}
+	if o, ok := lookupOption(name); ok {
+		return o.get(s)
 	}
 	return nil
-}
-
-func durOpt(d *Duration) *Opt {
-	if d == nil {
-		return nil
-	}
-	return &d.Opt
 }
 
 // String returns the Spec as one //idem: line, options in a canonical order
@@ -209,10 +231,10 @@ func (s *Spec) String() string {
 		b.WriteString("defaults")
 		sep = " "
 	}
-	for _, name := range optionNames {
-		if o := s.opt(name); o != nil {
+	for _, opt := range options {
+		if o := opt.get(s); o != nil {
 			b.WriteString(sep)
-			b.WriteString(name)
+			b.WriteString(opt.name)
 			b.WriteByte('=')
 			b.WriteString(o.Text)
 			sep = " "

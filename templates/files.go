@@ -3,6 +3,7 @@ package templates
 import (
 	"fmt"
 	"go/build/constraint"
+	"maps"
 	"slices"
 
 	"github.com/idemgen/idemgen/annotations"
@@ -24,7 +25,7 @@ type Output struct {
 // that constraint, and the wrapper methods of the methods declared under it:
 // a wrapper type exists wherever its type does, and a wrapper method only
 // where its method does. Names are planned once for the whole package, so
-// that the files agree on them. Without constraints it is Render's file.
+// that the files agree on them. Without constraints it is one file.
 func RenderFiles(pkg *annotations.Package) ([]Output, error) {
 	keys := map[string]bool{}
 	if pkg != nil {
@@ -36,7 +37,7 @@ func RenderFiles(pkg *annotations.Package) ([]Output, error) {
 		}
 	}
 	var out []Output
-	for _, k := range slices.Sorted(mapsKeys(keys)) { // "" first
+	for _, k := range slices.Sorted(maps.Keys(keys)) { // "" first
 		g, err := newGen(pkg)
 		if err != nil {
 			return nil, err

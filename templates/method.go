@@ -3,10 +3,9 @@ package templates
 import (
 	"fmt"
 	"go/types"
+	"strconv"
 	"strings"
 	"time"
-
-	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -78,51 +77,72 @@ func (mg *methodGen) keyText() string {
 //		Renew: true,                             // renew=true
 //		Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}},
 //	}
-func (mg *methodGen) descriptor() jen.Code {
-	fields := []jen.Code{
-		jen.Id("Op").Op(":").Lit(mg.m.Op),
-		jen.Id("TTL").Op(":").Add(durationCode(mg.m.TTL)),
+func (mg *methodGen) descriptor(s *source) {
+	fields := []keyValue{
+		{"Op", strconv.Quote(mg.m.Op)},
+		{"TTL", mg.durationCode(mg.m.TTL)},
 	}
 	if mg.m.Lease > 0 {
-		fields = append(fields, jen.Id("Lease").Op(":").Add(durationCode(mg.m.Lease)))
+		fields = append(fields, keyValue{"Lease", mg.durationCode(mg.m.Lease)})
 	}
 	if mg.m.Inflight == annotations.InflightWait && mg.m.Wait > 0 {
-		fields = append(fields, jen.Id("Wait").Op(":").Add(durationCode(mg.m.Wait)))
+		fields = append(fields, keyValue{"Wait", mg.durationCode(mg.m.Wait)})
 	}
 	if mg.m.Renew {
-		fields = append(fields, jen.Id("Renew").Op(":").True())
+		fields = append(fields, keyValue{"Renew", "true"})
 	}
 	if len(mg.m.Final) > 0 {
-		var items []jen.Code
-		for _, f := range mg.m.Final {
-			items = append(items, jen.Values(jen.Id("Name").Op(":").Lit(f.Name), jen.Id("Err").Op(":").Add(mg.finalVar(f))))
+		items := mg.finalErrors(mg.m.Final)
+		open := "[]" + mg.rt("FinalError")
+		if len(items) > 1 {
+			fields = append(fields, keyValue{"Final", block(open, items)})
+		} else {
+			fields = append(fields, keyValue{"Final", open + "{" + items[0] + "}"})
 		}
-		fields = append(fields, jen.Id("Final").Op(":").Index().Add(mg.rt("FinalError")).Custom(jen.Options{
-			Open: "{", Close: "}", Separator: ",", Multi: len(items) > 1,
-		}, items...))
 	}
 	if len(mg.m.Sentinels) > 0 {
 		fields = append(fields, mg.sentinels())
 	}
-	fields = append(fields, mg.scheme())
-	return doc(mg.desc+" is the annotation of "+mg.original()+", for the runtime.").Line().
-		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(jen.Options{
-		Open: "{", Close: "}", Separator: ",", Multi: true,
-	}, fields...)
+	fields = append(fields, keyValue{"Scheme", fmt.Sprintf("%#08x", mg.m.Scheme)})
+	s.doc(mg.desc + " is the annotation of " + mg.original() + ", for the runtime.")
+	s.open("var ", mg.desc, " = ", mg.rt("Method"), "{")
+	s.keyed(fields)
+	s.close("}")
+}
+
+// finalErrors are the idem.FinalError values of sentinels:
+// {Name: "ErrX", Err: ErrX}.
+func (mg *methodGen) finalErrors(refs []annotations.FinalRef) []string {
+	items := make([]string, len(refs))
+	for i, f := range refs {
+		items[i] = "{Name: " + strconv.Quote(f.Name) + ", Err: " + mg.finalVar(f) + "}"
+	}
+	return items
+}
+
+// sentinels lists the package's other exported error variables, so that a
+// replayed idem.Final error keeps errors.Is for them:
+//
+//	Sentinels: []idem.FinalError{
+//		{Name: "ErrCardDeclined", Err: ErrCardDeclined},
+//		{Name: "ErrTimeout", Err: ErrTimeout},
+//	},
+func (mg *methodGen) sentinels() keyValue {
+	return keyValue{"Sentinels", block("[]"+mg.rt("FinalError"), mg.finalErrors(mg.m.Sentinels))}
 }
 
 // finalVar refers to a sentinel of final=: ErrX, or pay.ErrX from another
 // package.
-func (mg *methodGen) finalVar(f annotations.FinalRef) jen.Code {
+func (mg *methodGen) finalVar(f annotations.FinalRef) string {
 	if f.Var == nil || f.Var.Pkg() == nil {
-		return jen.Id(f.Name)
+		return f.Name
 	}
-	return jen.Qual(f.Var.Pkg().Path(), f.Var.Name())
+	return mg.qual(f.Var.Pkg().Path(), f.Var.Name())
 }
 
 // durationCode writes d in the largest exact unit: 155 * time.Second,
 // 168 * time.Hour, 2500 * time.Millisecond, time.Minute.
-func durationCode(d time.Duration) jen.Code {
+func (g *gen) durationCode(d time.Duration) string {
 	units := []struct {
 		d    time.Duration
 		name string
@@ -133,16 +153,16 @@ func durationCode(d time.Duration) jen.Code {
 	for _, u := range units {
 		if d%u.d == 0 {
 			if d == u.d {
-				return jen.Qual(timePath, u.name)
+				return g.qual(timePath, u.name)
 			}
-			return jen.Lit(int(d/u.d)).Op("*").Qual(timePath, u.name)
+			return strconv.FormatInt(int64(d/u.d), 10) + " * " + g.qual(timePath, u.name)
 		}
 	}
-	return jen.Qual(timePath, "Duration").Call(jen.Lit(int(d)))
+	return g.qual(timePath, "Duration") + "(" + strconv.FormatInt(int64(d), 10) + ")"
 }
 
 // methodDoc is the doc comment of the wrapper method.
-func (mg *methodGen) methodDoc() *jen.Statement {
+func (mg *methodGen) methodDoc(s *source) {
 	m := mg.m
 	ttl := annotations.FormatDuration(m.TTL)
 	if b := m.Budget; b != nil {
@@ -198,7 +218,7 @@ func (mg *methodGen) methodDoc() *jen.Statement {
 	} else {
 		second = append(second, "Errors release the key, so that a retry runs the method again, except those marked with "+mg.idem+".Final.")
 	}
-	return doc(first, strings.Join(second, " "))
+	s.doc(first, strings.Join(second, " "))
 }
 
 // andList joins names as prose: a, b and c.
@@ -217,10 +237,10 @@ func andList(names []string) string {
 //		<fingerprint>
 //		<call>
 //	}
-func (mg *methodGen) method() (jen.Code, error) {
+func (mg *methodGen) method(s *source) error {
 	m := mg.m
 	if len(m.Params) == 0 {
-		return nil, mg.errorf("no context parameter")
+		return mg.errorf("no context parameter")
 	}
 	// The locals' layer over the file's package scope: nothing is copied.
 	params := map[string]bool{}
@@ -235,47 +255,43 @@ func (mg *methodGen) method() (jen.Code, error) {
 		mg.err = mg.names.name("err")
 	}
 
-	var sig []jen.Code
+	sig := make([]string, len(m.Params))
 	for i, p := range m.Params {
 		t := p.Type
 		variadic := mg.variadic() && i == len(m.Params)-1
 		if variadic {
 			t = t.(*types.Slice).Elem()
 		}
-		c, err := mg.typeCode(t)
+		c, err := mg.typeCode(s, t)
 		if err != nil {
-			return nil, mg.errorf("parameter %s: %v", p.Name, err)
+			return mg.errorf("parameter %s: %v", p.Name, err)
 		}
 		if variadic {
-			sig = append(sig, jen.Id(mg.pnames[i]).Op("...").Add(c))
-			continue
+			c = "..." + c
 		}
-		sig = append(sig, jen.Id(mg.pnames[i]).Add(c))
+		sig[i] = mg.pnames[i] + " " + c
 	}
-	var results []jen.Code
+	results := "error"
 	if m.Result != nil {
-		t, err := mg.typeCode(m.Result)
+		t, err := mg.typeCode(s, m.Result)
 		if err != nil {
-			return nil, mg.errorf("result: %v", err)
+			return mg.errorf("result: %v", err)
 		}
-		results = append(results, t)
+		results = "(" + t + ", error)"
 	}
-	results = append(results, jen.Error())
-
-	body, err := mg.keyParts()
-	if err != nil {
-		return nil, err
+	mg.methodDoc(s)
+	s.open("func (", mg.recv, " *", mg.wrapper, ") ", m.Name, "(", strings.Join(sig, ", "), ") ", results, " {")
+	if err := mg.keyParts(s); err != nil {
+		return err
 	}
-	body = append(body, mg.fingerprint()...)
-	call, err := mg.call()
-	if err != nil {
-		return nil, err
+	if err := mg.fingerprint(s); err != nil {
+		return err
 	}
-	body = append(body, call...)
-
-	return mg.methodDoc().Line().
-		Func().Params(jen.Id(mg.recv).Op("*").Id(mg.wrapper)).Id(m.Name).Params(sig...).Params(results...).
-		Block(body...), nil
+	if err := mg.call(s); err != nil {
+		return err
+	}
+	s.close("}")
+	return nil
 }
 
 // keyParts builds the key inline, part by part, in annotation order:
@@ -297,28 +313,26 @@ func (mg *methodGen) method() (jen.Code, error) {
 //		k.Stringer("job.No", job.No)
 //		k.Uint(uint64(job.Shard))
 //	}
-func (mg *methodGen) keyParts() ([]jen.Code, error) {
-	code := []jen.Code{jen.Var().Id(mg.k).Add(mg.rt("KeyParts"))}
+func (mg *methodGen) keyParts(s *source) error {
+	s.line("var ", mg.k, " ", mg.rt("KeyParts"))
 	var group *pathCode
 	flush := func() {
 		if group != nil {
-			code = append(code, group.code(mg.k)...)
+			group.write(s, mg.k)
 			group = nil
 		}
 	}
 	for _, p := range mg.m.Key {
 		if p.Kind != annotations.PartPath {
 			flush()
-			c, err := mg.keyPart(p)
-			if err != nil {
-				return nil, err
+			if err := mg.keyPart(s, p); err != nil {
+				return err
 			}
-			code = append(code, c...)
 			continue
 		}
-		pc, err := mg.pathPart(p)
+		pc, err := mg.pathPart(s, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if group != nil && group.guard != "" && group.guard == pc.guard {
 			group.add = append(group.add, pc.add...)
@@ -328,7 +342,7 @@ func (mg *methodGen) keyParts() ([]jen.Code, error) {
 		group = pc
 	}
 	flush()
-	return code, nil
+	return nil
 }
 
 // keyPart adds one operand of the key:
@@ -337,35 +351,33 @@ func (mg *methodGen) keyParts() ([]jen.Code, error) {
 //	k.String("op", "OrderService.Refund")            // op
 //	k.String("tenant", w.ex.Tenant(ctx))             // tenant
 //	k.Int(int64(req.Seq))                            // a path, see pathPart
-func (mg *methodGen) keyPart(p annotations.KeyPart) ([]jen.Code, error) {
-	k := jen.Id(mg.k)
+func (mg *methodGen) keyPart(s *source, p annotations.KeyPart) error {
 	switch p.Kind {
 	case annotations.PartLiteral:
-		return []jen.Code{k.Dot("String").Call(jen.Lit(p.Expr), jen.Lit(p.Literal))}, nil
+		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", strconv.Quote(p.Literal), ")")
 	case annotations.PartOp:
-		return []jen.Code{k.Dot("String").Call(jen.Lit(p.Expr), jen.Lit(mg.m.Op))}, nil
+		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", strconv.Quote(mg.m.Op), ")")
 	case annotations.PartTenant:
-		return []jen.Code{k.Dot("String").Call(jen.Lit(p.Expr),
-			jen.Id(mg.recv).Dot(mg.field).Dot("Tenant").Call(jen.Id(mg.pnames[0])))}, nil
+		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", mg.recv, ".", mg.field, ".Tenant(", mg.pnames[0], "))")
 	case annotations.PartPath:
 		if p.Param < 0 || p.Param >= len(mg.m.Params) {
-			return nil, fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
+			return fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
 		}
-		pc, err := mg.pathPart(p)
+		pc, err := mg.pathPart(s, p)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		return pc.code(mg.k), nil
+		pc.write(s, mg.k)
 	default:
-		return nil, fmt.Errorf("%s: key part %s has unknown kind %d", p.Pos, p.Expr, p.Kind)
+		return fmt.Errorf("%s: key part %s has unknown kind %d", p.Pos, p.Expr, p.Kind)
 	}
+	return nil
 }
 
 // clause is one `if [init;] cond || cond` of a nil-check chain.
 type clause struct {
-	init  jen.Code
-	conds []jen.Code
-	text  []string // conds as written, for pathCode.guard: "req.Customer == nil"
+	init  string
+	conds []string // "req.Customer == nil"
 }
 
 // pathPart reads a parameter path, checking every pointer or interface on
@@ -380,21 +392,9 @@ type clause struct {
 //	} else {
 //		k.String("req.Customer.Account().ID", string(v.ID))
 //	}
-func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
+func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, error) {
 	base, start := mg.pnames[p.Param], 0
-	sel := func(base string, steps []annotations.Step) *jen.Statement {
-		s := jen.Id(base)
-		for _, st := range steps {
-			s = s.Dot(st.Name)
-			if st.Method {
-				s = s.Call()
-			}
-		}
-		return s
-	}
-	// isNil adds `sel == nil` to the current clause.
-	isNil := func(cur *clause, base string, steps []annotations.Step) {
-		cur.conds = append(cur.conds, sel(base, steps).Op("==").Nil())
+	sel := func(base string, steps []annotations.Step) string {
 		var b strings.Builder
 		b.WriteString(base)
 		for _, st := range steps {
@@ -403,16 +403,16 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 				b.WriteString("()")
 			}
 		}
-		cur.text = append(cur.text, b.String()+" == nil")
+		return b.String()
 	}
 	var clauses []*clause
 	cur := &clause{}
-	bind := func(value *jen.Statement) string {
+	bind := func(value string) string {
 		v := mg.names.name("v")
 		if len(cur.conds) > 0 {
 			clauses = append(clauses, cur)
 		}
-		cur = &clause{init: jen.Id(v).Op(":=").Add(value), conds: []jen.Code{jen.Id(v).Op("==").Nil()}}
+		cur = &clause{init: v + " := " + value, conds: []string{v + " == nil"}}
 		return v
 	}
 	for i, st := range p.Steps {
@@ -423,43 +423,42 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 			base, start = bind(sel(base, p.Steps[start:i])), i
 			continue
 		}
-		isNil(cur, base, p.Steps[start:i])
+		cur.conds = append(cur.conds, sel(base, p.Steps[start:i])+" == nil")
 	}
 	rest := p.Steps[start:]
 	calls := false
 	for _, st := range rest {
 		calls = calls || st.Method
 	}
-	if (p.Encoding == annotations.EncStringer || p.Encoding == annotations.EncTextMarshal || p.Encoding == annotations.EncTime) && nilable(p.Type) {
+	if p.NilCheck {
 		if len(rest) > 0 && rest[len(rest)-1].Method {
 			base, rest, calls = bind(sel(base, rest)), nil, false
 		} else {
-			isNil(cur, base, rest)
+			cur.conds = append(cur.conds, sel(base, rest)+" == nil")
 		}
 	}
 	if len(cur.conds) > 0 {
 		clauses = append(clauses, cur)
 	}
 
-	var add []jen.Code
+	var add []string
 	value := sel(base, rest)
-	if _, isArray := p.Type.Underlying().(*types.Array); isArray && calls {
+	if p.Conv.Slice && calls {
 		// v[:] needs an addressable array.
 		v := mg.names.name("v")
-		add = append(add, jen.Id(v).Op(":=").Add(value))
-		value = jen.Id(v)
+		add = append(add, v+" := "+value)
+		value = v
 	}
-	c, err := mg.encode(p, value)
+	c, err := mg.encode(s, p, value)
 	if err != nil {
 		return nil, err
 	}
 	add = append(add, c)
 	pc := &pathCode{expr: p.Expr, clauses: clauses, add: add}
 	// A chain that binds no variable can be shared: it is identified by
-	// its conditions as written (a.b == nil || a.b.c() == nil), which is
-	// cheaper than rendering the jennifer code.
-	if len(clauses) == 1 && clauses[0].init == nil {
-		pc.guard = strings.Join(clauses[0].text, " || ")
+	// its conditions (a.b == nil || a.b.c() == nil).
+	if len(clauses) == 1 && clauses[0].init == "" {
+		pc.guard = strings.Join(clauses[0].conds, " || ")
 	}
 	return pc, nil
 }
@@ -468,127 +467,103 @@ func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 type pathCode struct {
 	expr    string
 	clauses []*clause
-	add     []jen.Code
+	add     []string
 	// guard identifies a chain that binds no variable, for grouping; ""
 	// when the chain cannot be shared.
 	guard string
 }
 
-func (pc *pathCode) code(k string) []jen.Code {
+// write writes the chain, or the adders alone when nothing is checked.
+func (pc *pathCode) write(s *source, k string) {
 	if len(pc.clauses) == 0 {
-		return pc.add
+		for _, a := range pc.add {
+			s.line(a)
+		}
+		return
 	}
-	missing := jen.Id(k).Dot("Missing").Call(jen.Lit(pc.expr))
-	var chain *jen.Statement
-	for _, c := range pc.clauses {
-		cond := jen.Add(c.conds[0])
-		for _, more := range c.conds[1:] {
-			cond.Op("||").Add(more)
+	missing := k + ".Missing(" + strconv.Quote(pc.expr) + ")"
+	for i, c := range pc.clauses {
+		head := strings.Join(c.conds, " || ")
+		if c.init != "" {
+			head = c.init + "; " + head
 		}
-		head := []jen.Code{cond}
-		if c.init != nil {
-			head = []jen.Code{c.init, cond}
-		}
-		if chain == nil {
-			chain = jen.If(head...).Block(missing)
+		if i == 0 {
+			s.open("if ", head, " {")
 		} else {
-			chain.Else().If(head...).Block(missing)
+			s.indent--
+			s.open("} else if ", head, " {")
 		}
+		s.line(missing)
 	}
-	chain.Else().Block(pc.add...)
-	return []jen.Code{chain}
+	s.indent--
+	s.open("} else {")
+	for _, a := range pc.add {
+		s.line(a)
+	}
+	s.close("}")
 }
 
-// encode adds the final value of a path with the adder of its encoding:
+// encode adds the final value of a path with the adder of its encoding,
+// converted as the resolver decided (annotations.Conversion):
 //
 //	k.String("req.ID", req.ID)          k.String("id", string(id))   // a named string type
 //	k.Int(int64(req.Seq))               k.Uint(uint64(n))            k.Bool(flag)
 //	k.Bytes("req.UUID", req.UUID[:])    k.Stringer("id", id)         k.Text("at", at)
 //	k.Time("at", at)                    k.Time("req.At", *req.At)    k.Time("d", time.Time(d))
-func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, error) {
-	k := jen.Id(mg.k)
-	path := jen.Lit(p.Expr)
+func (mg *methodGen) encode(s *source, p annotations.KeyPart, v string) (string, error) {
+	adder, named := "", true
 	switch p.Encoding {
 	case annotations.EncString:
-		return k.Dot("String").Call(path, convert(v, p.Type, types.Typ[types.String])), nil
+		adder = "String"
 	case annotations.EncInt:
-		return k.Dot("Int").Call(convert(v, p.Type, types.Typ[types.Int64])), nil
+		adder, named = "Int", false
 	case annotations.EncUint:
-		return k.Dot("Uint").Call(convert(v, p.Type, types.Typ[types.Uint64])), nil
+		adder, named = "Uint", false
 	case annotations.EncBool:
-		return k.Dot("Bool").Call(convert(v, p.Type, types.Typ[types.Bool])), nil
+		adder, named = "Bool", false
 	case annotations.EncBytes:
-		return k.Dot("Bytes").Call(path, bytesCode(v, p.Type)), nil
+		adder = "Bytes"
 	case annotations.EncStringer:
-		return k.Dot("Stringer").Call(path, addressIfNeeded(v, p.Type, "String")), nil
+		adder = "Stringer"
 	case annotations.EncTextMarshal:
-		return k.Dot("Text").Call(path, addressIfNeeded(v, p.Type, "MarshalText")), nil
+		adder = "Text"
 	case annotations.EncTime:
-		return k.Dot("Time").Call(path, timeValue(v, p.Type)), nil
+		adder = "Time"
 	default:
-		return nil, fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
+		return "", fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}
+	arg, err := mg.conv(s, v, p.Conv)
+	if err != nil {
+		return "", err
+	}
+	if named {
+		arg = strconv.Quote(p.Expr) + ", " + arg
+	}
+	return mg.k + "." + adder + "(" + arg + ")", nil
 }
 
-// bytesCode converts a byte-like value to []byte: an array of bytes is
-// sliced, v[:]; an array or slice of a named byte type (type B byte) goes
-// through string, which converts from any slice of a byte kind, since
-// []B does not convert to []byte; a slice of bytes is converted as needed.
-//
-//	id[:]   []byte(string(id[:]))   []byte(string(bs))   []byte(raw)
-func bytesCode(v *jen.Statement, t types.Type) jen.Code {
-	byteT := types.Typ[types.Byte]
-	switch u := t.Underlying().(type) {
-	case *types.Array:
-		s := v.Clone().Index(jen.Empty(), jen.Empty())
-		if types.Identical(u.Elem(), byteT) {
-			return s
+// conv applies a conversion to the value v: *v, &v, v[:], string(v), T(v).
+func (g *gen) conv(s *source, v string, c annotations.Conversion) (string, error) {
+	if c.Deref {
+		v = "*" + v
+	}
+	if c.Addr {
+		v = "&" + v
+	}
+	if c.Slice {
+		v += "[:]"
+	}
+	if c.ViaString {
+		v = "string(" + v + ")"
+	}
+	if c.To != nil {
+		t, err := g.typeCode(s, c.To)
+		if err != nil {
+			return "", err
 		}
-		return jen.Index().Byte().Call(jen.String().Call(s))
-	case *types.Slice:
-		if types.Identical(u.Elem(), byteT) {
-			return convert(v, t, types.NewSlice(byteT))
-		}
-		return jen.Index().Byte().Call(jen.String().Call(v))
+		v = t + "(" + v + ")"
 	}
-	return convert(v, t, types.NewSlice(byteT))
-}
-
-// convert returns v, or T(v) when v's type is not identical to to.
-func convert(v *jen.Statement, t, to types.Type) jen.Code {
-	if t != nil && types.Identical(t, to) {
-		return v
-	}
-	if b, ok := to.(*types.Basic); ok {
-		return jen.Id(b.Name()).Call(v)
-	}
-	return jen.Index().Byte().Parens(v)
-}
-
-// addressIfNeeded returns &v when only *T has the method.
-func addressIfNeeded(v *jen.Statement, t types.Type, method string) jen.Code {
-	if t == nil || types.IsInterface(t) {
-		return v
-	}
-	if sel := types.NewMethodSet(t).Lookup(nil, method); sel != nil {
-		return v
-	}
-	if sel := types.NewMethodSet(types.NewPointer(t)).Lookup(nil, method); sel != nil {
-		return jen.Op("&").Add(v)
-	}
-	return v
-}
-
-// nilable reports whether a value of t can be nil and still be called on.
-func nilable(t types.Type) bool {
-	if t == nil {
-		return false
-	}
-	switch t.Underlying().(type) {
-	case *types.Pointer, *types.Interface:
-		return true
-	}
-	return false
+	return v, nil
 }
 
 // fingerprint adds the hashed parameters to the request fingerprint, with
@@ -605,87 +580,32 @@ func nilable(t types.Type) bool {
 //	}
 //	h.String(op)
 //	h.Value(meta)
-func (mg *methodGen) fingerprint() []jen.Code {
-	code := []jen.Code{jen.Var().Id(mg.h).Add(mg.rt("Hasher"))}
-	if mg.m.HashNone {
-		return code
-	}
-	for _, i := range mg.m.Hash {
-		code = append(code, hashParam(mg.h, mg.pnames[i], mg.m.Params[i].Type, mg.pkg.Path)...)
-	}
-	return code
-}
-
-// hashParam adds one parameter: a flat struct field by field (behind a nil
-// check for a pointer), anything else with hashAdd.
-func hashParam(h, name string, t types.Type, pkg string) []jen.Code {
-	fieldAdds := func(fields []*types.Var) []jen.Code {
-		adds := make([]jen.Code, len(fields))
-		for i, f := range fields {
-			adds[i] = hashAdd(jen.Id(h), jen.Id(name).Dot(f.Name()), f.Type())
+func (mg *methodGen) fingerprint(s *source) error {
+	s.line("var ", mg.h, " ", mg.rt("Hasher"))
+	for _, hp := range mg.m.Fingerprint {
+		name := mg.pnames[hp.Param]
+		if hp.NilCheck {
+			s.open("if ", name, " == nil {")
+			s.line(mg.h, ".Nil()")
+			s.indent--
+			s.open("} else {")
 		}
-		return adds
-	}
-	if fields, ok := flatFields(t, pkg); ok {
-		return fieldAdds(fields)
-	}
-	if ptr, ok := t.Underlying().(*types.Pointer); ok {
-		if fields, ok := flatFields(ptr.Elem(), pkg); ok {
-			return []jen.Code{jen.If(jen.Id(name).Op("==").Nil()).Block(jen.Id(h).Dot("Nil").Call()).Else().Block(fieldAdds(fields)...)}
+		for _, hv := range hp.Values {
+			v := name
+			if hv.Field != "" {
+				v += "." + hv.Field
+			}
+			arg, err := mg.conv(s, v, hv.Conv)
+			if err != nil {
+				return mg.errorf("fingerprint of %s: %v", name, err)
+			}
+			s.line(mg.h, ".", hv.Adder, "(", arg, ")")
+		}
+		if hp.NilCheck {
+			s.close("}")
 		}
 	}
-	return []jen.Code{hashAdd(jen.Id(h), jen.Id(name), t)}
-}
-
-// flatFields returns the fields of a struct type whose every field is of a
-// basic kind (string, integer, float or bool), so that the fingerprint can
-// hash them without reflection: all of them, exported or not and whatever
-// their json tag, as the method sees them all. ok is false for anything
-// else, and for a struct with an unexported field of another package than
-// pkg (the generated code's), which the wrapper cannot name, and for a type
-// that implements idem.Fingerprinter, whose method says what counts.
-func flatFields(t types.Type, pkg string) (fields []*types.Var, ok bool) {
-	st, isStruct := t.Underlying().(*types.Struct)
-	if !isStruct || annotations.SelfFingerprinting(t) {
-		return nil, false
-	}
-	for i := range st.NumFields() {
-		f := st.Field(i)
-		if f.Embedded() || !f.Exported() && (f.Pkg() == nil || f.Pkg().Path() != pkg) || f.Name() == "_" {
-			return nil, false
-		}
-		b, isBasic := f.Type().Underlying().(*types.Basic)
-		if !isBasic || b.Info()&(types.IsString|types.IsInteger|types.IsFloat|types.IsBoolean) == 0 ||
-			b.Info()&types.IsComplex != 0 || b.Kind() == types.UnsafePointer {
-			return nil, false
-		}
-		fields = append(fields, f)
-	}
-	return fields, len(fields) > 0
-}
-
-// hashAdd is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b), h.Value(v).
-func hashAdd(h, v *jen.Statement, t types.Type) jen.Code {
-	if b, ok := t.Underlying().(*types.Basic); ok {
-		switch {
-		case b.Info()&types.IsString != 0:
-			return h.Dot("String").Call(convert(v, t, types.Typ[types.String]))
-		case b.Info()&types.IsInteger != 0 && b.Info()&types.IsUnsigned != 0:
-			return h.Dot("Uint").Call(convert(v, t, types.Typ[types.Uint64]))
-		case b.Info()&types.IsInteger != 0:
-			return h.Dot("Int").Call(convert(v, t, types.Typ[types.Int64]))
-		case b.Info()&types.IsFloat != 0:
-			return h.Dot("Float").Call(convert(v, t, types.Typ[types.Float64]))
-		case b.Info()&types.IsBoolean != 0:
-			return h.Dot("Bool").Call(convert(v, t, types.Typ[types.Bool]))
-		}
-	}
-	if s, ok := t.Underlying().(*types.Slice); ok {
-		if b, ok := s.Elem().(*types.Basic); ok && b.Kind() == types.Byte {
-			return h.Dot("Bytes").Call(convert(v, t, types.NewSlice(types.Typ[types.Byte])))
-		}
-	}
-	return h.Dot("Value").Call(v)
+	return nil
 }
 
 // call runs the wrapped method through the runtime:
@@ -700,42 +620,35 @@ func hashAdd(h, v *jen.Statement, t types.Type) jen.Code {
 //		return struct{}{}, w.OrderService.Cancel(ctx, id)
 //	})
 //	return err
-func (mg *methodGen) call() ([]jen.Code, error) {
+func (mg *methodGen) call(s *source) error {
 	m := mg.m
 	ctx := mg.pnames[0]
-	var args []jen.Code
+	args := make([]string, len(mg.pnames))
 	for i, name := range mg.pnames {
 		if mg.variadic() && i == len(m.Params)-1 {
-			args = append(args, jen.Id(name).Op("..."))
-			continue
+			name += "..."
 		}
-		args = append(args, jen.Id(name))
+		args[i] = name
 	}
-	inner := jen.Id(mg.recv).Dot(mg.inner()).Dot(m.Name).Call(args...)
-	var result jen.Code = jen.Struct()
+	inner := mg.recv + "." + mg.inner() + "." + m.Name + "(" + strings.Join(args, ", ") + ")"
+	result := "struct{}"
 	if m.Result != nil {
 		var err error
-		if result, err = mg.typeCode(m.Result); err != nil {
-			return nil, mg.errorf("result: %v", err)
+		if result, err = mg.typeCode(s, m.Result); err != nil {
+			return mg.errorf("result: %v", err)
 		}
 	}
-	var ret jen.Code = jen.Return(inner)
-	if m.Result == nil {
-		ret = jen.Return(jen.Struct().Values(), inner)
-	}
-	do := mg.rt("Do").Call(
-		jen.Id(ctx),
-		jen.Id(mg.recv).Dot(mg.field),
-		jen.Op("&").Id(mg.desc),
-		jen.Op("&").Id(mg.k),
-		jen.Op("&").Id(mg.h),
-		jen.Func().Params(jen.Id(ctx).Qual(contextPath, "Context")).Params(result, jen.Error()).Block(ret),
-	)
+	do := mg.rt("Do") + "(" + ctx + ", " + mg.recv + "." + mg.field + ", &" + mg.desc + ", &" + mg.k + ", &" + mg.h +
+		", func(" + ctx + " " + mg.qual(contextPath, "Context") + ") (" + result + ", error) {"
 	if m.Result != nil {
-		return []jen.Code{jen.Return(do)}, nil
+		s.open("return ", do)
+		s.line("return ", inner)
+		s.close("})")
+		return nil
 	}
-	return []jen.Code{
-		jen.List(jen.Id("_"), jen.Id(mg.err)).Op(":=").Add(do),
-		jen.Return(jen.Id(mg.err)),
-	}, nil
+	s.open("_, ", mg.err, " := ", do)
+	s.line("return struct{}{}, ", inner)
+	s.close("})")
+	s.line("return ", mg.err)
+	return nil
 }

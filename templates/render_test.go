@@ -1,12 +1,10 @@
 package templates
 
 import (
-	"bytes"
 	"fmt"
-	"go/types"
+	"go/format"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -55,84 +53,68 @@ type Service struct{}
 	for i := range n {
 		switch i % 3 {
 		case 0:
+			fmt.Fprintf(&src, "//idem:key=req.ID+req.Customer.ID+op ttl=155s\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, req *Request, op string) (*Result, error) { return nil, nil }\n", i)
 		case 1:
+			fmt.Fprintf(&src, "//idem:key=r.Customer+\"refund\"+r.No retries=2 timeout=2s backoff=500ms downstream=2m margin=30s final=ErrRejected inflight=wait:3s\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, r Refund) (Result, error) { return Result{}, nil }\n", i)
 		default:
+			fmt.Fprintf(&src, "//idem:key=id ttl=7d hash=none\n")
 			fmt.Fprintf(&src, "func (s *Service) M%04d(ctx context.Context, id string) error { return nil }\n", i)
 		}
 	}
-	pkg := check(tb, "example.com/svc", src.String())
-	b := builder{tb, pkg}
-	rejected := pkg.Scope().Lookup("ErrRejected")
-	var methods []*annotations.Method
-	for i := range n {
-		name := fmt.Sprintf("M%04d", i)
-		var m *annotations.Method
-		switch i % 3 {
-		case 0:
-			m = b.method("Service", name, 155*time.Second, "req.ID", "req.Customer.ID", "op")
-		case 1:
-			m = b.method("Service", name, 0, "r.Customer", `"refund"`, "r.No")
-			m.Budget = &annotations.Budget{Retries: 2, Timeout: 2 * time.Second, Backoff: 500 * time.Millisecond, Downstream: 2 * time.Minute, Margin: 30 * time.Second}
-			m.TTL = 2*(m.Budget.Timeout+m.Budget.Backoff) + m.Budget.Downstream + m.Budget.Margin
-			m.Final = []annotations.FinalRef{{Name: "ErrRejected", Var: rejected.(*types.Var)}}
-			m.Inflight, m.Wait = annotations.InflightWait, 3*time.Second
-		default:
-			m = b.method("Service", name, 7*24*time.Hour, "id")
-			m.HashNone, m.Hash = true, nil
-		}
-		methods = append(methods, m)
-	}
-	return &annotations.Package{Name: "svc", Path: "example.com/svc", Types: []*annotations.Type{b.typ("Service", methods...)}}
+	return resolve(tb, "example.com/svc", src.String())
 }
 
-// renderGoimports is the former Render: jennifer's formatted output, then
-// goimports (format only) for the import groups. Render must give the same
-// bytes while formatting once.
-func renderGoimports(t *testing.T, pkg *annotations.Package) []byte {
-	t.Helper()
-	f, err := File(pkg)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	require.NoError(t, f.Render(&buf))
-	out, err := imports.Process(FileName, buf.Bytes(), &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
-	require.NoError(t, err)
-	return out
-}
-
-func TestRenderMatchesGoimports(t *testing.T) {
-	defer func(n int) { declsPerFormat = n }(declsPerFormat)
+// TestRenderIsGofmtStable: the emitters write gofmt's layout, so that
+// Render needs no gofmt pass: format.Source and goimports (format only,
+// which also groups the imports) leave every rendered file unchanged, and
+// the declarations an emitter leaves to gofmt (a struct literal type in a
+// signature) come out formatted.
+func TestRenderIsGofmtStable(t *testing.T) {
 	for name, model := range map[string]func() *annotations.Package{
-		"orders": func() *annotations.Package { return ordersModel(t) },
-		"synth":  func() *annotations.Package { return synthModel(t, 30) },
+		"orders":  func() *annotations.Package { return ordersModel(t) },
+		"synth":   func() *annotations.Package { return synthModel(t, 30) },
+		"literal": func() *annotations.Package { return literalModel(t) },
+		"long": func() *annotations.Package {
+			// A key past go/printer's alignment limit in the constructor.
+			return resolve(t, "example.com/long", `package long
+
+import "context"
+
+type AnOrderServiceWhoseNameIsLongerThanFortyBytes struct{}
+
+//idem:key=id ttl=1h
+func (s *AnOrderServiceWhoseNameIsLongerThanFortyBytes) Do(ctx context.Context, id string) error { return nil }
+`)
+		},
 	} {
-		want := string(renderGoimports(t, model()))
-		// Declarations formatted one by one, a few per pass, all in one.
-		for _, perFormat := range []int{1, 3, 32, 100000} {
-			declsPerFormat = perFormat
-			got, err := Render(model())
-			require.NoError(t, err, name)
-			assert.Equal(t, want, string(got), "%s, %d declarations per format pass", name, perFormat)
-		}
+		got, err := renderFile(model())
+		require.NoError(t, err, name)
+		formatted, err := format.Source(got)
+		require.NoError(t, err, name)
+		assert.Equal(t, string(formatted), string(got), "%s: gofmt changes the output", name)
+		grouped, err := imports.Process(FileName, got, &imports.Options{FormatOnly: true, Comments: true, TabIndent: true, TabWidth: 8})
+		require.NoError(t, err, name)
+		assert.Equal(t, string(grouped), string(got), "%s: goimports changes the output", name)
 	}
 }
 
-func TestGroupImports(t *testing.T) {
-	src := "package p\n\nimport (\n\"appengine/log\"\n\"context\"\n\"example.com/pay\"\nidem \"github.com/idemgen/idemgen/runtime/idem\"\n\"net/http\"\n\"time\"\n)\n\nvar x = 1\n"
-	got, err := groupImports([]byte(src))
-	require.NoError(t, err)
-	assert.Equal(t, "package p\n\nimport (\n\"context\"\n\"net/http\"\n\"time\"\n\n\"example.com/pay\"\nidem \"github.com/idemgen/idemgen/runtime/idem\"\n\n\"appengine/log\"\n)\n\nvar x = 1\n", string(got))
+// literalModel has a method whose signature spells struct and interface
+// literal types and whose key literal holds a list marker that could start
+// a doc comment line: the declarations go/printer lays out otherwise.
+func literalModel(t *testing.T) *annotations.Package {
+	return resolve(t, "example.com/lit", `package lit
 
-	for _, src := range []string{
-		"package p\n\nimport \"context\"\n\nvar x = 1\n",
-		"package p\n\nimport (\n\"context\"\n\"time\"\n)\n\nvar x = 1\n",
-		"package p\n\nvar x = 1\n",
-	} {
-		got, err := groupImports([]byte(src))
-		require.NoError(t, err)
-		assert.Equal(t, src, string(got))
-	}
+import "context"
+
+type Svc struct{}
+
+//idem:key=id+"- 1. a list? - 2. no" ttl=1h hash=opts
+func (s *Svc) Put(ctx context.Context, id string, opts struct{ A, B int; C string `+"`json:\"c\"`"+` }, f func(interface{ M() }) error) (struct{ N int }, error) {
+	return struct{ N int }{}, nil
+}
+`)
 }
 
 func TestNamerScopes(t *testing.T) {
@@ -158,11 +140,41 @@ func BenchmarkRender(b *testing.B) {
 		b.Run(fmt.Sprintf("methods=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := Render(model); err != nil {
+				if _, err := renderFile(model); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/method")
 		})
 	}
+}
+
+// TestDocRisky: the doc comment lines gofmt's doc formatter would rewrite
+// (list items, headings, code) mark their declaration for a gofmt pass, and
+// the doc comments the templates write are left alone; the marked lines,
+// formatted, are what gofmt makes of them.
+func TestDocRisky(t *testing.T) {
+	for line, risky := range map[string]bool{
+		"Pay is the idempotent form of": false,
+		"2×(2s+500ms)+2m+30s) every":    false,
+		"155s (the retry budget":        false,
+		`"cancel"+id+tenant) run it`:    false,
+		"- 1. a list":                   true,
+		"1. first":                      true,
+		"12) first":                     true,
+		"* item":                        true,
+		"+ item":                        true,
+		"• item":                        true,
+		"# Heading":                     true,
+		"-x":                            true,
+	} {
+		assert.Equal(t, risky, docRisky(line), line)
+	}
+	var s source
+	s.doc("A paragraph whose words wrap so that a line starts with a marker: " + strings.Repeat("x", 76) + " - 1. and so on.")
+	require.Contains(t, string(s.b), "\n// - 1. and so on.\n")
+	assert.True(t, s.format)
+	s = source{}
+	s.doc("A paragraph whose words wrap so that no line starts with a marker: " + strings.Repeat("x", 70) + " - 1. and so on.")
+	assert.False(t, s.format, "%s", s.b)
 }

@@ -6,40 +6,34 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/dave/jennifer/jen"
 )
 
-// walkPackages calls visit for the package of every named type that t
-// mentions, so that imports can be named before any code is emitted.
-func walkPackages(t types.Type, visit func(*types.Package)) {
+// eachType calls visit for t and for every type t is built from (elements,
+// keys, type arguments, fields, parameters and results, embedded interfaces
+// and methods), each once, parents first, until visit returns false. It is
+// the one walk of the types generated code spells: walkPackages and
+// spellable differ only in what they look for.
+func eachType(t types.Type, visit func(types.Type) bool) {
 	seen := map[types.Type]bool{}
+	stop := false
 	var walk func(types.Type)
 	walk = func(t types.Type) {
-		if t == nil || seen[t] {
+		if t == nil || seen[t] || stop {
 			return
 		}
 		seen[t] = true
+		if !visit(t) {
+			stop = true
+			return
+		}
 		switch t := t.(type) {
-		case *types.Basic:
-			if t.Kind() == types.UnsafePointer {
-				visit(types.Unsafe)
-			}
 		case *types.Alias:
-			if p := t.Obj().Pkg(); p != nil {
-				visit(p)
-			}
-			for i := range t.TypeArgs().Len() {
-				walk(t.TypeArgs().At(i))
+			for a := range t.TypeArgs().Types() {
+				walk(a)
 			}
 		case *types.Named:
-			if p := t.Obj().Pkg(); p != nil {
-				visit(p)
-			}
-			for i := range t.TypeArgs().Len() {
-				walk(t.TypeArgs().At(i))
+			for a := range t.TypeArgs().Types() {
+				walk(a)
 			}
 		case *types.Pointer:
 			walk(t.Elem())
@@ -64,8 +58,8 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 				walk(f.Type())
 			}
 		case *types.Interface:
-			for i := range t.NumEmbeddeds() {
-				walk(t.EmbeddedType(i))
+			for e := range t.EmbeddedTypes() {
+				walk(e)
 			}
 			for m := range t.ExplicitMethods() {
 				walk(m.Type())
@@ -75,52 +69,88 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 	walk(t)
 }
 
+// walkPackages calls visit for the package of every named type that t
+// mentions, so that imports can be named before any code is emitted.
+func walkPackages(t types.Type, visit func(*types.Package)) {
+	eachType(t, func(t types.Type) bool {
+		switch t := t.(type) {
+		case *types.Basic:
+			if t.Kind() == types.UnsafePointer {
+				visit(types.Unsafe)
+			}
+		case *types.TypeParam: // spellable refuses it
+		case interface{ Obj() *types.TypeName }: // *types.Alias, *types.Named
+			if p := t.Obj().Pkg(); p != nil {
+				visit(p)
+			}
+		}
+		return true
+	})
+}
+
 // typeCode spells t as go/types does (types.TypeString), with every package
-// name the one this file imports it under: the qualifier marks each package
-// path, and each qualified name becomes a jen.Qual, so that jennifer writes
-// the chosen import name and records the import (google/wire spells types
-// the same way). A type generated code cannot name is an error: a type
+// name the one this file imports it under, and records the imports (google/wire
+// spells types the same way). A type generated code cannot name is an error: a type
 // declared inside a function, an unexported type or struct field or
-// interface method of another package, a type parameter.
+// interface method of another package, a type parameter. A struct or
+// interface type with members is spelled on one line, which gofmt lays out
+// otherwise: the declaration is marked for a gofmt pass.
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
-func (g *gen) typeCode(t types.Type) (jen.Code, error) {
-	if err := g.spellable(t); err != nil {
-		return nil, err
+func (g *gen) typeCode(s *source, t types.Type) (string, error) {
+	sp, ok := g.spelled[t]
+	if !ok {
+		sp = g.spell(t)
+		g.spelled[t] = sp
 	}
-	const mark = "\x00"
-	s := types.TypeString(t, func(p *types.Package) string {
+	if sp.reformat {
+		s.reformat()
+	}
+	return sp.text, sp.err
+}
+
+// spelling is a type as typeCode writes it, kept per file: the parameters
+// of many methods share their types.
+type spelling struct {
+	text     string
+	reformat bool // a struct or interface type with members
+	err      error
+}
+
+// spell spells t for typeCode, recording the imports it uses.
+func (g *gen) spell(t types.Type) spelling {
+	if err := g.spellable(t); err != nil {
+		return spelling{err: err}
+	}
+	text := types.TypeString(t, func(p *types.Package) string {
 		if p.Path() == g.pkg.Path {
 			return ""
 		}
-		return mark + p.Path() + mark
+		g.used[p.Path()] = true
+		return g.imports[p.Path()]
 	})
-	code := jen.Null()
-	for s != "" {
-		i := strings.Index(s, mark)
-		if i < 0 {
-			code.Op(rawTags(s))
-			break
-		}
-		if i > 0 {
-			code.Op(rawTags(s[:i]))
-		}
-		s = s[i+len(mark):]
-		j := strings.Index(s, mark)
-		path := s[:j]
-		s = strings.TrimPrefix(s[j+len(mark):], ".")
-		n := 0
-		for n < len(s) {
-			r, size := utf8.DecodeRuneInString(s[n:])
-			if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+	if strings.Contains(text, "{") && hasMembers(text) {
+		return spelling{text: rawTags(text), reformat: true}
+	}
+	return spelling{text: text}
+}
+
+// hasMembers reports whether a type's spelling has a struct or interface
+// type with members: struct{A int}, not struct{}.
+func hasMembers(spelled string) bool {
+	for _, kw := range []string{"struct{", "interface{"} {
+		for rest := spelled; ; {
+			i := strings.Index(rest, kw)
+			if i < 0 {
 				break
 			}
-			n += size
+			rest = rest[i+len(kw):]
+			if !strings.HasPrefix(rest, "}") {
+				return true
+			}
 		}
-		code.Qual(path, s[:n])
-		s = s[n:]
 	}
-	return code, nil
+	return false
 }
 
 // quoted matches an interpreted string literal; the only ones in a type's
@@ -144,76 +174,39 @@ func rawTags(s string) string {
 // generated file cannot write t.
 func (g *gen) spellable(t types.Type) error {
 	var err error
-	seen := map[types.Type]bool{}
 	foreign := func(p *types.Package) bool { return p != nil && p.Path() != g.pkg.Path }
-	var walk func(types.Type)
-	walk = func(t types.Type) {
-		if t == nil || seen[t] || err != nil {
-			return
-		}
-		seen[t] = true
-		named := func(obj *types.TypeName, args *types.TypeList) {
-			switch {
+	eachType(t, func(t types.Type) bool {
+		switch t := t.(type) {
+		case *types.TypeParam:
+			err = fmt.Errorf("type parameter %s cannot be named outside its declaration", t.Obj().Name())
+		case interface{ Obj() *types.TypeName }: // *types.Alias, *types.Named
+			switch obj := t.Obj(); {
 			case obj.Pkg() == nil:
 			case obj.Parent() != nil && obj.Parent() != obj.Pkg().Scope():
 				err = fmt.Errorf("type %s is declared inside a function; generated code cannot name it", obj.Name())
 			case foreign(obj.Pkg()) && !obj.Exported():
 				err = fmt.Errorf("type %s of package %s is unexported; generated code cannot name it", obj.Name(), obj.Pkg().Path())
 			}
-			for i := range args.Len() {
-				walk(args.At(i))
-			}
-		}
-		switch t := t.(type) {
-		case *types.Alias:
-			named(t.Obj(), t.TypeArgs())
-		case *types.Named:
-			named(t.Obj(), t.TypeArgs())
-		case *types.TypeParam:
-			err = fmt.Errorf("type parameter %s cannot be named outside its declaration", t.Obj().Name())
 		case *types.Basic:
 			if t.Info()&types.IsUntyped != 0 {
 				err = fmt.Errorf("untyped %s has no spelling in a signature", t.Name())
-			}
-		case *types.Pointer:
-			walk(t.Elem())
-		case *types.Slice:
-			walk(t.Elem())
-		case *types.Array:
-			walk(t.Elem())
-		case *types.Map:
-			walk(t.Key())
-			walk(t.Elem())
-		case *types.Chan:
-			walk(t.Elem())
-		case *types.Signature:
-			for v := range t.Params().Variables() {
-				walk(v.Type())
-			}
-			for v := range t.Results().Variables() {
-				walk(v.Type())
 			}
 		case *types.Struct:
 			for f := range t.Fields() {
 				if !f.Exported() && foreign(f.Pkg()) {
 					err = fmt.Errorf("struct field %s of package %s is unexported; generated code cannot write the struct type", f.Name(), f.Pkg().Path())
-					return
+					break
 				}
-				walk(f.Type())
 			}
 		case *types.Interface:
-			for i := range t.NumEmbeddeds() {
-				walk(t.EmbeddedType(i))
-			}
 			for m := range t.ExplicitMethods() {
 				if !m.Exported() && foreign(m.Pkg()) {
 					err = fmt.Errorf("interface method %s of package %s is unexported; generated code cannot write the interface type", m.Name(), m.Pkg().Path())
-					return
+					break
 				}
-				walk(m.Type())
 			}
 		}
-	}
-	walk(t)
+		return err == nil
+	})
 	return err
 }

@@ -2,8 +2,22 @@
 // resolved annotation model (annotations.Package).
 //
 // Each emitter is one small function per generated construct, with the shape
-// it writes in a comment above it (jennifer's genjen style). Templates never
-// look at syntax or at go/packages: a hand-built model is enough to test them.
+// it writes in a comment above it. The emitters write the text in gofmt's
+// layout (see source), so that the file needs no gofmt pass. Templates never
+// look at syntax or at go/packages, and decide nothing about types: they
+// print the model annotations.ResolvePackage resolved.
+//
+// # API
+//
+// The package is public, at the top level of the module, so that a tool of
+// your own can turn a resolved model into the same files idemgen writes (a
+// checker that compares them, a generator for another layout) without
+// running the command. Its API, kept compatible within a major version, is
+// RenderFiles and Output, and the names of the generated files' contract:
+// FileName, Header, BuildTag, RuntimePath and WrapperNames. The bytes
+// RenderFiles writes are not API: they follow the runtime's generated-code
+// contract (idem.GeneratedCodeVersion1), and change with it and with the
+// wording of the generated doc comments. See docs/decisions/gen-api.md.
 package templates
 
 import (
@@ -12,16 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"go/build/constraint"
-	"go/format"
 	"go/token"
 	"go/types"
+	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -44,91 +55,21 @@ const (
 	timePath    = "time"
 )
 
-// Render returns the gofmt'd source of the idem_gen.go file for pkg. The same
-// model always gives the same bytes.
+// renderFile returns the gofmt'd source of one idem_gen.go file holding
+// every declaration of pkg, whatever their build constraints (RenderFiles
+// without the split, for the tests). The same model always gives the same
+// bytes.
 //
-// Declarations are built and rendered by one jen.File, which records the
-// imports they use, then gofmt'd a few at a time (formatDecls: the printer
-// lays out each top-level declaration on its own, and one pass over the
-// whole file costs more than passes over its pieces). The header and the
-// imports, grouped as goimports groups them, are formatted last. The bytes
-// are those of formatting the whole file and then running goimports over it
-// (see TestRenderMatchesGoimports).
-//
-// Render runs on the caller's goroutine: formatting the declarations on
-// GOMAXPROCS goroutines, each with its own jen.File and a merge of their
-// imports, was measured at 1,000 methods (issue 11) and did not make the
-// generator faster on the 2-core machine the benchmarks run on.
-func Render(pkg *annotations.Package) ([]byte, error) {
+// The emitters write the file in gofmt's layout (see source), so that only
+// the rare declaration whose layout they leave to gofmt is formatted. The
+// bytes are those of formatting the whole file and then running goimports
+// over it (TestRenderIsGofmtStable).
+func renderFile(pkg *annotations.Package) ([]byte, error) {
 	g, err := newGen(pkg)
 	if err != nil {
 		return nil, err
 	}
 	return g.render()
-}
-
-// render is Render of the declarations g.decls returns.
-func (g *gen) render() ([]byte, error) {
-	pkg := g.pkg
-	decls := g.decls()
-	// A mark before each declaration splits jennifer's rendering.
-	f := g.newFile()
-	f.NoFormat = true
-	for _, d := range decls {
-		code, err := d.build()
-		if err != nil {
-			return nil, positioned(err)
-		}
-		f.Add(jen.Comment(declMark))
-		f.Add(code)
-	}
-	var pos token.Position
-	if len(pkg.Types) > 0 {
-		pos = pkg.Types[0].Pos
-	}
-	if len(decls) > 0 {
-		pos = decls[0].pos
-	}
-	var buf bytes.Buffer
-	if err := f.Render(&buf); err != nil {
-		return nil, internalError(pos, err)
-	}
-	parts := bytes.Split(buf.Bytes(), []byte("\n"+declMark+"\n"))
-	if len(parts) != len(decls)+1 {
-		return nil, internalError(pos, fmt.Errorf("%d declarations rendered as %d", len(decls), len(parts)-1))
-	}
-	head, decl := parts[0], parts[1:]
-	var pieces [][]byte
-	for c := 0; c < len(decl); c += declsPerFormat {
-		out, i, err := formatDecls(decl[c:min(c+declsPerFormat, len(decl))])
-		if err != nil {
-			return nil, internalError(decls[c+i].pos, err)
-		}
-		pieces = append(pieces, out)
-	}
-	head, err := groupImports(head)
-	if err == nil {
-		head, err = format.Source(head)
-	}
-	if err != nil {
-		var pos token.Position
-		if len(pkg.Types) > 0 {
-			pos = pkg.Types[0].Pos
-		}
-		return nil, internalError(pos, err)
-	}
-	n := len(head)
-	for _, p := range pieces {
-		n += len(p) + 2
-	}
-	out := make([]byte, 0, n)
-	out = append(out, head...)
-	for _, p := range pieces {
-		out = append(out, '\n')
-		out = append(out, p...)
-		out = append(out, '\n')
-	}
-	return out, nil
 }
 
 // internalError reports generated code that does not render or format: a
@@ -149,114 +90,6 @@ func positioned(err error) error {
 	return err
 }
 
-// declMark separates the declarations in jennifer's rendering. Go source
-// cannot hold a NUL, even in a comment, so no declaration contains it.
-const declMark = "//\x00idemgen\x00"
-
-// formatDecls gofmts consecutive top-level declarations in one pass and
-// returns them one blank line apart, without a final newline: the bytes of
-// formatting each on its own and joining them with a blank line, since the
-// printer lays out each top-level declaration on its own (a blank line ends
-// every alignment section). One pass per few declarations saves the fixed
-// cost of a parse and a print per declaration; a pass over the whole file
-// would cost more than the pieces. On an error it formats the declarations
-// one by one and returns the index of the first that fails.
-func formatDecls(parts [][]byte) ([]byte, int, error) {
-	n := len(declPackage)
-	for _, p := range parts {
-		n += len(p) + 2
-	}
-	src := make([]byte, 0, n)
-	src = append(src, declPackage...)
-	for i, p := range parts {
-		if i > 0 {
-			src = append(src, "\n\n"...)
-		}
-		src = append(src, p...)
-	}
-	out, err := format.Source(src)
-	if err == nil {
-		return bytes.TrimSuffix(bytes.TrimPrefix(out, []byte(declPackage)), []byte("\n")), 0, nil
-	}
-	for i, p := range parts {
-		if _, err := format.Source(append([]byte(declPackage), p...)); err != nil {
-			return nil, i, err
-		}
-	}
-	return nil, 0, err
-}
-
-// declsPerFormat is how many declarations formatDecls formats in one pass.
-var declsPerFormat = 32
-
-// declPackage is the package clause each declaration is formatted under.
-const declPackage = "package p\n\n"
-
-// groupImports rewrites the import block of jennifer's unformatted source,
-//
-//	import (
-//	"context"
-//	"example.com/pay"
-//	idem "github.com/idemgen/idemgen/runtime/idem"
-//	"time"
-//	)
-//
-// into goimports' groups, a blank line apart: the standard library, then
-// paths whose first element has a dot, in goimports' order (by group, then
-// by path; jennifer already sorted them by path, which gofmt keeps within
-// each group). A file with a single import is returned unchanged.
-func groupImports(src []byte) ([]byte, error) {
-	const blockOpen, blockClose = "\nimport (\n", "\n)\n"
-	start := bytes.Index(src, []byte(blockOpen))
-	if start < 0 {
-		return src, nil
-	}
-	start += len(blockOpen)
-	if bytes.HasPrefix(src[start:], []byte(")")) {
-		return src, nil
-	}
-	n := bytes.Index(src[start:], []byte(blockClose))
-	if n < 0 {
-		return nil, fmt.Errorf("unterminated import block")
-	}
-	block := src[start : start+n+1] // every line with its newline
-	var lines [][]byte
-	for len(block) > 0 {
-		i := bytes.IndexByte(block, '\n')
-		lines, block = append(lines, block[:i+1]), block[i+1:]
-	}
-	groupOf := func(line []byte) int {
-		q := bytes.IndexByte(line, '"')
-		if q < 0 {
-			return 0
-		}
-		path, err := strconv.Unquote(string(bytes.TrimSpace(line[q:])))
-		if err != nil {
-			return 0
-		}
-		return importGroup(path)
-	}
-	groups := make([]int, len(lines))
-	for i, l := range lines {
-		groups[i] = groupOf(l)
-	}
-	order := make([]int, len(lines))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(groups[a], groups[b]) })
-
-	out := make([]byte, 0, len(src)+8)
-	out = append(out, src[:start]...)
-	for j, i := range order {
-		if j > 0 && groups[i] != groups[order[j-1]] {
-			out = append(out, '\n')
-		}
-		out = append(out, lines[i]...)
-	}
-	return append(out, src[start+n+1:]...), nil
-}
-
 // importGroup is goimports' group of an import path (without a local
 // prefix): 0 for the standard library, 1 when the first element has a dot,
 // 2 for appengine paths.
@@ -271,63 +104,12 @@ func importGroup(path string) int {
 	return 0
 }
 
-// File returns the jennifer file for pkg:
-//
-//	// Code generated by idemgen. DO NOT EDIT.
-//
-//	//go:build !idemgen
-//
-//	package orders
-//
-//	import (...)
-//
-//	<handshake>
-//	<for each type: wrapper type, interface assertion, constructor,
-//	 for each method: method descriptor, method>
-func File(pkg *annotations.Package) (*jen.File, error) {
-	g, err := newGen(pkg)
-	if err != nil {
-		return nil, err
-	}
-	f := g.newFile()
-	for _, decl := range g.decls() {
-		code, err := decl.build()
-		if err != nil {
-			return nil, positioned(err)
-		}
-		f.Add(code)
-	}
-	return f, nil
-}
-
-// newFile returns an empty jennifer file with the header and the import
-// names of the plan.
-func (g *gen) newFile() *jen.File {
-	var f *jen.File
-	if g.pkg.Path != "" {
-		f = jen.NewFilePathName(g.pkg.Path, g.pkg.Name)
-	} else {
-		f = jen.NewFile(g.pkg.Name)
-	}
-	f.HeaderComment(Header + "\n\n//go:build " + g.buildExpr())
-	for _, path := range slices.Sorted(mapsKeys(g.imports)) {
-		name := g.imports[path]
-		if name == g.realNames[path] && name == assumedName(path) {
-			f.ImportName(path, name)
-		} else {
-			f.ImportAlias(path, name)
-		}
-	}
-	return f
-}
-
 // decls returns the top-level declarations of the file in order, each
-// built when called. Those of different methods share nothing they write,
-// so that they can be built concurrently.
+// written when built.
 func (g *gen) decls() []decl {
 	var ds []decl
-	add := func(pos token.Position, build func() jen.Code) {
-		ds = append(ds, decl{pos: pos, build: func() (jen.Code, error) { return build(), nil }})
+	add := func(pos token.Position, build func(*source)) {
+		ds = append(ds, decl{pos: pos, build: func(s *source) error { build(s); return nil }})
 	}
 	add(g.types[0].t.Pos, g.handshake)
 	for _, tg := range g.types {
@@ -349,27 +131,17 @@ func (g *gen) decls() []decl {
 			continue
 		}
 		for _, fn := range tg.passes {
-			ds = append(ds, decl{pos: tg.t.Pos, build: func() (jen.Code, error) { return tg.passThrough(fn) }})
+			ds = append(ds, decl{pos: tg.t.Pos, build: func(s *source) error { return tg.passThrough(s, fn) }})
 		}
 	}
 	return ds
 }
 
 // decl is one top-level declaration of the file: where its errors are
-// reported, and how it is built.
+// reported, and how it is written.
 type decl struct {
 	pos   token.Position
-	build func() (jen.Code, error)
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
+	build func(*source) error
 }
 
 // gen holds what every emitter of one file needs: the names chosen for
@@ -378,6 +150,8 @@ type gen struct {
 	pkg       *annotations.Package
 	tpkg      *types.Package    // the package's go/types object, when known
 	imports   map[string]string // import path -> name in the generated file
+	used      map[string]bool   // import paths the file's declarations use
+	spelled   map[types.Type]spelling
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
 	// scope holds the package-level names of the package and of this file
@@ -396,7 +170,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 	if pkg == nil || len(pkg.Types) == 0 {
 		return nil, fmt.Errorf("idemgen: nothing to generate")
 	}
-	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}}
+	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, used: map[string]bool{}, spelled: map[types.Type]spelling{}}
 	for _, t := range pkg.Types {
 		if t.Obj != nil && t.Obj.Pkg() != nil {
 			g.tpkg = t.Obj.Pkg()
@@ -425,6 +199,14 @@ func (g *gen) planImports() error {
 		}
 	}
 	for _, t := range g.pkg.Types {
+		// A type with a method named like itself gets pass-through
+		// methods (typeGen.planNext), whose signatures name their types.
+		fns := (&typeGen{gen: g, t: t}).methodSet()
+		if slices.ContainsFunc(fns, func(fn *types.Func) bool { return fn.Name() == t.Name }) {
+			for _, fn := range fns {
+				walkPackages(fn.Type(), visit)
+			}
+		}
 		for _, m := range t.Methods {
 			for _, p := range m.Params {
 				walkPackages(p.Type, visit)
@@ -487,7 +269,7 @@ func (g *gen) planImports() error {
 	}
 	// context and time first, then the rest by path: deterministic, and
 	// the standard names stay standard.
-	paths := slices.SortedFunc(mapsKeys(need), func(a, b string) int {
+	paths := slices.SortedFunc(maps.Keys(need), func(a, b string) int {
 		return cmp.Or(cmp.Compare(stdRank(a), stdRank(b)), cmp.Compare(a, b))
 	})
 	for _, path := range paths {
@@ -595,41 +377,53 @@ func (g *gen) planDecls() error {
 	return nil
 }
 
-// rt returns the code for a name of the runtime: idem.Do.
-func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name) }
-
 // handshake is the drift guard against an incompatible runtime:
 //
 //	// Compile-time check that this file was generated for a compatible runtime.
 //	const _ = idem.GeneratedCodeVersion1
-func (g *gen) handshake() jen.Code {
-	return jen.Comment("Compile-time check that this file was generated for a compatible runtime.").Line().
-		Const().Id("_").Op("=").Add(g.rt("GeneratedCodeVersion1"))
+func (g *gen) handshake(s *source) {
+	s.line("// Compile-time check that this file was generated for a compatible runtime.")
+	s.line("const _ = ", g.rt("GeneratedCodeVersion1"))
 }
 
-// doc renders paragraphs as a // comment block wrapped at 80 columns, with
+// doc writes paragraphs as a // comment block wrapped at 80 columns, with
 // an empty comment line between paragraphs.
-func doc(paragraphs ...string) *jen.Statement {
-	var b strings.Builder
+func (s *source) doc(paragraphs ...string) {
 	for i, p := range paragraphs {
 		if i > 0 {
-			b.WriteString("\n//\n")
+			s.line("//")
 		}
-		line := 0
-		for j, w := range strings.Fields(p) {
+		start, width := -1, 0
+		for w := range strings.FieldsSeq(p) {
 			switch {
-			case j == 0:
-				b.WriteString("// ")
-				line = 3 + len(w)
-			case line+1+len(w) > 80:
-				b.WriteString("\n// ")
-				line = 3 + len(w)
+			case start < 0:
+			case width+1+len(w) > 80:
+				s.endDoc(start)
 			default:
-				b.WriteByte(' ')
-				line += 1 + len(w)
+				s.b = append(s.b, ' ')
+				width += 1 + len(w)
+				s.b = append(s.b, w...)
+				continue
 			}
-			b.WriteString(w)
+			s.tabs()
+			s.b = append(s.b, "// "...)
+			start, width = len(s.b), 3+len(w)
+			s.b = append(s.b, w...)
+		}
+		if start >= 0 {
+			s.endDoc(start)
 		}
 	}
-	return jen.Comment(b.String())
+}
+
+// endDoc ends a doc comment line whose text starts at s.b[start:].
+func (s *source) endDoc(start int) {
+	first := s.b[start:]
+	if i := bytes.IndexByte(first, ' '); i >= 0 {
+		first = first[:i]
+	}
+	if docRisky(string(first)) {
+		s.reformat()
+	}
+	s.b = append(s.b, '\n')
 }

@@ -1,9 +1,7 @@
 package templates
 
 import (
-	"bytes"
 	"flag"
-	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dave/jennifer/jen"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -49,119 +46,23 @@ var fakes = fakeImporter{
 	"example.com/ctxless/time": "package time\ntype Stamp int64",
 }
 
-// check type-checks src as package path and returns it.
-func check(t testing.TB, path, src string) *types.Package {
+// resolve type-checks src as package path and resolves its annotations:
+// the templates print the resolver's model, so the tests build it the same
+// way.
+func resolve(t testing.TB, path, src string) *annotations.Package {
 	t.Helper()
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "src.go", src, 0)
+	f, err := parser.ParseFile(fset, "src.go", src, parser.ParseComments)
 	require.NoError(t, err)
-	pkg, err := (&types.Config{Importer: fakes}).Check(path, fset, []*ast.File{f}, nil)
+	info := &types.Info{
+		Defs: map[*ast.Ident]types.Object{}, Uses: map[*ast.Ident]types.Object{},
+		Types: map[ast.Expr]types.TypeAndValue{}, Implicits: map[ast.Node]types.Object{},
+	}
+	pkg, err := (&types.Config{Importer: fakes}).Check(path, fset, []*ast.File{f}, info)
 	require.NoError(t, err)
-	return pkg
-}
-
-// builder makes hand-built models from a type-checked package.
-type builder struct {
-	t   testing.TB
-	pkg *types.Package
-}
-
-func (b builder) typ(name string, methods ...*annotations.Method) *annotations.Type {
-	obj := b.pkg.Scope().Lookup(name).(*types.TypeName)
-	return &annotations.Type{Name: name, Obj: obj, Interface: types.IsInterface(obj.Type()), Methods: methods}
-}
-
-// method builds a Method of type tname with key parts given as paths
-// ("order.ID", `"lit"`, "op", "tenant") and every parameter hashed.
-func (b builder) method(tname, name string, ttl time.Duration, key ...string) *annotations.Method {
-	b.t.Helper()
-	obj := b.pkg.Scope().Lookup(tname).(*types.TypeName)
-	recv := obj.Type()
-	if !types.IsInterface(recv) {
-		recv = types.NewPointer(recv)
-	}
-	fn, _, _ := types.LookupFieldOrMethod(recv, true, b.pkg, name)
-	require.NotNil(b.t, fn, "%s.%s", tname, name)
-	f := fn.(*types.Func)
-	sig := f.Type().(*types.Signature)
-	m := &annotations.Method{Name: name, Op: tname + "." + name, Func: f, Sig: sig, TTL: ttl}
-	for i := range sig.Params().Len() {
-		v := sig.Params().At(i)
-		pname := v.Name()
-		if pname == "" || pname == "_" {
-			pname = fmt.Sprintf("p%d", i)
-		}
-		m.Params = append(m.Params, annotations.Param{Name: pname, Type: v.Type()})
-		if i > 0 {
-			m.Hash = append(m.Hash, i)
-		}
-	}
-	if sig.Results().Len() == 2 {
-		m.Result = sig.Results().At(0).Type()
-	}
-	for _, k := range key {
-		m.Key = append(m.Key, b.part(m, k))
-	}
-	return m
-}
-
-func (b builder) part(m *annotations.Method, expr string) annotations.KeyPart {
-	b.t.Helper()
-	switch {
-	case strings.HasPrefix(expr, `"`):
-		return annotations.KeyPart{Kind: annotations.PartLiteral, Expr: expr, Literal: strings.Trim(expr, `"`)}
-	case expr == "op":
-		return annotations.KeyPart{Kind: annotations.PartOp, Expr: expr}
-	case expr == "tenant":
-		return annotations.KeyPart{Kind: annotations.PartTenant, Expr: expr}
-	}
-	names := strings.Split(expr, ".")
-	p := annotations.KeyPart{Kind: annotations.PartPath, Expr: expr, Param: -1}
-	for i, prm := range m.Params {
-		if prm.Name == names[0] {
-			p.Param = i
-		}
-	}
-	require.GreaterOrEqual(b.t, p.Param, 0, expr)
-	t := m.Params[p.Param].Type
-	for _, n := range names[1:] {
-		method := strings.HasSuffix(n, "()")
-		n = strings.TrimSuffix(n, "()")
-		_, isPtr := t.Underlying().(*types.Pointer)
-		obj, _, _ := types.LookupFieldOrMethod(t, true, b.pkg, n)
-		require.NotNil(b.t, obj, "%s in %s", n, expr)
-		p.Steps = append(p.Steps, annotations.Step{Name: n, Method: method, NilCheck: isPtr || types.IsInterface(t)})
-		if method {
-			t = obj.Type().(*types.Signature).Results().At(0).Type()
-		} else {
-			t = obj.Type()
-		}
-	}
-	p.Type = t
-	p.Encoding = encodingOf(t)
-	return p
-}
-
-func encodingOf(t types.Type) annotations.Encoding {
-	if b, ok := t.Underlying().(*types.Basic); ok {
-		switch {
-		case b.Info()&types.IsString != 0:
-			return annotations.EncString
-		case b.Info()&types.IsUnsigned != 0:
-			return annotations.EncUint
-		case b.Info()&types.IsInteger != 0:
-			return annotations.EncInt
-		case b.Info()&types.IsBoolean != 0:
-			return annotations.EncBool
-		}
-	}
-	if _, ok := t.Underlying().(*types.Array); ok {
-		return annotations.EncBytes
-	}
-	if types.NewMethodSet(t).Lookup(nil, "String") != nil || types.NewMethodSet(types.NewPointer(t)).Lookup(nil, "String") != nil {
-		return annotations.EncStringer
-	}
-	return annotations.EncTextMarshal
+	model, err := annotations.ResolvePackage(fset, []*ast.File{f}, pkg, info)
+	require.NoError(t, err)
+	return model
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.
@@ -201,51 +102,43 @@ func (id OrderID) String() string { return string(id) }
 
 type Msg interface{ Key() string; Meta() *Customer }
 
-var ErrInsufficientFunds error
+var ErrInsufficientFunds error = pay.ErrClosed
 
 type OrderService struct{ db *pgx.Conn }
 
-func (s *OrderService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error) { return nil, nil }
+//idem:key=order.ID+op retries=2 timeout=2s backoff=500ms downstream=120s margin=30s
+//idem:lease=10s inflight=wait:3s final=ErrInsufficientFunds|pay.ErrClosed
+func (s *OrderService) Pay(ctx context.Context, order *Order, note string) (*Receipt, error) { return nil, nil }
+
+//idem:key="cancel"+id+tenant ttl=7d
 func (s *OrderService) Cancel(ctx context.Context, id OrderID) error { return nil }
+
+//idem:key=msg.Key()+msg.Meta().UUID ttl=90m hash=raw
 func (s OrderService) Consume(ctx context.Context, msg Msg, raw []byte, n uint16) (int, error) { return 0, nil }
 
 type Store interface {
+	//idem:key=k+h ttl=1m hash=none
 	Get(ctx context.Context, k string, h int) (map[string][]*pay.Amount, error)
 }
 `
 
 func ordersModel(t *testing.T) *annotations.Package {
-	pkg := check(t, "example.com/orders", ordersSrc)
-	b := builder{t, pkg}
-	pay := b.method("OrderService", "Pay", 155*time.Second, "order.ID", "op")
-	pay.Budget = &annotations.Budget{Retries: 2, Timeout: 2 * time.Second, Backoff: 500 * time.Millisecond, Downstream: 120 * time.Second, Margin: 30 * time.Second}
-	pay.Final = []annotations.FinalRef{
-		{Name: "ErrInsufficientFunds", Var: pkg.Scope().Lookup("ErrInsufficientFunds").(*types.Var)},
-		{Name: "pay.ErrClosed", Var: pkg.Imports()[1].Scope().Lookup("ErrClosed").(*types.Var)},
-	}
-	pay.Inflight, pay.Wait, pay.Lease = annotations.InflightWait, 3*time.Second, 10*time.Second
-	cancel := b.method("OrderService", "Cancel", 7*24*time.Hour, `"cancel"`, "id", "tenant")
-	consume := b.method("OrderService", "Consume", 90*time.Minute, "msg.Key()", "msg.Meta().UUID")
-	consume.Hash = []int{2}
-	get := b.method("Store", "Get", time.Minute, "k", "h")
-	get.HashNone, get.Hash = true, nil
-	return &annotations.Package{Name: "orders", Path: "example.com/orders", Types: []*annotations.Type{
-		b.typ("OrderService", pay, cancel, consume),
-		b.typ("Store", get),
-	}}
+	return resolve(t, "example.com/orders", ordersSrc)
 }
 
 func TestRenderOrders(t *testing.T) {
-	got, err := Render(ordersModel(t))
+	got, err := renderFile(ordersModel(t))
 	require.NoError(t, err)
 	golden(t, "orders.golden", got)
 
-	again, err := Render(ordersModel(t))
+	again, err := renderFile(ordersModel(t))
 	require.NoError(t, err)
 	assert.Equal(t, string(got), string(again), "same model, same bytes")
 }
 
 func TestDurationCode(t *testing.T) {
+	g, err := newGen(ordersModel(t))
+	require.NoError(t, err)
 	for d, want := range map[time.Duration]string{
 		155 * time.Second:       "155 * time.Second",
 		time.Minute:             "time.Minute",
@@ -254,29 +147,7 @@ func TestDurationCode(t *testing.T) {
 		90 * time.Minute:        "90 * time.Minute",
 		3 * time.Nanosecond:     "time.Duration(3)",
 	} {
-		assert.Equal(t, want, fmt.Sprintf("%#v", durationCode(d)), d)
-	}
-}
-
-func TestHashAdd(t *testing.T) {
-	pkg := check(t, "example.com/h", "package h\ntype Name string\ntype Big struct{}\ntype Raw []byte")
-	h, v := jen.Id("h"), jen.Id("x")
-	for _, c := range []struct {
-		t    types.Type
-		want string
-	}{
-		{types.Typ[types.String], "h.String(x)"},
-		{pkg.Scope().Lookup("Name").Type(), "h.String(string(x))"},
-		{types.Typ[types.Int32], "h.Int(int64(x))"},
-		{types.Typ[types.Int64], "h.Int(x)"},
-		{types.Typ[types.Uint8], "h.Uint(uint64(x))"},
-		{types.Typ[types.Float32], "h.Float(float64(x))"},
-		{types.Typ[types.Bool], "h.Bool(x)"},
-		{types.NewSlice(types.Typ[types.Byte]), "h.Bytes(x)"},
-		{pkg.Scope().Lookup("Raw").Type(), "h.Bytes([]byte(x))"},
-		{pkg.Scope().Lookup("Big").Type(), "h.Value(x)"},
-	} {
-		assert.Equal(t, c.want, fmt.Sprintf("%#v", hashAdd(jen.Add(h), jen.Add(v), c.t)), c.t.String())
+		assert.Equal(t, want, g.durationCode(d), d)
 	}
 }
 
@@ -286,7 +157,7 @@ func TestImportNames(t *testing.T) {
 	// package uses for them, the runtime and the standard time package
 	// step aside, and the parameter is renamed (it would shadow the import
 	// of context in the wrapper's body).
-	pkg := check(t, "example.com/desk", `package desk
+	model := resolve(t, "example.com/desk", `package desk
 
 import (
 	ctx "context"
@@ -298,11 +169,10 @@ var clock = 1
 
 type Desk struct{}
 
+//idem:key=t ttl=1h
 func (d *Desk) Open(c ctx.Context, t idem.Token, context time.Stamp) (string, error) { return "", nil }
 `)
-	b := builder{t, pkg}
-	m := b.method("Desk", "Open", time.Hour, "t")
-	g, err := newGen(&annotations.Package{Name: "desk", Path: "example.com/desk", Types: []*annotations.Type{b.typ("Desk", m)}})
+	g, err := newGen(model)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{
 		"context":                  "context",
@@ -328,7 +198,7 @@ func TestAssumedName(t *testing.T) {
 }
 
 func TestWrapperNameClash(t *testing.T) {
-	pkg := check(t, "example.com/s", `package s
+	model := resolve(t, "example.com/s", `package s
 
 import "context"
 
@@ -338,12 +208,11 @@ type IdempotentS int
 
 func NewIdempotentS() {}
 
+//idem:key=id ttl=1h
 func (s *S) Do(ctx context.Context, id string) error { return nil }
 `)
-	b := builder{t, pkg}
-	s := b.typ("S", b.method("S", "Do", time.Hour, "id"))
-	s.Pos = token.Position{Filename: "s.go", Line: 5, Column: 6}
-	_, err := Render(&annotations.Package{Name: "s", Path: "example.com/s", Types: []*annotations.Type{s}})
+	model.Types[0].Pos = token.Position{Filename: "s.go", Line: 5, Column: 6}
+	_, err := renderFile(model)
 	assert.EqualError(t, err, "s.go:5:6: IdempotentS is already declared in package s; idemgen declares it for the annotated type S: rename one of them\n"+
 		"s.go:5:6: NewIdempotentS is already declared in package s; idemgen declares it for the annotated type S: rename one of them")
 }
@@ -360,43 +229,50 @@ func TestEmitters(t *testing.T) {
 	g, err := newGen(model)
 	require.NoError(t, err)
 	store := g.types[1]
-	assert.Equal(t, "var _ orders.Store = (*IdempotentStore)(nil)", fmt.Sprintf("%#v", store.interfaceAssertion()))
-	assert.Equal(t, "// Compile-time check that this file was generated for a compatible runtime.\nconst _ = idem.GeneratedCodeVersion1",
-		fmt.Sprintf("%#v", g.handshake()))
+	var s source
+	store.interfaceAssertion(&s)
+	assert.Equal(t, "var _ Store = (*IdempotentStore)(nil)\n", string(s.b))
+	s = source{}
+	g.handshake(&s)
+	assert.Equal(t, "// Compile-time check that this file was generated for a compatible runtime.\nconst _ = idem.GeneratedCodeVersion1\n",
+		string(s.b))
 
 	// A path through a method whose result is checked binds it once.
 	svc := g.types[0]
 	consume := svc.methods[2]
 	consume.names = newNamer(map[string]bool{"ctx": true, "msg": true, "raw": true, "n": true})
 	consume.k = "k"
-	pc, err := consume.pathPart(consume.m.Key[1])
+	pc, err := consume.pathPart(&s, consume.m.Key[1])
 	require.NoError(t, err)
+	s = source{}
+	pc.write(&s, "k")
 	assert.Equal(t, `if msg == nil {
 	k.Missing("msg.Meta().UUID")
 } else if v := msg.Meta(); v == nil {
 	k.Missing("msg.Meta().UUID")
 } else {
 	k.Bytes("msg.Meta().UUID", v.UUID[:])
-}`, fmt.Sprintf("%#v", jen.Add(pc.code("k")...)))
+}
+`, string(s.b))
 }
 
 // TestRenderInternalError: generated code that does not format (here from a
 // model no resolver would build, a method name with a space) is an internal
 // error at the method, asking for a report, never a dump of generated code.
 func TestRenderInternalError(t *testing.T) {
-	pkg := check(t, "example.com/desk", `package desk
+	model := resolve(t, "example.com/desk", `package desk
 
 import "context"
 
 type Desk struct{}
 
+//idem:key=id ttl=1h
 func (d *Desk) Open(ctx context.Context, id string) (string, error) { return "", nil }
 `)
-	b := builder{t, pkg}
-	m := b.method("Desk", "Open", time.Hour, "id")
+	m := model.Types[0].Methods[0]
 	m.Name = "Open Now"
 	m.Pos = token.Position{Filename: "desk.go", Line: 7, Column: 16}
-	_, err := Render(&annotations.Package{Name: "desk", Path: "example.com/desk", Types: []*annotations.Type{b.typ("Desk", m)}})
+	_, err := renderFile(model)
 	var list annotations.ErrorList
 	require.ErrorAs(t, err, &list)
 	require.Len(t, list, 1)
@@ -407,35 +283,11 @@ func (d *Desk) Open(ctx context.Context, id string) (string, error) { return "",
 	assert.NotContains(t, list[0].Msg, "\n")
 }
 
-// TestBytesCode: every byte-like form converts to []byte; an array or
-// slice of a named byte type goes through string, since []B does not
-// convert to []byte.
-func TestBytesCode(t *testing.T) {
-	pkg := check(t, "example.com/b", "package b\ntype B byte\ntype A = byte\ntype ID [4]B\ntype UUID [16]byte\ntype Raw []byte\ntype Bs []B")
-	lookup := func(name string) types.Type { return pkg.Scope().Lookup(name).Type() }
-	for _, c := range []struct {
-		t    types.Type
-		want string
-	}{
-		{types.NewArray(types.Typ[types.Byte], 4), "x[:]"},
-		{types.NewArray(lookup("A"), 4), "x[:]"},
-		{lookup("UUID"), "x[:]"},
-		{lookup("ID"), "[]byte(string(x[:]))"},
-		{types.NewArray(lookup("B"), 2), "[]byte(string(x[:]))"},
-		{types.NewSlice(types.Typ[types.Byte]), "x"},
-		{lookup("Raw"), "[]byte(x)"},
-		{lookup("Bs"), "[]byte(string(x))"},
-		{types.NewSlice(lookup("B")), "[]byte(string(x))"},
-	} {
-		assert.Equal(t, c.want, fmt.Sprintf("%#v", bytesCode(jen.Id("x"), c.t)), c.t.String())
-	}
-}
-
 // TestTypeCode: types are spelled by go/types, with the file's import
 // names (here idem for the user's package example.com/other/idem, and the
 // runtime as idemrt), and types the file cannot name are errors.
 func TestTypeCode(t *testing.T) {
-	pkg := check(t, "example.com/desk", `package desk
+	model := resolve(t, "example.com/desk", `package desk
 
 import (
 	"context"
@@ -447,6 +299,7 @@ type Box[T any] struct{ V T }
 
 type Desk struct{}
 
+//idem:key=t ttl=1h
 func (d *Desk) Open(ctx context.Context, t idem.Token, a pay.Amount) (string, error) { return "", nil }
 
 type (
@@ -460,23 +313,21 @@ type (
 	I interface{ M(chan<- idem.Token) }
 )
 `)
-	b := builder{t, pkg}
-	g, err := newGen(&annotations.Package{Name: "desk", Path: "example.com/desk",
-		Types: []*annotations.Type{b.typ("Desk", b.method("Desk", "Open", time.Hour, "t"))}})
+	g, err := newGen(model)
+	pkg := model.Types[0].Obj.Pkg()
 	require.NoError(t, err)
 	spell := func(typ types.Type) string {
-		c, err := g.typeCode(typ)
+		var s source
+		c, err := g.typeCode(&s, typ)
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		f := jen.NewFilePathName("example.com/desk", "desk")
-		f.ImportName("example.com/other/idem", "idem")
-		f.ImportName("example.com/pay", "pay")
-		f.Type().Id("T").Add(c)
-		var buf bytes.Buffer
-		require.NoError(t, f.Render(&buf))
-		src := buf.String()
-		return strings.TrimSpace(src[strings.Index(src, "type T ")+len("type T "):])
+		if !s.format {
+			return c
+		}
+		out, err := formatDecl([]byte("type T " + c + "\n"))
+		require.NoError(t, err)
+		return strings.TrimSpace(strings.TrimPrefix(string(out), "type T "))
 	}
 	under := func(name string) types.Type { return pkg.Scope().Lookup(name).Type().Underlying() }
 	assert.Equal(t, "chan (<-chan int)", spell(under("C1")))

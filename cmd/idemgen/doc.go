@@ -15,7 +15,7 @@
 //
 // The go run form needs the command's package in the module (not only
 // github.com/idemgen/idemgen, or go run fails with a missing go.sum entry for
-// github.com/dave/jennifer):
+// golang.org/x/tools/go/packages):
 //
 //	go get github.com/idemgen/idemgen/cmd/idemgen
 //

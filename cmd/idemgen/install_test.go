@@ -147,7 +147,7 @@ func TestInstallGoRun(t *testing.T) {
 	mustGo(t, dir, "get", "github.com/idemgen/idemgen"+atReplaced)
 	out, ok := gocmd(t, dir, "generate", "./...")
 	require.False(t, ok, "only the module: %s", out)
-	assert.Contains(t, out, "missing go.sum entry for module providing package github.com/dave/jennifer/jen")
+	assert.Contains(t, out, "missing go.sum entry for module providing package golang.org/x/tools/go/packages")
 	assert.NoFileExists(t, gen)
 
 	mustGo(t, dir, "get", "github.com/idemgen/idemgen/cmd/idemgen"+atReplaced)
@@ -157,7 +157,7 @@ func TestInstallGoRun(t *testing.T) {
 	mustGo(t, dir, "mod", "tidy")
 	out, ok = gocmd(t, dir, "generate", "./...")
 	require.False(t, ok, "go mod tidy drops the command's dependencies: %s", out)
-	assert.Contains(t, out, "missing go.sum entry for module providing package github.com/dave/jennifer/jen")
+	assert.Contains(t, out, "missing go.sum entry for module providing package golang.org/x/tools/go/packages")
 
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "tools"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "tools", "tools.go"),

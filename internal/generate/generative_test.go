@@ -1,9 +1,11 @@
 package generate
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"go/types"
@@ -582,7 +584,13 @@ func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string
 	model, err := annotations.ResolvePackage(fset, files, pkg, info)
 	var content []byte
 	if err == nil {
-		content, err = templates.Render(model)
+		var outs []templates.Output
+		if outs, err = templates.RenderFiles(model); err == nil {
+			if len(outs) != 1 {
+				t.Fatalf("%s: %d generated files for a program without build constraints", what, len(outs))
+			}
+			content = outs[0].Content
+		}
 	}
 	if err != nil {
 		var list annotations.ErrorList
@@ -599,6 +607,10 @@ func checkProgram(t testing.TB, env *genEnv, what string, srcs map[string]string
 	gen, err := parser.ParseFile(fset, "/svc/"+templates.FileName, content, parser.ParseComments)
 	if err != nil {
 		t.Fatalf("%s: generated code does not parse: %v\n%s", what, err, content)
+	}
+	// The templates write gofmt's layout without a gofmt pass.
+	if formatted, err := format.Source(content); err != nil || !bytes.Equal(formatted, content) {
+		t.Fatalf("%s: gofmt changes the generated code (%v):\n%s", what, err, lineDiff(content, formatted))
 	}
 	var typeErrs []string
 	conf := &types.Config{Importer: env, Error: func(err error) { typeErrs = append(typeErrs, err.Error()) }}
@@ -713,4 +725,18 @@ func (s_ *Pay) Other(NAME int, x ...a.T) (a.T, error) { for {} }
 			t.Errorf("parameter %s: refused", name)
 		}
 	}
+}
+
+// lineDiff returns the first line where got and want differ, with its
+// neighbours, for a failure message.
+func lineDiff(got, want []byte) string {
+	g, w := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+	for i := range min(len(g), len(w)) {
+		if g[i] != w[i] {
+			lo := max(0, i-3)
+			return fmt.Sprintf("line %d:\n--- generated\n%s\n--- gofmt\n%s", i+1,
+				strings.Join(g[lo:min(len(g), i+3)], "\n"), strings.Join(w[lo:min(len(w), i+3)], "\n"))
+		}
+	}
+	return fmt.Sprintf("%d lines generated, %d after gofmt", len(g), len(w))
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"go/format"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,6 +152,11 @@ func TestGolden(t *testing.T) {
 			names = append(names, name)
 			delete(generated, path)
 			t.Run(c.name+"/source/"+name, func(t *testing.T) {
+				// The generator writes gofmt's layout without a gofmt
+				// pass: gofmt must leave the output unchanged.
+				formatted, err := format.Source(content)
+				require.NoError(t, err)
+				assert.Equal(t, string(formatted), string(content), "gofmt changes the output")
 				compareGolden(t, filepath.Join(c.dir, "want", name), string(content))
 			})
 			src := filepath.Join(tmp, c.name+"_"+name)

@@ -1,4 +1,4 @@
-package templates
+package annotations
 
 import (
 	"fmt"
@@ -6,10 +6,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-
-	"github.com/dave/jennifer/jen"
-
-	"github.com/idemgen/idemgen/annotations"
 )
 
 // fingerprintEncoding versions the fingerprint's encoding: the adders the
@@ -18,21 +14,15 @@ import (
 // Scheme changes with it.
 const fingerprintEncoding = 2
 
-// scheme is the Scheme field of the descriptor: `Scheme: 0x1a2b3c4d`.
-func (mg *methodGen) scheme() jen.Code {
-	var params []types.Type
-	var flat []bool
-	if !mg.m.HashNone {
-		for _, i := range mg.m.Hash {
-			t := mg.m.Params[i].Type
-			_, f := flatFields(t, mg.pkg.Path)
-			if ptr, ok := t.Underlying().(*types.Pointer); ok && !f {
-				_, f = flatFields(ptr.Elem(), mg.pkg.Path)
-			}
-			params, flat = append(params, t), append(flat, f)
-		}
+// scheme is the Scheme of m's fingerprint (see schemeOf).
+func (r *resolver) scheme(m *Method) uint32 {
+	params := make([]types.Type, len(m.Fingerprint))
+	flat := make([]bool, len(m.Fingerprint))
+	for i, hp := range m.Fingerprint {
+		params[i] = m.Params[hp.Param].Type
+		flat[i] = len(hp.Values) > 0 && hp.Values[0].Field != ""
 	}
-	return jen.Id("Scheme").Op(":").Op(fmt.Sprintf("%#08x", schemeOf(mg.m.HashNone, params, flat)))
+	return r.schemeOf(m.HashNone, params, flat)
 }
 
 // schemeOf derives idem.Method.Scheme: the 32-bit FNV-1a hash of the
@@ -43,7 +33,7 @@ func (mg *methodGen) scheme() jen.Code {
 // or another hashed parameter changes it; so does a struct that moves
 // between the typed adders and the canonical encoding (flat[i]: params[i]
 // is hashed field by field). Never 0, which means unknown.
-func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
+func (r *resolver) schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 	var b strings.Builder
 	b.WriteString("idemgen fingerprint " + strconv.Itoa(fingerprintEncoding))
 	if none {
@@ -54,7 +44,7 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 		if flat[i] {
 			b.WriteString("fields ")
 		}
-		layout(&b, t, nil)
+		r.layout(&b, t, nil)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(b.String()))
@@ -66,14 +56,14 @@ func schemeOf(none bool, params []types.Type, flat []bool) uint32 {
 
 // layout writes the structure of t; outer holds the named types being
 // written, so that a recursive type refers back to its level.
-func layout(b *strings.Builder, t types.Type, outer []types.Type) {
+func (r *resolver) layout(b *strings.Builder, t types.Type, outer []types.Type) {
 	t = types.Unalias(t)
-	if annotations.SelfFingerprinting(t) {
+	if r.selfFingerprinting(t) {
 		b.WriteString("fingerprinter") // its bytes are its own
 		return
 	}
 	if n, ok := t.(*types.Named); ok {
-		if n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == timePath && n.Obj().Name() == "Time" {
+		if isTime(n) {
 			b.WriteString("time")
 			return
 		}
@@ -90,25 +80,25 @@ func layout(b *strings.Builder, t types.Type, outer []types.Type) {
 		b.WriteString(u.Name())
 	case *types.Pointer:
 		b.WriteString("*")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Slice:
 		b.WriteString("[]")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Array:
 		fmt.Fprintf(b, "[%d]", u.Len())
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Map:
 		b.WriteString("map[")
-		layout(b, u.Key(), outer)
+		r.layout(b, u.Key(), outer)
 		b.WriteString("]")
-		layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer)
 	case *types.Struct:
 		b.WriteString("struct{")
 		for i := range u.NumFields() {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			layout(b, u.Field(i).Type(), outer)
+			r.layout(b, u.Field(i).Type(), outer)
 		}
 		b.WriteString("}")
 	case *types.Chan:

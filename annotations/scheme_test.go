@@ -1,6 +1,9 @@
-package templates
+package annotations
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"go/types"
 	"testing"
 
@@ -13,7 +16,7 @@ import (
 // stops being flat, another parameter) changes it; a rename does not; it is
 // deterministic and never 0.
 func TestSchemeFollowsTheLayout(t *testing.T) {
-	pkg := check(t, "example.com/sch", `package sch
+	pkg := checkSrc(t, "example.com/sch", `package sch
 
 import "time"
 
@@ -32,14 +35,15 @@ type Self2 struct{ N int }
 func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 `)
 	typ := func(name string) types.Type { return pkg.Scope().Lookup(name).Type() }
+	r := &resolver{pkg: pkg}
 	sch := func(names ...string) uint32 {
 		var ts []types.Type
 		var flat []bool
 		for _, n := range names {
-			_, f := flatFields(typ(n), pkg.Path())
+			_, f := r.flatFields(typ(n))
 			ts, flat = append(ts, typ(n)), append(flat, f)
 		}
-		return schemeOf(false, ts, flat)
+		return r.schemeOf(false, ts, flat)
 	}
 	req := sch("Req")
 	assert.Equal(t, req, sch("Req"), "deterministic")
@@ -49,12 +53,27 @@ func (Self2) IdemFingerprint() ([]byte, error) { return nil, nil }
 	}
 	assert.NotEqual(t, sch("WithTime"), sch("WithTime2"))
 	assert.NotEqual(t, req, sch("Req", "Req"), "another parameter")
-	assert.NotEqual(t, sch(), schemeOf(true, nil, nil), "hash=none differs from no parameter")
+	assert.NotEqual(t, sch(), r.schemeOf(true, nil, nil), "hash=none differs from no parameter")
 	assert.NotEqual(t, sch("List"), sch("Tree"), "recursive types terminate and differ")
-	assert.NotEqual(t, req, schemeOf(false, []types.Type{typ("Req")}, []bool{false}), "flat or not changes the bytes")
+	assert.NotEqual(t, req, r.schemeOf(false, []types.Type{typ("Req")}, []bool{false}), "flat or not changes the bytes")
 	assert.Equal(t, sch("Self1"), sch("Self2"), "an idem.Fingerprinter's bytes are its own: its fields are not the layout")
 	assert.NotEqual(t, req, sch("Self1"))
 	for _, s := range []uint32{req, sch(), sch("List"), sch("Tree")} {
 		assert.NotZero(t, s)
 	}
+}
+
+// checkSrc type-checks src as package path, with the stub imports.
+func checkSrc(t *testing.T, path, src string) *types.Package {
+	t.Helper()
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "src.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := (&types.Config{Importer: &stubImporter{fset: fset, pkgs: map[string]*types.Package{}}}).Check(path, fset, []*ast.File{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pkg
 }
