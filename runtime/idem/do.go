@@ -255,7 +255,7 @@ func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
 // A store answers nil when there is no such claim, and ErrLeaseLost when
 // another token holds the key: neither is news.
 func (c *call[T]) abandon(ctx context.Context, token Token) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	_ = c.ex.store.Release(dctx, c.key, token)
 }
@@ -368,13 +368,18 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 
 // detached returns a context for store calls after fn ran: not cancelled
 // with the caller's, bounded by the executor's store timeout (a LocalStore
-// does no I/O and needs no deadline).
-func (c *call[T]) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.ex.local {
-		return context.WithoutCancel(ctx), func() {}
+// does no I/O and needs no deadline). It is a method of the Executor, not of
+// the generic call, so that its cancel function is no closure over a
+// generic dictionary (an allocation per call).
+func (ex *Executor) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ex.local {
+		return context.WithoutCancel(ctx), nop
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), c.ex.timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), ex.timeout)
 }
+
+// nop is the cancel function of a context that needs none.
+func nop() {}
 
 func (c *call[T]) claimedEvent(claim Claim) {
 	if claim.TakenOver {
@@ -396,7 +401,7 @@ func abnormal(p any) error {
 // run executes fn under a committed claim and stores or releases.
 func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease time.Duration, renew bool, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	mctx := withRecordKey(ctx, c.key)
+	mctx := ContextWithKey(ctx, c.key)
 	var rn *renewal
 	if renew {
 		mctx, rn = c.startRenewal(mctx, token, lease)
@@ -453,7 +458,7 @@ func markFinal(decided bool, err error) error {
 }
 
 func (c *call[T]) release(ctx context.Context, token Token, cause error) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := c.ex.store.Release(dctx, c.key, token); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
@@ -473,7 +478,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 // (see unreachable) gets no substitute, since it may take the real outcome
 // a moment later. notStored is set when out already is the substitute.
 func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notStored error) error {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	err := c.tryComplete(dctx, token, out, c.ex.attempts)
 	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
@@ -532,7 +537,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 			panic(p)
 		}
 	}()
-	v, err = fn(txn.Context(withRecordKey(ctx, c.key)))
+	v, err = fn(txn.Context(ContextWithKey(ctx, c.key)))
 	returned = true
 	out, decided, notStored := c.outcome(v, err)
 	err = markFinal(decided, err)
@@ -540,7 +545,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 		c.releaseTx(ctx, txn, err)
 		return v, err
 	}
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	// A final error discards fn's writes. A success commits them, also when
 	// its result cannot be stored and the substitute outcome stands in: the
@@ -560,7 +565,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 }
 
 func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := txn.Release(dctx); err != nil {
 		c.emit(EventStoreError, fmt.Errorf("idem: rollback %s: %w", c.key.Text, err))

@@ -70,6 +70,9 @@ func TestDoPutsKeyInContext(t *testing.T) {
 		return idem.Derive(k, "downstream"), nil
 	})
 	require.NoError(t, err)
+	key, err := idem.NewKey("", "T.M", "a")
+	require.NoError(t, err)
+	assert.Equal(t, idem.Derive(key.Hex(), "downstream"), got, "KeyFrom is the record key's hex ID")
 	again, err := call(t.Context(), ex, m, "a", func(context.Context) (string, error) { return "other", nil })
 	require.NoError(t, err)
 	assert.Equal(t, got, again)

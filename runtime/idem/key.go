@@ -325,32 +325,47 @@ func Derive(parent, step string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-type keyCtx struct{}
-
-// WithKey returns ctx carrying the idempotency key of the current call, as
-// the executor does before it runs a method (and so before an idemhttp
-// handler runs).
-func WithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, keyCtx{}, key)
+// keyContext is the context a wrapped method runs in: its caller's, carrying
+// the record key's ID. It is one allocation, where context.WithValue would
+// take two (the context and the boxed ID); cancellation, deadline and every
+// other value come from the caller's context.
+type keyContext struct {
+	context.Context
+	id [32]byte
 }
 
-// withRecordKey returns ctx carrying the record key of the current call;
-// KeyFrom encodes it only when asked.
-func withRecordKey(ctx context.Context, k Key) context.Context {
-	return context.WithValue(ctx, keyCtx{}, k.ID)
+// keyContextKey is the Value key under which a keyContext answers itself.
+type keyContextKey struct{}
+
+// Value returns the keyContext itself for keyContextKey{}, and asks the
+// caller's context for every other key.
+func (c *keyContext) Value(key any) any {
+	if key == (keyContextKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// ContextWithKey returns ctx carrying k as the key of the idempotent call in
+// progress, so that KeyFrom(ctx) returns k.Hex(). The executor calls it for
+// the context a wrapped method runs in (and so for an idemhttp or idemgrpc
+// handler); call it yourself where work is made idempotent by other means
+// (a consumer that deduplicates by message ID, say), so that the calls it
+// makes downstream through idemhttp.Transport or idemgrpc derive their keys
+// from k.
+func ContextWithKey(ctx context.Context, k Key) context.Context {
+	return &keyContext{Context: ctx, id: k.ID}
 }
 
 // KeyFrom returns the idempotency key of the call that ctx belongs to: the
 // hex form of the record key (Key.Hex), inside a wrapped method and inside an
-// idemhttp handler alike. It is scoped by tenant and operation, unlike the
-// raw Idempotency-Key header, so keys derived from it for downstream calls
-// cannot collide across tenants. Use Derive on it for downstream calls.
+// idemhttp or idemgrpc handler alike (see ContextWithKey). It is scoped by
+// tenant and operation, unlike the raw Idempotency-Key header, so keys
+// derived from it for downstream calls cannot collide across tenants. Use
+// Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
-	switch k := ctx.Value(keyCtx{}).(type) {
-	case string:
-		return k, true
-	case [32]byte:
-		return hex.EncodeToString(k[:]), true
+	if c, ok := ctx.Value(keyContextKey{}).(*keyContext); ok {
+		return hex.EncodeToString(c.id[:]), true
 	}
 	return "", false
 }
