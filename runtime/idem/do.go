@@ -110,7 +110,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			return zero, c.claimError(ctx, "claim", err)
 		}
 		if !claim.Claimed {
-			v, err, _ := c.answer(claim.Record, false)
+			v, _, err := c.answer(claim.Record, false)
 			return v, err
 		}
 		return runTx(ctx, &c, claim, txn, fn)
@@ -146,7 +146,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		if m.Wait > 0 && waited == nil {
 			waited = &waiter{deadline: ex.now().Add(m.Wait), clock: ex.clock}
 		}
-		v, err, again := c.answer(rec, waited.more())
+		v, again, err := c.answer(rec, waited.more())
 		if !again {
 			return v, err
 		}
@@ -210,7 +210,7 @@ func (c *call[T]) emit(kind EventKind, err error) {
 }
 
 func (c *call[T]) storeError(what string, err error) error {
-	err = fmt.Errorf("idem: %s %s: %w", what, c.key.Text, err)
+	err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
 	c.emit(EventStoreError, err)
 	return err
 }
@@ -224,9 +224,9 @@ func (c *call[T]) claimError(ctx context.Context, what string, err error) error 
 		return c.storeError(what, err)
 	}
 	if errors.Is(err, cerr) {
-		err = fmt.Errorf("idem: %s %s: %w", what, c.key.Text, err)
+		err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
 	} else {
-		err = fmt.Errorf("idem: %s %s: %w: %w", what, c.key.Text, cerr, err)
+		err = fmt.Errorf("idem: %s key %s: %w: %w", what, c.key.Hex(), cerr, err)
 	}
 	c.emit(EventCanceled, err)
 	return err
@@ -268,17 +268,17 @@ func (c *call[T]) schemeChanged(rec Record) bool {
 
 // answer turns a record that blocked the claim into the caller's result.
 // again is true when the caller should wait and claim again.
-func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
+func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	changed := false
 	if rec.Fingerprint != c.fp {
 		if !c.schemeChanged(rec) {
 			c.emit(EventConflict, nil)
-			return v, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Text), false
+			return v, false, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Hex())
 		}
 		changed = true
 	}
 	if rec.Status == StatusProcessing && wait {
-		return v, nil, true
+		return v, true, nil
 	}
 	if changed {
 		c.emit(EventSchemeChanged, nil)
@@ -287,18 +287,18 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
 	case StatusSucceeded:
 		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
 			var zero T
-			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Text, err)
+			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Hex(), err)
 			c.emit(EventUndecodable, err)
-			return zero, err, false
+			return zero, false, err
 		}
 		c.emit(EventReplayed, nil)
-		return v, nil, false
+		return v, false, nil
 	case StatusFailedFinal:
 		c.emit(EventReplayed, nil)
-		return v, c.replayedError(rec.Outcome), false
+		return v, false, c.replayedError(rec.Outcome)
 	default:
 		c.emit(EventInProgress, nil)
-		return v, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}, false
+		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
 	}
 }
 
@@ -465,7 +465,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 			c.emit(EventLeaseLost, err)
 			return
 		}
-		c.emit(EventStoreError, fmt.Errorf("idem: release %s: %w", c.key.Text, err))
+		c.emit(EventStoreError, fmt.Errorf("idem: release key %s: %w", c.key.Hex(), err))
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -482,7 +482,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notSto
 	defer cancel()
 	err := c.tryComplete(dctx, token, out, c.ex.attempts)
 	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
-		notStored = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		notStored = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
 		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
 	}
 	switch {
@@ -493,7 +493,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notSto
 		c.emit(EventCompleted, nil)
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		err = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
 		c.emit(EventLeaseLost, err)
 		return err
 	}
@@ -568,7 +568,7 @@ func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
 	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := txn.Release(dctx); err != nil {
-		c.emit(EventStoreError, fmt.Errorf("idem: rollback %s: %w", c.key.Text, err))
+		c.emit(EventStoreError, fmt.Errorf("idem: rollback key %s: %w", c.key.Hex(), err))
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -609,13 +609,13 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		case err == nil:
 			c.emit(EventRenewed, nil)
 		case errors.Is(err, ErrLeaseLost):
-			err = fmt.Errorf("idem: renew %s: %w", c.key.Text, err)
+			err = fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err)
 			c.emit(EventLeaseLost, err)
 			r.lost = err
 			r.cancel(err)
 			return
 		default:
-			c.emit(EventStoreError, fmt.Errorf("idem: renew %s: %w", c.key.Text, err))
+			c.emit(EventStoreError, fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err))
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -322,7 +323,7 @@ func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
 		return eventNames[k]
 	}
-	return "event(" + itoa(int64(k)) + ")"
+	return "event(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Event is what the observer is told.

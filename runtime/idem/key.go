@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -60,46 +61,14 @@ type KeyParts struct {
 	missing string
 	err     error
 	parts   int
-	n       int    // bytes used in buf
-	big     []byte // the encoding, once it outgrows buf
-	buf     [192]byte
-}
-
-func (p *KeyParts) write(b []byte) {
-	if p.big == nil && p.n+len(b) <= len(p.buf) {
-		p.n += copy(p.buf[p.n:], b)
-		return
-	}
-	if p.big == nil {
-		p.big = append(make([]byte, 0, 2*(p.n+len(b))), p.buf[:p.n]...)
-	}
-	p.big = append(p.big, b...)
-}
-
-func (p *KeyParts) writeString(s string) {
-	if p.big == nil && p.n+len(s) <= len(p.buf) {
-		p.n += copy(p.buf[p.n:], s)
-		return
-	}
-	if p.big == nil {
-		p.big = append(make([]byte, 0, 2*(p.n+len(s))), p.buf[:p.n]...)
-	}
-	p.big = append(p.big, s...)
+	enc     scratch
 }
 
 func (p *KeyParts) header(kind byte, n int) {
 	var h [1 + binary.MaxVarintLen64]byte
 	h[0] = kind
-	p.write(h[:1+binary.PutUvarint(h[1:], uint64(n))])
+	put(&p.enc, h[:1+binary.PutUvarint(h[1:], uint64(n))])
 	p.parts++
-}
-
-// encoding returns the parts' encoding so far.
-func (p *KeyParts) encoding() []byte {
-	if p.big != nil {
-		return p.big
-	}
-	return p.buf[:p.n]
 }
 
 func (p *KeyParts) markMissing(path string) {
@@ -115,7 +84,7 @@ func (p *KeyParts) String(path, s string) {
 		return
 	}
 	p.header('s', len(s))
-	p.writeString(s)
+	put(&p.enc, s)
 }
 
 // Int adds a signed integer part.
@@ -123,7 +92,7 @@ func (p *KeyParts) Int(v int64) {
 	var b [binary.MaxVarintLen64]byte
 	n := binary.PutVarint(b[:], v)
 	p.header('i', n)
-	p.write(b[:n])
+	put(&p.enc, b[:n])
 }
 
 // Uint adds an unsigned integer part.
@@ -131,35 +100,28 @@ func (p *KeyParts) Uint(v uint64) {
 	var b [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(b[:], v)
 	p.header('u', n)
-	p.write(b[:n])
+	put(&p.enc, b[:n])
 }
 
 // Bool adds a boolean part.
 func (p *KeyParts) Bool(v bool) {
 	p.header('b', 1)
 	if v {
-		p.write([]byte{1})
+		put(&p.enc, []byte{1})
 	} else {
-		p.write([]byte{0})
+		put(&p.enc, []byte{0})
 	}
 }
 
 // Bytes adds a byte-array part (a UUID, say); path names it when it is all
 // zero bytes or empty, which is treated as missing.
 func (p *KeyParts) Bytes(path string, b []byte) {
-	zero := true
-	for _, c := range b {
-		if c != 0 {
-			zero = false
-			break
-		}
-	}
-	if zero {
+	if len(bytes.TrimLeft(b, "\x00")) == 0 {
 		p.markMissing(path)
 		return
 	}
 	p.header('x', len(b))
-	p.write(b)
+	put(&p.enc, b)
 }
 
 // Stringer adds the String() form of v. A nil v, or a nil pointer in v, is
@@ -217,7 +179,7 @@ func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
 		return
 	}
 	p.header('s', len(b))
-	p.write(b)
+	put(&p.enc, b)
 }
 
 // Time adds the instant t stands for: seconds and nanoseconds since the Unix
@@ -233,7 +195,7 @@ func (p *KeyParts) Time(path string, t time.Time) {
 	binary.BigEndian.PutUint64(b[:8], uint64(t.Unix()))
 	binary.BigEndian.PutUint32(b[8:], uint32(t.Nanosecond()))
 	p.header('t', len(b))
-	p.write(b[:])
+	put(&p.enc, b[:])
 }
 
 // isNil reports whether v is nil or holds a nil pointer.
@@ -261,7 +223,7 @@ func (p *KeyParts) Key(tenant, op string) (Key, error) {
 	if p.parts == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
-	enc := p.encoding()
+	enc := p.enc.bytes()
 	var scratch [320]byte
 	buf := binary.AppendUvarint(scratch[:0], uint64(len(tenant)))
 	buf = append(buf, tenant...)
@@ -369,5 +331,3 @@ func KeyFrom(ctx context.Context) (string, bool) {
 	}
 	return "", false
 }
-
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }

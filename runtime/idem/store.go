@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -30,7 +31,7 @@ func (s Status) String() string {
 	case StatusFailedFinal:
 		return "FAILED_FINAL"
 	default:
-		return "Status(" + itoa(int64(s)) + ")"
+		return "Status(" + strconv.Itoa(int(s)) + ")"
 	}
 }
 
