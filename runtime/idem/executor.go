@@ -237,7 +237,9 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	if ts, ok := store.(TxStore); ok {
 		e.txStore = ts
 	}
-	_, e.local = store.(LocalStore)
+	if l, ok := store.(LocalStore); ok {
+		e.local = l.Local()
+	}
 	e.renewer, _ = store.(Renewer)
 	for _, o := range opts {
 		o(e)

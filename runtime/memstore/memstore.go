@@ -438,7 +438,7 @@ func clone(b []byte) []byte {
 }
 
 // Local implements idem.LocalStore: the store never blocks on I/O.
-func (s *Store) Local() {}
+func (s *Store) Local() bool { return true }
 
 // Seed implements idem.Seeder: it stores a completed record decided by
 // another store (tiered uses it to fill and repair its fast tier), with the
