@@ -80,7 +80,8 @@ type Claim struct {
 	Record Record
 }
 
-// Record is a live idempotency record as a store returns it.
+// Record is a live idempotency record as a store returns it. Its Outcome's
+// slices may be the store's own: callers read them and never modify them.
 type Record struct {
 	Status      Status
 	Fingerprint Fingerprint
@@ -131,6 +132,10 @@ type Store interface {
 	// Complete atomically replaces the PROCESSING record holding token with
 	// out, to expire ttl from the store's now. If the record is gone, final,
 	// or holds another token, it changes nothing and returns ErrLeaseLost.
+	//
+	// out's slices (Body, Meta) become the store's: the caller does not
+	// modify them after the call, so a store may keep them without a copy
+	// (the executor passes the codec's fresh encoding).
 	Complete(ctx context.Context, key Key, token Token, out Outcome, ttl time.Duration) error
 
 	// Release atomically deletes the PROCESSING record holding token, so the

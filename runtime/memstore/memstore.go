@@ -287,8 +287,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := ctx.Err(); err != nil {
 		return errorf("complete", key, err)
 	}
-	out.Body = clone(out.Body)
-	out.Meta = clone(out.Meta)
+	// out's slices are the store's to keep (idem.Store.Complete): no copy.
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
