@@ -83,9 +83,15 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	if len(tenant) > MaxTenantLen {
 		return zero, fmt.Errorf("idem: %.64q: tenant of %d bytes: %w (idem.MaxTenantLen is %d)", m.Op, len(tenant), ErrTooLarge, MaxTenantLen)
 	}
-	key, err := parts.Key(tenant, m.Op)
+	key, err := parts.id(tenant, m.Op)
 	if err != nil {
 		return zero, err
+	}
+	if !ex.local || ex.observe != nil || on != nil {
+		// Someone may read the key's text: the store (a LocalStore keeps
+		// none) or the observers. Otherwise it is built only for an
+		// InProgressError (see below).
+		key.Text = parts.text()
 	}
 	fp, err := h.Sum()
 	if err != nil {
@@ -110,6 +116,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			return zero, c.claimError(ctx, "claim", err)
 		}
 		if !claim.Claimed {
+			c.inProgressText(claim.Record, parts)
 			v, _, err := c.answer(claim.Record, false)
 			return v, err
 		}
@@ -146,6 +153,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		if m.Wait > 0 && waited == nil {
 			waited = &waiter{deadline: ex.now().Add(m.Wait), clock: ex.clock}
 		}
+		c.inProgressText(rec, parts)
 		v, again, err := c.answer(rec, waited.more())
 		if !again {
 			return v, err
@@ -190,7 +198,7 @@ func refused(err error) bool {
 type call[T any] struct {
 	ex    *Executor
 	m     *Method
-	key   Key
+	key   Key // its Text may be empty (see do) until an InProgressError needs it
 	fp    Fingerprint
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
@@ -299,6 +307,14 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	default:
 		c.emit(EventInProgress, nil)
 		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
+	}
+}
+
+// inProgressText gives the call's key its Text, when it has none, before
+// answer may put the key in an InProgressError for the caller.
+func (c *call[T]) inProgressText(rec Record, parts *KeyParts) {
+	if rec.Status == StatusProcessing && c.key.Text == "" {
+		c.key.Text = parts.text()
 	}
 }
 

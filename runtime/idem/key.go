@@ -214,6 +214,17 @@ func (p *KeyParts) Missing(path string) { p.markMissing(path) }
 // Key returns the record key for tenant and op, or an error wrapping
 // ErrMissingKey when a part was missing or empty.
 func (p *KeyParts) Key(tenant, op string) (Key, error) {
+	k, err := p.id(tenant, op)
+	if err != nil {
+		return Key{}, err
+	}
+	k.Text = p.text()
+	return k, nil
+}
+
+// id is Key without the readable Text, which costs an allocation that the
+// executor makes only where the text can be read (see text).
+func (p *KeyParts) id(tenant, op string) (Key, error) {
 	if p.err != nil {
 		return Key{}, p.err
 	}
@@ -223,15 +234,18 @@ func (p *KeyParts) Key(tenant, op string) (Key, error) {
 	if p.parts == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
-	enc := p.enc.bytes()
 	var scratch [320]byte
 	buf := binary.AppendUvarint(scratch[:0], uint64(len(tenant)))
 	buf = append(buf, tenant...)
 	buf = binary.AppendUvarint(buf, uint64(len(op)))
 	buf = append(buf, op...)
-	buf = append(buf, enc...)
-	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf), Text: readable(enc)}, nil
+	buf = append(buf, p.enc.bytes()...)
+	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf)}, nil
 }
+
+// text returns the readable form of the parts (Key.Text); never empty for
+// parts id accepts.
+func (p *KeyParts) text() string { return readable(p.enc.bytes()) }
 
 // readable decodes the parts' encoding into "part+part+...", cut at
 // MaxReadableKey bytes on a rune boundary.

@@ -195,6 +195,9 @@ type Renewer interface {
 // executor calls the store without the deadline (WithStoreTimeout) it puts
 // on the store calls it makes after the method ran and on lease renewals:
 // such a call cannot hang, and the deadline would cost a timer per call.
+// It also passes such a store keys whose Text is empty unless an observer
+// or a CallHook is set: a local store keeps nothing for operators to read,
+// and the readable text costs an allocation per call.
 type LocalStore interface {
 	// Local reports whether every call of the store returns without
 	// blocking on I/O. The executor asks once, in NewExecutor.
