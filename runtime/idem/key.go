@@ -28,11 +28,14 @@ type Key struct {
 	// unambiguous (length-prefixed) encoding: "a"+"bc" and "ab"+"c" differ.
 	ID [32]byte
 	// Text is the readable form of the parts, for logs and debugging; at most
-	// MaxReadableKey bytes.
+	// MaxReadableKey bytes. It may carry personal data: errors name a key by
+	// Hex instead. The executor leaves it empty in the keys it passes a
+	// LocalStore when no observer can read it (see LocalStore).
 	Text string
 }
 
-// String returns "tenant/op/text", for logs.
+// String returns "tenant/op/text", for debugging; it carries the tenant and
+// the key's text, which may be personal data (Hex does not).
 func (k Key) String() string {
 	return k.Tenant + "/" + k.Op + "/" + k.Text
 }
