@@ -26,7 +26,7 @@ type link struct{ w *world }
 // wall-clock deadline (context.WithTimeout) on its store calls after the
 // method ran: such a deadline runs in real time, outside the simulator's
 // control. The link's own timeouts stand for it.
-func (l link) Local() {}
+func (l link) Local() bool { return true }
 
 var _ idem.LocalStore = link{}
 

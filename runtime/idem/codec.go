@@ -15,6 +15,9 @@ import (
 // round-trip every result type of the wrapped methods; the generator rejects
 // types JSON cannot carry (channels, functions, interfaces, unexported or
 // json:"-" fields without a marshaler of the type's own).
+//
+// Marshal returns a slice of its own, which the executor hands to the store
+// to keep (see Store.Complete): a codec must not reuse it afterwards.
 type Codec interface {
 	Marshal(v any) ([]byte, error)
 	Unmarshal(data []byte, v any) error

@@ -83,9 +83,15 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	if len(tenant) > MaxTenantLen {
 		return zero, fmt.Errorf("idem: %.64q: tenant of %d bytes: %w (idem.MaxTenantLen is %d)", m.Op, len(tenant), ErrTooLarge, MaxTenantLen)
 	}
-	key, err := parts.Key(tenant, m.Op)
+	key, err := parts.id(tenant, m.Op)
 	if err != nil {
 		return zero, err
+	}
+	if !ex.local || ex.observe != nil || on != nil {
+		// Someone may read the key's text: the store (a LocalStore keeps
+		// none) or the observers. Otherwise it is built only for an
+		// InProgressError (see below).
+		key.Text = parts.text()
 	}
 	fp, err := h.Sum()
 	if err != nil {
@@ -110,7 +116,8 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			return zero, c.claimError(ctx, "claim", err)
 		}
 		if !claim.Claimed {
-			v, err, _ := c.answer(claim.Record, false)
+			c.inProgressText(claim.Record, parts)
+			v, _, err := c.answer(claim.Record, false)
 			return v, err
 		}
 		return runTx(ctx, &c, claim, txn, fn)
@@ -146,7 +153,8 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		if m.Wait > 0 && waited == nil {
 			waited = &waiter{deadline: ex.now().Add(m.Wait), clock: ex.clock}
 		}
-		v, err, again := c.answer(rec, waited.more())
+		c.inProgressText(rec, parts)
+		v, again, err := c.answer(rec, waited.more())
 		if !again {
 			return v, err
 		}
@@ -190,7 +198,7 @@ func refused(err error) bool {
 type call[T any] struct {
 	ex    *Executor
 	m     *Method
-	key   Key
+	key   Key // its Text may be empty (see do) until an InProgressError needs it
 	fp    Fingerprint
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
@@ -210,7 +218,7 @@ func (c *call[T]) emit(kind EventKind, err error) {
 }
 
 func (c *call[T]) storeError(what string, err error) error {
-	err = fmt.Errorf("idem: %s %s: %w", what, c.key.Text, err)
+	err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
 	c.emit(EventStoreError, err)
 	return err
 }
@@ -224,9 +232,9 @@ func (c *call[T]) claimError(ctx context.Context, what string, err error) error 
 		return c.storeError(what, err)
 	}
 	if errors.Is(err, cerr) {
-		err = fmt.Errorf("idem: %s %s: %w", what, c.key.Text, err)
+		err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
 	} else {
-		err = fmt.Errorf("idem: %s %s: %w: %w", what, c.key.Text, cerr, err)
+		err = fmt.Errorf("idem: %s key %s: %w: %w", what, c.key.Hex(), cerr, err)
 	}
 	c.emit(EventCanceled, err)
 	return err
@@ -255,7 +263,7 @@ func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
 // A store answers nil when there is no such claim, and ErrLeaseLost when
 // another token holds the key: neither is news.
 func (c *call[T]) abandon(ctx context.Context, token Token) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	_ = c.ex.store.Release(dctx, c.key, token)
 }
@@ -268,17 +276,17 @@ func (c *call[T]) schemeChanged(rec Record) bool {
 
 // answer turns a record that blocked the claim into the caller's result.
 // again is true when the caller should wait and claim again.
-func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
+func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	changed := false
 	if rec.Fingerprint != c.fp {
 		if !c.schemeChanged(rec) {
 			c.emit(EventConflict, nil)
-			return v, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Text), false
+			return v, false, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Hex())
 		}
 		changed = true
 	}
 	if rec.Status == StatusProcessing && wait {
-		return v, nil, true
+		return v, true, nil
 	}
 	if changed {
 		c.emit(EventSchemeChanged, nil)
@@ -287,18 +295,26 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, err error, again bool) {
 	case StatusSucceeded:
 		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
 			var zero T
-			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Text, err)
+			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Hex(), err)
 			c.emit(EventUndecodable, err)
-			return zero, err, false
+			return zero, false, err
 		}
 		c.emit(EventReplayed, nil)
-		return v, nil, false
+		return v, false, nil
 	case StatusFailedFinal:
 		c.emit(EventReplayed, nil)
-		return v, c.replayedError(rec.Outcome), false
+		return v, false, c.replayedError(rec.Outcome)
 	default:
 		c.emit(EventInProgress, nil)
-		return v, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}, false
+		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
+	}
+}
+
+// inProgressText gives the call's key its Text, when it has none, before
+// answer may put the key in an InProgressError for the caller.
+func (c *call[T]) inProgressText(rec Record, parts *KeyParts) {
+	if rec.Status == StatusProcessing && c.key.Text == "" {
+		c.key.Text = parts.text()
 	}
 }
 
@@ -368,13 +384,18 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 
 // detached returns a context for store calls after fn ran: not cancelled
 // with the caller's, bounded by the executor's store timeout (a LocalStore
-// does no I/O and needs no deadline).
-func (c *call[T]) detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	if c.ex.local {
-		return context.WithoutCancel(ctx), func() {}
+// does no I/O and needs no deadline). It is a method of the Executor, not of
+// the generic call, so that its cancel function is no closure over a
+// generic dictionary (an allocation per call).
+func (ex *Executor) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ex.local {
+		return context.WithoutCancel(ctx), nop
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), c.ex.timeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), ex.timeout)
 }
+
+// nop is the cancel function of a context that needs none.
+func nop() {}
 
 func (c *call[T]) claimedEvent(claim Claim) {
 	if claim.TakenOver {
@@ -396,7 +417,7 @@ func abnormal(p any) error {
 // run executes fn under a committed claim and stores or releases.
 func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease time.Duration, renew bool, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	mctx := withRecordKey(ctx, c.key)
+	mctx := ContextWithKey(ctx, c.key)
 	var rn *renewal
 	if renew {
 		mctx, rn = c.startRenewal(mctx, token, lease)
@@ -453,14 +474,14 @@ func markFinal(decided bool, err error) error {
 }
 
 func (c *call[T]) release(ctx context.Context, token Token, cause error) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := c.ex.store.Release(dctx, c.key, token); err != nil {
 		if errors.Is(err, ErrLeaseLost) {
 			c.emit(EventLeaseLost, err)
 			return
 		}
-		c.emit(EventStoreError, fmt.Errorf("idem: release %s: %w", c.key.Text, err))
+		c.emit(EventStoreError, fmt.Errorf("idem: release key %s: %w", c.key.Hex(), err))
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -473,11 +494,11 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 // (see unreachable) gets no substitute, since it may take the real outcome
 // a moment later. notStored is set when out already is the substitute.
 func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notStored error) error {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	err := c.tryComplete(dctx, token, out, c.ex.attempts)
 	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
-		notStored = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		notStored = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
 		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
 	}
 	switch {
@@ -488,7 +509,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notSto
 		c.emit(EventCompleted, nil)
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		err = fmt.Errorf("idem: complete %s: %w", c.key.Text, err)
+		err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
 		c.emit(EventLeaseLost, err)
 		return err
 	}
@@ -532,7 +553,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 			panic(p)
 		}
 	}()
-	v, err = fn(txn.Context(withRecordKey(ctx, c.key)))
+	v, err = fn(txn.Context(ContextWithKey(ctx, c.key)))
 	returned = true
 	out, decided, notStored := c.outcome(v, err)
 	err = markFinal(decided, err)
@@ -540,7 +561,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 		c.releaseTx(ctx, txn, err)
 		return v, err
 	}
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	// A final error discards fn's writes. A success commits them, also when
 	// its result cannot be stored and the substitute outcome stands in: the
@@ -560,10 +581,10 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 }
 
 func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
-	dctx, cancel := c.detached(ctx)
+	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := txn.Release(dctx); err != nil {
-		c.emit(EventStoreError, fmt.Errorf("idem: rollback %s: %w", c.key.Text, err))
+		c.emit(EventStoreError, fmt.Errorf("idem: rollback key %s: %w", c.key.Hex(), err))
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -604,13 +625,13 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		case err == nil:
 			c.emit(EventRenewed, nil)
 		case errors.Is(err, ErrLeaseLost):
-			err = fmt.Errorf("idem: renew %s: %w", c.key.Text, err)
+			err = fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err)
 			c.emit(EventLeaseLost, err)
 			r.lost = err
 			r.cancel(err)
 			return
 		default:
-			c.emit(EventStoreError, fmt.Errorf("idem: renew %s: %w", c.key.Text, err))
+			c.emit(EventStoreError, fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err))
 		}
 	}
 }

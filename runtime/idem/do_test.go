@@ -70,6 +70,9 @@ func TestDoPutsKeyInContext(t *testing.T) {
 		return idem.Derive(k, "downstream"), nil
 	})
 	require.NoError(t, err)
+	key, err := idem.NewKey("", "T.M", "a")
+	require.NoError(t, err)
+	assert.Equal(t, idem.Derive(key.Hex(), "downstream"), got, "KeyFrom is the record key's hex ID")
 	again, err := call(t.Context(), ex, m, "a", func(context.Context) (string, error) { return "other", nil })
 	require.NoError(t, err)
 	assert.Equal(t, got, again)
@@ -94,6 +97,11 @@ func TestDoInProgress(t *testing.T) {
 	require.ErrorAs(t, err, &ip)
 	assert.Greater(t, ip.RetryAfter, 9*time.Second, "RetryAfter is the time left on the lease")
 	assert.LessOrEqual(t, ip.RetryAfter, 10*time.Second)
+	want, err := idem.NewKey("", "T.M", "a")
+	require.NoError(t, err)
+	assert.Equal(t, want, ip.Key, "the key is whole, its Text too, although memstore is given none")
+	assert.NotContains(t, ip.Error(), "a)", "the message names the key by its ID, not its text")
+	assert.Contains(t, ip.Error(), want.Hex())
 }
 
 func TestDoWaitsThenReplays(t *testing.T) {
@@ -226,4 +234,52 @@ func TestDoCompleteGivesUp(t *testing.T) {
 	require.NoError(t, err, "the method ran: its caller gets its result")
 	assert.Equal(t, 9, v)
 	assert.Contains(t, ev.list(), idem.EventStoreError, "and the observer is told the outcome was not stored")
+}
+
+// keyTextStore records the Key.Text of each claim it passes on; local says
+// whether it is a LocalStore.
+type keyTextStore struct {
+	idem.Store
+	local bool
+	mu    sync.Mutex
+	texts []string
+}
+
+func (s *keyTextStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	s.mu.Lock()
+	s.texts = append(s.texts, req.Key.Text)
+	s.mu.Unlock()
+	return s.Store.Claim(ctx, req)
+}
+
+func (s *keyTextStore) Local() bool { return s.local }
+
+// TestKeyTextWhereRead: the executor builds Key.Text where it can be read:
+// for a store that is not local, and for observers; a LocalStore without
+// observers gets keys without it.
+func TestKeyTextWhereRead(t *testing.T) {
+	m := &idem.Method{Op: "T.M", TTL: time.Minute}
+	for _, tc := range []struct {
+		name     string
+		local    bool
+		observed bool
+		want     string
+	}{
+		{"remote store", false, false, "k"},
+		{"local store", true, false, ""},
+		{"local store, observed", true, true, "k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &keyTextStore{Store: memstore.New(), local: tc.local}
+			var opts []idem.Option
+			var ev events
+			if tc.observed {
+				opts = append(opts, idem.WithObserver(ev.observe))
+			}
+			ex := idem.NewExecutor(st, opts...)
+			_, err := call(t.Context(), ex, m, "k", func(context.Context) (int, error) { return 1, nil })
+			require.NoError(t, err)
+			assert.Equal(t, []string{tc.want}, st.texts)
+		})
+	}
 }

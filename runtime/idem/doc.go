@@ -1,11 +1,51 @@
-// Package idem is the runtime of idemgen: the Executor that makes a call
-// idempotent, the Store contract that every idempotency store implements,
-// and the key, fingerprint and codec helpers that generated wrappers use.
+// Package idem is the runtime of idemgen: the [Executor] that makes a call
+// idempotent, the [Store] contract every idempotency store implements, and
+// the key, fingerprint and codec helpers that generated wrappers use. It
+// serves three audiences, in the sections below: service authors, callers
+// (generated wrappers and hand-written code) and store authors.
 //
-// A generated wrapper (or a hand-written caller) builds the call's key
-// (KeyParts) and request fingerprint (Hasher) and calls Do, which claims the
-// key in the store, runs the method once, stores its outcome and replays it
-// to every retry. See Do for the full behaviour; in short:
+// # Service authors
+//
+// Annotate a method with the key that identifies a request and how long its
+// outcome is kept, run go generate, and construct the generated wrapper with
+// an Executor on a store:
+//
+//	//idem:key=order.ID+op ttl=155s
+//	func (s *OrderService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error)
+//
+//	svc := NewIdempotentOrderService(&OrderService{db}, idem.NewExecutor(pgstore.New(pool)))
+//	rcpt, err := svc.Pay(ctx, order, "pay") // a retry with the same key replays rcpt
+//
+// The stores are runtime/memstore (one process), runtime/pgstore,
+// runtime/redisstore, runtime/tiered (Redis in front of PostgreSQL) and
+// runtime/sqlitestore. [NewExecutor] takes options: [WithTenant] (records
+// are scoped by tenant: set it in a multi-tenant service), [WithLease],
+// [WithRenewal], [WithStoreTimeout], [WithCodec], [WithClock], and for
+// observability [WithObserver] with [LogEvents], or [WithCallHook]
+// (runtime/idemotel). An invalid option makes NewExecutor panic, since the
+// mistake is in the program, not in a request.
+//
+// What the method returns decides what retries see: a result is stored and
+// replayed; an error marked with [Final] (or a sentinel listed in the
+// annotation's final=) is stored and replayed as a [*ReplayedError]; any
+// other error releases the key, so that a retry runs the method again.
+// Callers tell the outcomes apart with errors.Is: [ErrInProgress] (a
+// duplicate of a running call), [ErrPayloadMismatch] (the key reused with
+// another payload), [ErrMissingKey], [ErrLeaseLost], [ErrOutcomeNotStored],
+// [ErrFinal] and the other Err variables.
+//
+// # Callers: generated wrappers and hand-written code
+//
+// A wrapper builds the call's key with [KeyParts] and the request's
+// fingerprint with [Hasher], both on its stack, and calls [Do] with the
+// [Method] the annotation describes; Do claims the key, runs the method
+// once, stores its outcome and replays it to every retry. Hand-written code
+// calls Do the same way ([NewKey] builds a [Key] from strings for other
+// uses). Inside the method, [KeyFrom] returns the call's key (its hex ID),
+// and [Derive] turns it into stable keys for downstream calls;
+// [ContextWithKey] sets it where work is made idempotent by other means.
+//
+// In short, Do guarantees (see Do for the details):
 //
 //   - Concurrent duplicates run the method once; the others get
 //     ErrInProgress, or the outcome with Method.Wait.
@@ -28,13 +68,72 @@
 //   - Records carry their fingerprint scheme (Method.Scheme): a retry whose
 //     fingerprint was computed by another release is replayed, not refused.
 //
-// Misuse fails early and names its cause: NewExecutor panics on an invalid
-// option, and Do returns ErrMisconfigured for invalid Method values and
-// ErrTooLarge for a tenant or operation name over the store limits, before
-// anything is claimed.
+// Misuse fails early and names its cause: Do returns [ErrMisconfigured] for
+// invalid Method values and [ErrTooLarge] for a tenant or operation name
+// over the store limits, before anything is claimed.
+//
+// Errors and the default log ([LogEvents]) name a key by its hex ID
+// ([Key.Hex]), never by the caller's key text or tenant, which may carry
+// personal data; [LogEventsWithKeys] logs those too, and [Event.Key]
+// carries them for an observer that wants them.
 //
 // Every wait the executor makes (a duplicate waiting, backoff between store
-// retries, lease renewal) goes through its Clock, so tests and simulations
-// run it in virtual time; lease and expiry instants come from the store's
-// clock. Events (WithObserver, LogEvents) report what happened to each call.
+// retries, lease renewal) goes through its [Clock], so tests and
+// simulations run it in virtual time; lease and expiry instants come from
+// the store's clock.
+//
+// # The life of a record
+//
+// A record is found by its [Key] (tenant, operation and the SHA-256 of the
+// key parts) and is in one of three states ([Status]):
+//
+//	absent ──Claim──▶ PROCESSING ──Complete(token)──▶ SUCCEEDED | FAILED_FINAL
+//	                  │   ▲    │                          │
+//	                  │   └────┘ takeover: lease lapsed,  │
+//	                  │          same fingerprint,        │
+//	                  │          fresh token              │
+//	                  ▼ Release(token) or TTL             ▼ TTL
+//	                absent                              absent
+//
+// The transitions:
+//
+//   - Claim on an absent (or expired) key creates a PROCESSING record that
+//     holds the caller's fencing [Token] for a lease; the caller runs the
+//     method. A claim that finds a live record changes nothing and returns
+//     it: a final record is replayed (or refused on another fingerprint), a
+//     PROCESSING one answers ErrInProgress.
+//   - Complete stores the [Outcome] (SUCCEEDED with the encoded result, or
+//     FAILED_FINAL with the final error) only while the record holds the
+//     caller's token; the record then lives until its TTL.
+//   - Release deletes the PROCESSING record of the caller's token (a
+//     transient error, a panic, a cancelled call), so that the next claim
+//     runs the method again.
+//   - Takeover: once a PROCESSING record's lease has lapsed (a crashed or
+//     stalled worker), a Claim with the same fingerprint takes it over with
+//     a fresh token. The old worker's Complete, Release or Renew then fails
+//     with ErrLeaseLost (fencing): it can no longer store its outcome.
+//   - Expiry: past its TTL a record behaves as absent, and a store's Sweep
+//     ([Sweepable], run by a [Sweeper]) removes it in bounded batches.
+//
+// Lease and TTL are durations measured by the store's clock, never
+// instants from the caller's. In transactional mode ([TxStore]) the claim,
+// the method's own writes and the outcome commit as one transaction, so a
+// PROCESSING record is never visible to others.
+//
+// # Store authors
+//
+// A store implements [Store]: Claim, Complete and Release, each atomic for
+// its key, on the types [ClaimRequest], [Claim], [Record], [Outcome],
+// [Token] and [Fingerprint], within the limits [MaxTenantLen], [MaxOpLen]
+// and [MaxOutcomeLen] (larger values are refused with ErrTooLarge, a full
+// store refuses new claims with [ErrStoreFull], a fenced-out caller gets
+// ErrLeaseLost). Each method's documentation is the contract, and
+// runtime/idemtest checks it: call idemtest.Run from the store's tests.
+//
+// Optional capabilities are interfaces of their own, found by type
+// assertion: [TxStore] and [Txn] (transactional mode), [Renewer] (lease
+// renewal), [Seeder] (a tier that takes in records decided elsewhere,
+// runtime/tiered), [Sweepable] (expiry in bounded batches), [LocalStore]
+// (no I/O: no deadline needed) and [BoundedStore] (calls return promptly at
+// their deadline). A store that wraps another forwards the ones it can.
 package idem

@@ -79,9 +79,9 @@ type InProgressError struct {
 
 func (e *InProgressError) Error() string {
 	if e.RetryAfter > 0 {
-		return fmt.Sprintf("%v (key %s, retry after %v)", ErrInProgress, e.Key.Text, e.RetryAfter)
+		return fmt.Sprintf("%v (key %s, retry after %v)", ErrInProgress, e.Key.Hex(), e.RetryAfter)
 	}
-	return fmt.Sprintf("%v (key %s)", ErrInProgress, e.Key.Text)
+	return fmt.Sprintf("%v (key %s)", ErrInProgress, e.Key.Hex())
 }
 
 // Unwrap returns ErrInProgress.

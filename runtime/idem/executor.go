@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"time"
 )
 
@@ -79,9 +80,9 @@ type Executor struct {
 }
 
 // invalid records the first invalid option.
-func (e *Executor) invalid(format string, args ...any) {
-	if e.bad == "" {
-		e.bad = "idem: " + fmt.Sprintf(format, args...)
+func (ex *Executor) invalid(format string, args ...any) {
+	if ex.bad == "" {
+		ex.bad = "idem: " + fmt.Sprintf(format, args...)
 	}
 }
 
@@ -236,7 +237,9 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	if ts, ok := store.(TxStore); ok {
 		e.txStore = ts
 	}
-	_, e.local = store.(LocalStore)
+	if l, ok := store.(LocalStore); ok {
+		e.local = l.Local()
+	}
 	e.renewer, _ = store.(Renewer)
 	for _, o := range opts {
 		o(e)
@@ -254,9 +257,9 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // Tenant returns the tenant the executor reads from ctx (see WithTenant).
 // Generated wrappers call it for a `tenant` key part; every key is already
 // scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
-func (e *Executor) Tenant(ctx context.Context) string { return e.tenant(ctx) }
+func (ex *Executor) Tenant(ctx context.Context) string { return ex.tenant(ctx) }
 
-func (e *Executor) token() Token {
+func (ex *Executor) token() Token {
 	for {
 		if t := Token(rand.Uint64()); t != 0 {
 			return t
@@ -322,7 +325,7 @@ func (k EventKind) String() string {
 	if int(k) < len(eventNames) && k != 0 {
 		return eventNames[k]
 	}
-	return "event(" + itoa(int64(k)) + ")"
+	return "event(" + strconv.Itoa(int(k)) + ")"
 }
 
 // Event is what the observer is told.

@@ -14,42 +14,18 @@ import (
 // that differ in anything the method sees give different fingerprints.
 type Hasher struct {
 	err error
-	n   int    // bytes used in buf
-	big []byte // the encoding, once it outgrows buf
-	buf [256]byte
-}
-
-func (f *Hasher) writeString(s string) {
-	if f.big == nil && f.n+len(s) <= len(f.buf) {
-		f.n += copy(f.buf[f.n:], s)
-		return
-	}
-	if f.big == nil {
-		f.big = append(make([]byte, 0, 2*(f.n+len(s))), f.buf[:f.n]...)
-	}
-	f.big = append(f.big, s...)
-}
-
-func (f *Hasher) writeBytes(b []byte) {
-	if f.big == nil && f.n+len(b) <= len(f.buf) {
-		f.n += copy(f.buf[f.n:], b)
-		return
-	}
-	if f.big == nil {
-		f.big = append(make([]byte, 0, 2*(f.n+len(b))), f.buf[:f.n]...)
-	}
-	f.big = append(f.big, b...)
+	enc scratch
 }
 
 func (f *Hasher) header(kind byte, n int) {
 	var h [1 + binary.MaxVarintLen64]byte
 	h[0] = kind
-	f.writeBytes(h[:1+binary.PutUvarint(h[1:], uint64(n))])
+	put(&f.enc, h[:1+binary.PutUvarint(h[1:], uint64(n))])
 }
 
 func (f *Hasher) write(kind byte, b []byte) {
 	f.header(kind, len(b))
-	f.writeBytes(b)
+	put(&f.enc, b)
 }
 
 func (f *Hasher) word(kind byte, v uint64) {
@@ -61,7 +37,7 @@ func (f *Hasher) word(kind byte, v uint64) {
 // String adds a string.
 func (f *Hasher) String(s string) {
 	f.header('s', len(s))
-	f.writeString(s)
+	put(&f.enc, s)
 }
 
 // Int adds a signed integer.
@@ -112,8 +88,34 @@ func (f *Hasher) Sum() (Fingerprint, error) {
 	if f.err != nil {
 		return Fingerprint{}, f.err
 	}
-	if f.big != nil {
-		return sha256.Sum256(f.big), nil
+	return sha256.Sum256(f.enc.bytes()), nil
+}
+
+// scratch is the encoding KeyParts and Hasher build: in an array inside
+// its owner (on the generated wrapper's stack) until it outgrows it, then
+// on the heap.
+type scratch struct {
+	n   int    // bytes used in buf
+	big []byte // the encoding, once it outgrows buf
+	buf [256]byte
+}
+
+// put appends b to s.
+func put[B string | []byte](s *scratch, b B) {
+	if s.big == nil && s.n+len(b) <= len(s.buf) {
+		s.n += copy(s.buf[s.n:], b)
+		return
 	}
-	return sha256.Sum256(f.buf[:f.n]), nil
+	if s.big == nil {
+		s.big = append(make([]byte, 0, 2*(s.n+len(b))), s.buf[:s.n]...)
+	}
+	s.big = append(s.big, b...)
+}
+
+// bytes returns the encoding so far.
+func (s *scratch) bytes() []byte {
+	if s.big != nil {
+		return s.big
+	}
+	return s.buf[:s.n]
 }

@@ -64,12 +64,13 @@ func WithCallHook(h CallHook) Option {
 		if e.hook == nil {
 			// Time the store's operations, for the calls that carry an
 			// observer in their context.
-			e.store = hookedStore{Store: e.store, ex: e}
+			hs := hookedStore{Store: e.store, ex: e}
+			e.store = hs
 			if e.txStore != nil {
 				e.txStore = hookedTxStore{hookedStore: hookedStore{Store: e.txStore, ex: e}, tx: e.txStore}
 			}
 			if e.renewer != nil {
-				e.renewer = hookedRenewer{hookedStore: hookedStore{Store: e.renewer, ex: e}, r: e.renewer}
+				e.renewer = hookedRenewer{hookedStore: hs, r: e.renewer}
 			}
 		}
 		e.hook = h

@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding"
@@ -27,11 +28,14 @@ type Key struct {
 	// unambiguous (length-prefixed) encoding: "a"+"bc" and "ab"+"c" differ.
 	ID [32]byte
 	// Text is the readable form of the parts, for logs and debugging; at most
-	// MaxReadableKey bytes.
+	// MaxReadableKey bytes. It may carry personal data: errors name a key by
+	// Hex instead. The executor leaves it empty in the keys it passes a
+	// LocalStore when no observer can read it (see LocalStore).
 	Text string
 }
 
-// String returns "tenant/op/text", for logs.
+// String returns "tenant/op/text", for debugging; it carries the tenant and
+// the key's text, which may be personal data (Hex does not).
 func (k Key) String() string {
 	return k.Tenant + "/" + k.Op + "/" + k.Text
 }
@@ -60,46 +64,14 @@ type KeyParts struct {
 	missing string
 	err     error
 	parts   int
-	n       int    // bytes used in buf
-	big     []byte // the encoding, once it outgrows buf
-	buf     [192]byte
-}
-
-func (p *KeyParts) write(b []byte) {
-	if p.big == nil && p.n+len(b) <= len(p.buf) {
-		p.n += copy(p.buf[p.n:], b)
-		return
-	}
-	if p.big == nil {
-		p.big = append(make([]byte, 0, 2*(p.n+len(b))), p.buf[:p.n]...)
-	}
-	p.big = append(p.big, b...)
-}
-
-func (p *KeyParts) writeString(s string) {
-	if p.big == nil && p.n+len(s) <= len(p.buf) {
-		p.n += copy(p.buf[p.n:], s)
-		return
-	}
-	if p.big == nil {
-		p.big = append(make([]byte, 0, 2*(p.n+len(s))), p.buf[:p.n]...)
-	}
-	p.big = append(p.big, s...)
+	enc     scratch
 }
 
 func (p *KeyParts) header(kind byte, n int) {
 	var h [1 + binary.MaxVarintLen64]byte
 	h[0] = kind
-	p.write(h[:1+binary.PutUvarint(h[1:], uint64(n))])
+	put(&p.enc, h[:1+binary.PutUvarint(h[1:], uint64(n))])
 	p.parts++
-}
-
-// encoding returns the parts' encoding so far.
-func (p *KeyParts) encoding() []byte {
-	if p.big != nil {
-		return p.big
-	}
-	return p.buf[:p.n]
 }
 
 func (p *KeyParts) markMissing(path string) {
@@ -115,7 +87,7 @@ func (p *KeyParts) String(path, s string) {
 		return
 	}
 	p.header('s', len(s))
-	p.writeString(s)
+	put(&p.enc, s)
 }
 
 // Int adds a signed integer part.
@@ -123,7 +95,7 @@ func (p *KeyParts) Int(v int64) {
 	var b [binary.MaxVarintLen64]byte
 	n := binary.PutVarint(b[:], v)
 	p.header('i', n)
-	p.write(b[:n])
+	put(&p.enc, b[:n])
 }
 
 // Uint adds an unsigned integer part.
@@ -131,35 +103,28 @@ func (p *KeyParts) Uint(v uint64) {
 	var b [binary.MaxVarintLen64]byte
 	n := binary.PutUvarint(b[:], v)
 	p.header('u', n)
-	p.write(b[:n])
+	put(&p.enc, b[:n])
 }
 
 // Bool adds a boolean part.
 func (p *KeyParts) Bool(v bool) {
 	p.header('b', 1)
 	if v {
-		p.write([]byte{1})
+		put(&p.enc, []byte{1})
 	} else {
-		p.write([]byte{0})
+		put(&p.enc, []byte{0})
 	}
 }
 
 // Bytes adds a byte-array part (a UUID, say); path names it when it is all
 // zero bytes or empty, which is treated as missing.
 func (p *KeyParts) Bytes(path string, b []byte) {
-	zero := true
-	for _, c := range b {
-		if c != 0 {
-			zero = false
-			break
-		}
-	}
-	if zero {
+	if len(bytes.TrimLeft(b, "\x00")) == 0 {
 		p.markMissing(path)
 		return
 	}
 	p.header('x', len(b))
-	p.write(b)
+	put(&p.enc, b)
 }
 
 // Stringer adds the String() form of v. A nil v, or a nil pointer in v, is
@@ -217,7 +182,7 @@ func (p *KeyParts) Text(path string, v encoding.TextMarshaler) {
 		return
 	}
 	p.header('s', len(b))
-	p.write(b)
+	put(&p.enc, b)
 }
 
 // Time adds the instant t stands for: seconds and nanoseconds since the Unix
@@ -233,7 +198,7 @@ func (p *KeyParts) Time(path string, t time.Time) {
 	binary.BigEndian.PutUint64(b[:8], uint64(t.Unix()))
 	binary.BigEndian.PutUint32(b[8:], uint32(t.Nanosecond()))
 	p.header('t', len(b))
-	p.write(b[:])
+	put(&p.enc, b[:])
 }
 
 // isNil reports whether v is nil or holds a nil pointer.
@@ -252,6 +217,17 @@ func (p *KeyParts) Missing(path string) { p.markMissing(path) }
 // Key returns the record key for tenant and op, or an error wrapping
 // ErrMissingKey when a part was missing or empty.
 func (p *KeyParts) Key(tenant, op string) (Key, error) {
+	k, err := p.id(tenant, op)
+	if err != nil {
+		return Key{}, err
+	}
+	k.Text = p.text()
+	return k, nil
+}
+
+// id is Key without the readable Text, which costs an allocation that the
+// executor makes only where the text can be read (see text).
+func (p *KeyParts) id(tenant, op string) (Key, error) {
 	if p.err != nil {
 		return Key{}, p.err
 	}
@@ -261,15 +237,18 @@ func (p *KeyParts) Key(tenant, op string) (Key, error) {
 	if p.parts == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
-	enc := p.encoding()
 	var scratch [320]byte
 	buf := binary.AppendUvarint(scratch[:0], uint64(len(tenant)))
 	buf = append(buf, tenant...)
 	buf = binary.AppendUvarint(buf, uint64(len(op)))
 	buf = append(buf, op...)
-	buf = append(buf, enc...)
-	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf), Text: readable(enc)}, nil
+	buf = append(buf, p.enc.bytes()...)
+	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf)}, nil
 }
+
+// text returns the readable form of the parts (Key.Text); never empty for
+// parts id accepts.
+func (p *KeyParts) text() string { return readable(p.enc.bytes()) }
 
 // readable decodes the parts' encoding into "part+part+...", cut at
 // MaxReadableKey bytes on a rune boundary.
@@ -325,34 +304,47 @@ func Derive(parent, step string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-type keyCtx struct{}
-
-// WithKey returns ctx carrying the idempotency key of the current call, as
-// the executor does before it runs a method (and so before an idemhttp
-// handler runs).
-func WithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, keyCtx{}, key)
+// keyContext is the context a wrapped method runs in: its caller's, carrying
+// the record key's ID. It is one allocation, where context.WithValue would
+// take two (the context and the boxed ID); cancellation, deadline and every
+// other value come from the caller's context.
+type keyContext struct {
+	context.Context
+	id [32]byte
 }
 
-// withRecordKey returns ctx carrying the record key of the current call;
-// KeyFrom encodes it only when asked.
-func withRecordKey(ctx context.Context, k Key) context.Context {
-	return context.WithValue(ctx, keyCtx{}, k.ID)
+// keyContextKey is the Value key under which a keyContext answers itself.
+type keyContextKey struct{}
+
+// Value returns the keyContext itself for keyContextKey{}, and asks the
+// caller's context for every other key.
+func (c *keyContext) Value(key any) any {
+	if key == (keyContextKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// ContextWithKey returns ctx carrying k as the key of the idempotent call in
+// progress, so that KeyFrom(ctx) returns k.Hex(). The executor calls it for
+// the context a wrapped method runs in (and so for an idemhttp or idemgrpc
+// handler); call it yourself where work is made idempotent by other means
+// (a consumer that deduplicates by message ID, say), so that the calls it
+// makes downstream through idemhttp.Transport or idemgrpc derive their keys
+// from k.
+func ContextWithKey(ctx context.Context, k Key) context.Context {
+	return &keyContext{Context: ctx, id: k.ID}
 }
 
 // KeyFrom returns the idempotency key of the call that ctx belongs to: the
 // hex form of the record key (Key.Hex), inside a wrapped method and inside an
-// idemhttp handler alike. It is scoped by tenant and operation, unlike the
-// raw Idempotency-Key header, so keys derived from it for downstream calls
-// cannot collide across tenants. Use Derive on it for downstream calls.
+// idemhttp or idemgrpc handler alike (see ContextWithKey). It is scoped by
+// tenant and operation, unlike the raw Idempotency-Key header, so keys
+// derived from it for downstream calls cannot collide across tenants. Use
+// Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
-	switch k := ctx.Value(keyCtx{}).(type) {
-	case string:
-		return k, true
-	case [32]byte:
-		return hex.EncodeToString(k[:]), true
+	if c, ok := ctx.Value(keyContextKey{}).(*keyContext); ok {
+		return hex.EncodeToString(c.id[:]), true
 	}
 	return "", false
 }
-
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }

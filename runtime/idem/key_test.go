@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -84,12 +85,35 @@ func TestDerive(t *testing.T) {
 	assert.Len(t, a, 32)
 }
 
+// TestKeyContext: ContextWithKey carries the key's ID for KeyFrom, the
+// innermost key wins, and everything else (values, cancellation, its cause,
+// the deadline) is the parent's.
 func TestKeyContext(t *testing.T) {
 	_, ok := idem.KeyFrom(context.Background())
 	assert.False(t, ok)
-	k, ok := idem.KeyFrom(idem.WithKey(context.Background(), "k1"))
+
+	type valueKey struct{}
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), valueKey{}, "v"))
+	k1, err := idem.NewKey("t", "Op", "k1")
+	require.NoError(t, err)
+	k2, err := idem.NewKey("t", "Op", "k2")
+	require.NoError(t, err)
+	ctx := idem.ContextWithKey(parent, k1)
+	got, ok := idem.KeyFrom(ctx)
 	assert.True(t, ok)
-	assert.Equal(t, "k1", k)
+	assert.Equal(t, k1.Hex(), got)
+	inner, ok := idem.KeyFrom(idem.ContextWithKey(ctx, k2))
+	assert.True(t, ok)
+	assert.Equal(t, k2.Hex(), inner, "the innermost key wins")
+	assert.Equal(t, "v", ctx.Value(valueKey{}), "other values are the parent's")
+
+	child, stop := context.WithCancel(ctx)
+	defer stop()
+	boom := errors.New("boom")
+	cancel(boom)
+	<-child.Done()
+	assert.ErrorIs(t, ctx.Err(), context.Canceled)
+	assert.ErrorIs(t, context.Cause(child), boom, "the parent's cause reaches through")
 }
 
 func TestFingerprint(t *testing.T) {

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"strconv"
 	"time"
 )
 
@@ -30,7 +31,7 @@ func (s Status) String() string {
 	case StatusFailedFinal:
 		return "FAILED_FINAL"
 	default:
-		return "Status(" + itoa(int64(s)) + ")"
+		return "Status(" + strconv.Itoa(int(s)) + ")"
 	}
 }
 
@@ -79,7 +80,8 @@ type Claim struct {
 	Record Record
 }
 
-// Record is a live idempotency record as a store returns it.
+// Record is a live idempotency record as a store returns it. Its Outcome's
+// slices may be the store's own: callers read them and never modify them.
 type Record struct {
 	Status      Status
 	Fingerprint Fingerprint
@@ -130,6 +132,10 @@ type Store interface {
 	// Complete atomically replaces the PROCESSING record holding token with
 	// out, to expire ttl from the store's now. If the record is gone, final,
 	// or holds another token, it changes nothing and returns ErrLeaseLost.
+	//
+	// out's slices (Body, Meta) become the store's: the caller does not
+	// modify them after the call, so a store may keep them without a copy
+	// (the executor passes the codec's fresh encoding).
 	Complete(ctx context.Context, key Key, token Token, out Outcome, ttl time.Duration) error
 
 	// Release atomically deletes the PROCESSING record holding token, so the
@@ -165,12 +171,18 @@ type Txn interface {
 	Release(ctx context.Context) error
 }
 
+// The optional capabilities of a store, each an interface of its own
+// methods only (as in database/sql/driver): the executor, runtime/tiered
+// and the Sweeper find them by a type assertion on the store. A store that
+// wraps another forwards the ones it can (the methods that answer a bool
+// let a wrapper answer for what it wraps). Seeder and Sweepable are
+// declared beside their users (seeder.go, sweeper.go).
+
 // Renewer is implemented by stores that can extend a claim's lease while
 // the method runs, so that a slow method (rather than a stalled process)
 // does not lose its key to a takeover. The executor renews through it when
-// lease renewal is on.
+// lease renewal is on (WithRenewal, Method.Renew).
 type Renewer interface {
-	Store
 	// Renew atomically sets the lease of the PROCESSING record holding token
 	// to lease from the store's now (never beyond the record's expiry). If
 	// the record is gone, final, or holds another token, it changes nothing
@@ -178,11 +190,29 @@ type Renewer interface {
 	Renew(ctx context.Context, key Key, token Token, lease time.Duration) error
 }
 
-// LocalStore is implemented by stores that answer from process memory and
-// never block on I/O (memstore). The executor calls them without the
-// deadline it puts on the store calls it makes after the method ran.
+// LocalStore is implemented by stores that may answer from process memory
+// without blocking on I/O (memstore). When Local returns true, the
+// executor calls the store without the deadline (WithStoreTimeout) it puts
+// on the store calls it makes after the method ran and on lease renewals:
+// such a call cannot hang, and the deadline would cost a timer per call.
+// It also passes such a store keys whose Text is empty unless an observer
+// or a CallHook is set: a local store keeps nothing for operators to read,
+// and the readable text costs an allocation per call.
 type LocalStore interface {
-	Store
-	// Local marks the store as in-process.
-	Local()
+	// Local reports whether every call of the store returns without
+	// blocking on I/O. The executor asks once, in NewExecutor.
+	Local() bool
+}
+
+// BoundedStore is implemented by stores that can tell whether their calls
+// return promptly once their context's deadline has passed (redisstore
+// judges it from its client's options). runtime/tiered calls a fast store
+// on the caller's goroutine, with its fast timeout as the deadline, when
+// BoundedBy(that timeout) is true, and on a goroutine it can stop waiting
+// for otherwise; the executor does not use it.
+type BoundedStore interface {
+	// BoundedBy reports whether every call returns within about d of its
+	// context's deadline (including the wait for a connection, a dial and
+	// retries). False when the store cannot tell.
+	BoundedBy(d time.Duration) bool
 }

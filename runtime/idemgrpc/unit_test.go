@@ -89,7 +89,11 @@ func TestResponseTooLarge(t *testing.T) {
 func TestClientKey(t *testing.T) {
 	const method = "/test.Echo/Do"
 	fresh := func() string { return "fresh" }
-	parent := idem.WithKey(context.Background(), "parent")
+	pk, err := idem.NewKey("", "Echo.Do", "parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent := idem.ContextWithKey(context.Background(), pk)
 	tests := []struct {
 		name string
 		ctx  context.Context
@@ -97,7 +101,7 @@ func TestClientKey(t *testing.T) {
 	}{
 		{"own metadata kept", metadata.AppendToOutgoingContext(parent, idemgrpc.MetadataKey, "mine"), "mine"},
 		{"WithKey verbatim", idemgrpc.WithKey(parent, "given"), "given"},
-		{"derived inside an idempotent call", parent, idem.Derive("parent", "grpc "+method)},
+		{"derived inside an idempotent call", parent, idem.Derive(pk.Hex(), "grpc "+method)},
 		{"fresh otherwise", context.Background(), "fresh"},
 	}
 	icpt := idemgrpc.UnaryClientInterceptor(idemgrpc.WithKeyFunc(fresh))

@@ -1,0 +1,165 @@
+package idem_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// The allocation budget of the wrapper on memstore (issue 11: at most 4
+// allocations beyond a hand-written map+mutex, direct call and
+// json.Marshal). These tests pin what the executor and memstore allocate
+// beyond the codec's own work, counted by testing.AllocsPerRun: exact
+// counts, not timings, so that they hold on any machine.
+
+type allocOrder struct {
+	ID, Customer, Currency string
+	Amount                 int64
+}
+
+type allocReceipt struct {
+	OrderID  string `json:"order_id"`
+	Customer string `json:"customer"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Status   string `json:"status"`
+}
+
+var allocMethod = idem.Method{Op: "Service.Place", TTL: 5 * time.Minute, Lease: 30 * time.Second, Scheme: 1}
+
+// place is what idemgen generates for Place(ctx, order, op) with the key
+// order.ID+op; the method returns r.
+func place(ctx context.Context, ex *idem.Executor, o *allocOrder, op string, r *allocReceipt) (*allocReceipt, error) {
+	var k idem.KeyParts
+	k.String("order.ID", o.ID)
+	k.String("op", op)
+	var h idem.Hasher
+	h.String(o.ID)
+	h.String(o.Customer)
+	h.Int(o.Amount)
+	h.String(o.Currency)
+	h.String(op)
+	return idem.Do(ctx, ex, &allocMethod, &k, &h, func(context.Context) (*allocReceipt, error) { return r, nil })
+}
+
+func allocOrders(n int) []allocOrder {
+	orders := make([]allocOrder, n)
+	for i := range orders {
+		orders[i] = allocOrder{ID: "order-" + strconv.Itoa(i), Customer: "c-42", Currency: "EUR", Amount: 4250}
+	}
+	return orders
+}
+
+var allocResult = &allocReceipt{OrderID: "x", Customer: "c-42", Amount: 4250, Currency: "EUR", Status: "placed"}
+
+// allocRuns is how many calls AllocsPerRun averages; the memstore's maps
+// growing from empty add about 0.1 allocation per call, which the integer
+// average drops.
+const allocRuns = 500
+
+// TestAllocsFirstCall: a first call allocates, besides the codec's encoding
+// of the result, the method's context (carrying the key), the detached
+// context of the Complete and memstore's record: 3. (memstore keeps the
+// encoding it is given, as Store.Complete allows, and needs no Key.Text.)
+func TestAllocsFirstCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts allocations")
+	}
+	const want = 3
+	ctx, cancel := context.WithCancel(context.Background()) // a request's context is cancellable
+	defer cancel()
+	ex := idem.NewExecutor(memstore.New())
+	orders := allocOrders(allocRuns + 1)
+	i := 0
+	got := testing.AllocsPerRun(allocRuns, func() {
+		if _, err := place(ctx, ex, &orders[i], "pay", allocResult); err != nil {
+			t.Fatal(err)
+		}
+		i++
+	})
+	codec := testing.AllocsPerRun(allocRuns, func() {
+		if _, err := (idem.JSONCodec{}).Marshal(allocResult); err != nil {
+			t.Fatal(err)
+		}
+	})
+	checkAllocs(t, "first call", got-codec, want)
+}
+
+// TestAllocsReplay: a replay allocates, besides what the codec's decoding
+// of the stored result allocates, the variable the codec decodes into (it
+// escapes through Codec.Unmarshal's any): 1.
+func TestAllocsReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts allocations")
+	}
+	const want = 1
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ex := idem.NewExecutor(memstore.New())
+	o := allocOrders(1)[0]
+	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
+		t.Fatal(err)
+	}
+	got := testing.AllocsPerRun(allocRuns, func() {
+		r, err := place(ctx, ex, &o, "pay", nil)
+		if err != nil || r.Status != "placed" {
+			t.Fatalf("replay: %+v, %v", r, err)
+		}
+	})
+	body, err := (idem.JSONCodec{}).Marshal(allocResult)
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := testing.AllocsPerRun(allocRuns, func() {
+		r := new(allocReceipt)
+		if err := (idem.JSONCodec{}).Unmarshal(body, r); err != nil {
+			t.Fatal(err)
+		}
+	})
+	checkAllocs(t, "replay", got-codec, want)
+}
+
+// checkAllocs fails when the executor and store allocate more than want,
+// and when they allocate fewer: then lower want, so that the gain is kept.
+func checkAllocs(t *testing.T, what string, got float64, want int) {
+	t.Helper()
+	switch {
+	case got > float64(want):
+		t.Errorf("%s: %v allocations beyond the codec's, want at most %d", what, got, want)
+	case got < float64(want):
+		t.Errorf("%s: %v allocations beyond the codec's, fewer than the %d pinned: lower the pin", what, got, want)
+	}
+}
+
+func BenchmarkFirstCall(b *testing.B) {
+	ex := idem.NewExecutor(memstore.New())
+	ctx := context.Background()
+	orders := allocOrders(b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := place(ctx, ex, &orders[i], "pay", allocResult); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReplay(b *testing.B) {
+	ex := idem.NewExecutor(memstore.New())
+	ctx := context.Background()
+	o := allocOrders(1)[0]
+	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := place(ctx, ex, &o, "pay", nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
