@@ -70,13 +70,13 @@ func benchCases(loopback bool) map[string]func(b *testing.B) {
 	return map[string]func(*testing.B){
 		"bare": func(b *testing.B) { benchServe(b, benchHandler, loopback, nil) },
 		"first": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()))(benchHandler)
-			prefix := idemhttp.NewKey() + "-"
+			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			prefix := idemhttp.GenerateKey() + "-"
 			benchServe(b, h, loopback, func(i int) string { return prefix + strconv.Itoa(i) })
 		},
 		"replayed": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()))(benchHandler)
-			key := idemhttp.NewKey()
+			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			key := idemhttp.GenerateKey()
 			benchServe(b, h, loopback, func(int) string { return key })
 		},
 	}

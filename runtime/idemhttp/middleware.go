@@ -57,6 +57,7 @@ type response struct {
 // same request. The errors, as RFC 9457 problem details:
 //
 //   - 400: the key is missing (unless WithOptionalKey) or malformed;
+//   - 403: the WithTenant function named no tenant for the request;
 //   - 409 with Retry-After: the first request with the key is still running
 //     (or, WithWait, the stored response once it finishes);
 //   - 406: the stored response is in a representation the retry does not
@@ -72,9 +73,11 @@ type response struct {
 // its outcome is stored, a lease that lapses if the process dies, and
 // release of the key on a 5xx or a panic so that a retry runs again.
 //
-// New panics if ex is nil or an option is invalid, with a message naming
-// the option, as idem.NewExecutor does: such a mistake is in the program,
-// not in a request.
+// Exactly one of WithTenant and SingleTenant is required: the tenancy is
+// a security decision, written where the middleware is built. New panics
+// if it is missing, if ex is nil or if an option is invalid, with a
+// message naming the rule or the option, as idem.NewExecutor does: such a
+// mistake is in the program, not in a request.
 func New(ex *idem.Executor, opts ...Option) func(http.Handler) http.Handler {
 	if ex == nil {
 		panic("idemhttp: New: the executor is nil")
@@ -161,7 +164,15 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ev.Tenant = m.cfg.tenant(r)
+	if m.cfg.tenant != nil {
+		if ev.Tenant = m.cfg.tenant(r); ev.Tenant == "" {
+			ev.Kind, ev.Status = EventTenantMissing, http.StatusForbidden
+			m.cfg.observe(ev)
+			m.problem(w, http.StatusForbidden, "missing-tenant", "Request has no tenant",
+				"This operation scopes Idempotency-Keys by client, and this request names none (it is not authenticated); nothing was processed. Authenticate, and retry with the same Idempotency-Key.")
+			return
+		}
+	}
 	var fromPath bool
 	ev.Op, fromPath = m.operation(r)
 	if len(ev.Op) > idem.MaxOpLen || len(ev.Tenant) > idem.MaxTenantLen {
@@ -212,7 +223,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		m.next.ServeHTTP(rec, r2)
-		return m.settle(rec, r2, ctx)
+		return m.settle(ctx, rec, r2)
 	})
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
@@ -282,7 +293,7 @@ func (m *middleware) operation(r *http.Request) (op string, fromPath bool) {
 
 // settle decides, once the handler returned, whether its response is the
 // stored outcome (nil error) or the key is released (an error).
-func (m *middleware) settle(rec *recorder, r *http.Request, ctx context.Context) (response, error) {
+func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request) (response, error) {
 	if rec.hijacked {
 		return response{}, ErrHijacked
 	}
