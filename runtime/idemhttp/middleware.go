@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -246,24 +247,47 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.refused(w, err, &ev)
 }
 
-// readBody reads the request body whole, up to the limit.
+// readBody reads the request body whole, up to the limit: into one slice
+// of the declared length when there is one (a server's body ends there),
+// else through a buffer. A Body set by hand that is shorter or longer than
+// its ContentLength is read to its end all the same.
 func (m *middleware) readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
 	defer r.Body.Close()
-	if r.ContentLength > m.cfg.maxBody {
+	cl := r.ContentLength
+	if cl > m.cfg.maxBody {
 		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	if cl <= 0 {
+		return m.readRest(r.Body, nil)
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, m.cfg.maxBody+1))
-	if err != nil {
+	body := make([]byte, cl, cl+1) // one spare byte to find the end in
+	if n, err := io.ReadFull(r.Body, body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return body[:n], nil // shorter than declared: only a Body set by hand can be
+		}
 		return nil, err
 	}
-	if n > m.cfg.maxBody {
+	switch n, err := io.ReadFull(r.Body, body[cl:cl+1]); {
+	case n == 0 && errors.Is(err, io.EOF):
+		return body, nil
+	case n == 0:
+		return nil, err
+	}
+	// Longer than declared: only a Body set by hand can be.
+	return m.readRest(r.Body, body[:cl+1])
+}
+
+// readRest reads body to its end after the bytes already read, refusing
+// more than the limit in all.
+func (m *middleware) readRest(body io.Reader, read []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(read)
+	if _, err := buf.ReadFrom(io.LimitReader(body, m.cfg.maxBody-int64(len(read))+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > m.cfg.maxBody {
 		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
 	}
 	return buf.Bytes(), nil
@@ -305,7 +329,10 @@ func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request)
 	if rec.overflow {
 		return response{}, ErrResponseTooLarge
 	}
-	resp := response{Status: rec.status, Body: bytes.Clone(rec.body.Bytes())}
+	// The body is the recorder's buffer, not a copy: nothing writes to it
+	// once the handler returned, and the response is encoded before
+	// anything else happens to it.
+	resp := response{Status: rec.status, Body: rec.body.Bytes()}
 	for k, v := range rec.snapshot {
 		if m.cfg.stored[k] {
 			if resp.Header == nil {
@@ -443,12 +470,13 @@ func retryAfter(d time.Duration) string {
 // replay writes a stored response.
 func replay(w http.ResponseWriter, resp response) {
 	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	h.Set(ReplayedHeader, "true")
+	maps.Copy(h, resp.Header) // the decoded values are the replay's own
+	vals := make([]string, 2) // one allocation for the two fields set here
+	vals[0] = "true"
+	h[ReplayedHeader] = vals[0:1:1]
 	if bodyAllowed(resp.Status) {
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+		vals[1] = strconv.Itoa(len(resp.Body))
+		h["Content-Length"] = vals[1:2:2]
 	}
 	w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 && bodyAllowed(resp.Status) {

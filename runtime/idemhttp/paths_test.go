@@ -225,3 +225,43 @@ func TestEventKindString(t *testing.T) {
 }
 
 var _ = httptest.NewRecorder
+
+// TestBodyLengthMismatch: a request Body set by hand may be longer or
+// shorter than its ContentLength (a server's never is); the middleware
+// hands the handler what the body holds, within the limit, and refuses a
+// body that outgrows the limit, whatever ContentLength says.
+func TestBodyLengthMismatch(t *testing.T) {
+	const limit = 10
+	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(201)
+		_, _ = w.Write(b)
+	}, idemhttp.WithMaxBody(limit))
+	for _, c := range []struct {
+		body     string
+		declared int64
+		status   int
+	}{
+		{"abc", 3, 201},
+		{"abcdef", 3, 201},       // longer than declared: read on
+		{"0123456789", 4, 201},   // up to the limit
+		{"0123456789x", 4, 413},  // beyond it
+		{"0123456789x", 11, 413}, // declared beyond it
+		{"0123456789x", -1, 413}, // unknown length
+		{"abc", -1, 201},         // unknown length
+		{"ab", 3, 201},           // shorter than declared
+		{"", 3, 201},             // empty, 3 declared
+		{"0123456789", 10, 201},  // exactly the limit
+		{"0123456789", 9, 201},   // one more than declared, at the limit
+		{"0123456789x", 10, 413}, // one more than declared, beyond it
+	} {
+		r := httptest.NewRequest("POST", "/echo", strings.NewReader(c.body))
+		r.ContentLength = c.declared
+		r.Header.Set(idemhttp.Header, idemhttp.GenerateKey())
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		if w.Code != c.status || (c.status == 201 && w.Body.String() != c.body) {
+			t.Errorf("body %q declared %d: %d %q, want %d", c.body, c.declared, w.Code, w.Body, c.status)
+		}
+	}
+}
