@@ -184,6 +184,9 @@ func TestObserver(t *testing.T) {
 	if s := idemgrpc.EventInProgress.String(); s != "in_progress" {
 		t.Errorf("EventInProgress.String() = %q", s)
 	}
+	if s := idemgrpc.EventTenantMissing.String(); s != "tenant_missing" {
+		t.Errorf("EventTenantMissing.String() = %q", s)
+	}
 }
 
 // TestInvalidOptionsPanic: a missing tenancy, a nil executor and every

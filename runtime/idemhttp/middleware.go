@@ -161,6 +161,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The client's body could not be read (it went away, or sent a
 		// malformed chunked body): nothing was claimed.
+		ev.Kind, ev.Status, ev.Err = EventBodyUnreadable, http.StatusBadRequest, err
+		m.cfg.observe(ev)
 		m.problem(w, http.StatusBadRequest, "unreadable-body", "Request body could not be read", err.Error()+".")
 		return
 	}

@@ -470,11 +470,16 @@ const (
 	// EventTenantMissing: the WithTenant function named no tenant for the
 	// request (403); nothing was processed.
 	EventTenantMissing
+	// EventBodyUnreadable: the request body could not be read (the client
+	// went away, or sent a malformed chunked body); 400, nothing was
+	// processed.
+	EventBodyUnreadable
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
-	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing"}
+	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing",
+	"body_unreadable"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

@@ -228,7 +228,7 @@ func TestTransportQuotesUnsafeKeys(t *testing.T) {
 	for _, key := range []string{"a,b", `"q"`, " padded ", "plain"} {
 		ctx := idemhttp.ContextWithOutgoingKey(context.Background(), key)
 		for i := range 2 {
-			st, h, _, err := postVia(client, srv.URL+"/orders", "{}", ctx)
+			st, h, _, err := postVia(ctx, client, srv.URL+"/orders", "{}")
 			if err != nil || st != 201 || (h.Get(idemhttp.ReplayedHeader) == "true") != (i == 1) {
 				t.Fatalf("key %q attempt %d: %d %v %v", key, i, st, h, err)
 			}

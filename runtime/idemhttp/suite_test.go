@@ -999,7 +999,7 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 			}
 		}
 	})
-	st, h, body, err := postVia(&http.Client{Transport: retrying}, srv.URL+"/orders", `{"item":"y"}`, context.Background())
+	st, h, body, err := postVia(context.Background(), &http.Client{Transport: retrying}, srv.URL+"/orders", `{"item":"y"}`)
 	if err != nil || st != 201 || body != "order 2" || h.Get(idemhttp.ReplayedHeader) != "true" {
 		t.Fatalf("retrying transport: %d %q %v %v", st, body, h, err)
 	}
@@ -1013,7 +1013,7 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 	c3 := &http.Client{Transport: &idemhttp.Transport{Base: flaky3, Quoted: true}}
 	ctx := idemhttp.ContextWithOutgoingKey(context.Background(), idemhttp.GenerateKey())
 	for attempt := 0; ; attempt++ {
-		st, h, body, err = postVia(c3, srv.URL+"/orders", `{"item":"z"}`, ctx)
+		st, h, body, err = postVia(ctx, c3, srv.URL+"/orders", `{"item":"z"}`)
 		if err == nil || attempt == 2 {
 			break
 		}
@@ -1032,7 +1032,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func postVia(c *http.Client, url, body string, ctx context.Context) (int, http.Header, string, error) {
+func postVia(ctx context.Context, c *http.Client, url, body string) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, "", err
