@@ -116,7 +116,9 @@ func startPayments(p *payments, idempotent bool) (addr string, stop func(), err 
 	}
 	icpts := []grpc.UnaryServerInterceptor{p.network}
 	if idempotent {
-		icpts = append(icpts, idemgrpc.UnaryServerInterceptor(idem.NewExecutor(memstore.New())))
+		// SingleTenant: payments has one caller, the checkout service; a
+		// service with many clients scopes keys by client (WithTenant).
+		icpts = append(icpts, idemgrpc.UnaryServerInterceptor(idem.NewExecutor(memstore.New()), idemgrpc.SingleTenant()))
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpts...))
 	srv.RegisterService(&paymentsDesc, p)

@@ -193,8 +193,8 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 
 	fmt.Fprintln(out, "\n2. the same key with another body (amount 9900 instead of 2500)")
-	key := idemhttp.NewKey()
-	keyed := idemhttp.WithKey(ctx, key) // the Transport sends this key
+	key := idemhttp.GenerateKey()
+	keyed := idemhttp.ContextWithOutgoingKey(ctx, key) // the Transport sends this key
 	if _, _, err := c.post(keyed, base+"/orders/o-2/pay", body); err != nil {
 		return err
 	}

@@ -10,28 +10,28 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-type clientKeyCtx struct{}
+type outgoingKeyCtx struct{}
 
-// WithKey returns ctx carrying key as the idempotency key that the client
-// interceptor sends, verbatim, on the calls made with ctx. Every call made
-// with ctx gets the same key, so make one logical call per such context
-// (the caller's retries of it included).
-func WithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, clientKeyCtx{}, key)
+// ContextWithOutgoingKey returns ctx carrying key as the idempotency key
+// that the client interceptor sends, verbatim, on the calls made with ctx:
+//
+//	ctx = idemgrpc.ContextWithOutgoingKey(ctx, idemgrpc.GenerateKey()) // once per logical call
+//
+// Every call made with ctx gets the same key, so make one logical call per
+// such context (the caller's retries of it included). It is the key of a
+// call this process makes, not of the call it serves (idem.KeyFrom's).
+func ContextWithOutgoingKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, outgoingKeyCtx{}, key)
 }
 
-// WithNewKey returns ctx carrying a fresh UUIDv7 key, as WithKey. Call it
-// once per logical call, before the caller's own retry loop: every attempt
-// then carries the same key.
-func WithNewKey(ctx context.Context) context.Context {
-	return WithKey(ctx, idemhttp.NewKey())
-}
-
-// KeyFromContext returns the key set by WithKey or WithNewKey.
-func KeyFromContext(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(clientKeyCtx{}).(string)
+// OutgoingKeyFromContext returns the key set by ContextWithOutgoingKey.
+func OutgoingKeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(outgoingKeyCtx{}).(string)
 	return k, ok
 }
+
+// GenerateKey returns a fresh key, a UUIDv7, as idemhttp.GenerateKey does.
+func GenerateKey() string { return idemhttp.GenerateKey() }
 
 // ClientOption configures the client interceptor.
 type ClientOption func(*clientConfig)
@@ -48,7 +48,7 @@ func WithClientMethods(f func(fullMethod string) bool) ClientOption {
 }
 
 // WithKeyFunc sets the function that returns a fresh key (default: a
-// UUIDv7, idemhttp.NewKey).
+// UUIDv7, GenerateKey).
 func WithKeyFunc(f func() string) ClientOption { return func(c *clientConfig) { c.newKey = f } }
 
 // UnaryClientInterceptor returns an interceptor that sets the
@@ -57,25 +57,37 @@ func WithKeyFunc(f func() string) ClientOption { return func(c *clientConfig) { 
 //
 //  1. the call's own outgoing idempotency-key metadata, when set: left
 //     untouched;
-//  2. the key in ctx from WithKey or WithNewKey, verbatim;
+//  2. the key in ctx from ContextWithOutgoingKey, verbatim;
 //  3. inside an idempotent call (a generated wrapper, an idemhttp handler
 //     or a handler behind UnaryServerInterceptor: idem.KeyFrom(ctx) is
 //     set), idem.Derive(parent, "grpc "+fullMethod): a retry of the whole
 //     call from the top reaches this service with the key of the first
 //     time, so a chain A→B→C deduplicates at every hop (two calls of the
-//     same method in one call need WithKey with their own idem.Derive
-//     steps);
+//     same method in one call need ContextWithOutgoingKey with their own
+//     idem.Derive steps);
 //  4. otherwise a fresh key.
 //
 // The key is set once, before grpc-go's own retries (a service config
 // retry policy) and hedging, which resend the same metadata: every attempt
 // of the call carries the same key. A caller that retries by calling again
-// must carry the key in ctx (WithNewKey, once, outside its loop) or be
-// inside an idempotent call (case 3).
+// must carry the key in ctx (ContextWithOutgoingKey, once, outside its
+// loop) or be inside an idempotent call (case 3).
+//
+// It panics if an option is nil or given a nil function, with a message
+// naming it.
 func UnaryClientInterceptor(opts ...ClientOption) grpc.UnaryClientInterceptor {
-	cfg := clientConfig{selector: func(string) bool { return true }, newKey: idemhttp.NewKey}
+	cfg := clientConfig{selector: func(string) bool { return true }, newKey: GenerateKey}
 	for _, o := range opts {
+		if o == nil {
+			panic("idemgrpc: UnaryClientInterceptor: a nil ClientOption")
+		}
 		o(&cfg)
+	}
+	switch {
+	case cfg.selector == nil:
+		panic("idemgrpc: WithClientMethods(nil)")
+	case cfg.newKey == nil:
+		panic("idemgrpc: WithKeyFunc(nil)")
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 		if cfg.selector(method) {
@@ -94,17 +106,17 @@ func withOutgoingKey(ctx context.Context, method string, newKey func() string) c
 
 // ClientKey returns the key the client interceptor sends for a call of
 // fullMethod made with ctx, by its rules 2 to 4 (newKey nil means
-// idemhttp.NewKey). A caller that wants to log the key, or to retry with
-// it by hand, calls it once and passes the result to WithKey.
+// GenerateKey). A caller that wants to log the key, or to retry with it by
+// hand, calls it once and passes the result to ContextWithOutgoingKey.
 func ClientKey(ctx context.Context, fullMethod string, newKey func() string) string {
-	if k, ok := KeyFromContext(ctx); ok && k != "" {
+	if k, ok := OutgoingKeyFromContext(ctx); ok && k != "" {
 		return k
 	}
 	if parent, ok := idem.KeyFrom(ctx); ok && parent != "" {
 		return idem.Derive(parent, "grpc "+fullMethod)
 	}
 	if newKey == nil {
-		newKey = idemhttp.NewKey
+		newKey = GenerateKey
 	}
 	return newKey()
 }

@@ -32,10 +32,13 @@ const (
 	// EventStoreError: the store failed; Err says how (Unavailable when the
 	// handler's outcome was not delivered).
 	EventStoreError
+	// EventTenantMissing: the WithTenant function named no tenant for the
+	// call (Unauthenticated); nothing was processed.
+	EventTenantMissing
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "response_too_large", "not_stored",
-	"replayed", "conflict", "in_progress", "store_error"}
+	"replayed", "conflict", "in_progress", "store_error", "tenant_missing"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {
@@ -64,4 +67,12 @@ type Event struct {
 // WithObserver sets a function told of the interceptor's own events (the
 // executor's observer sees claims, replays and releases). It is called
 // synchronously and must be safe for concurrent use.
-func WithObserver(f func(Event)) Option { return func(c *config) { c.observe = f } }
+func WithObserver(f func(Event)) Option {
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithObserver(nil)")
+			return
+		}
+		c.observe = f
+	}
+}

@@ -17,12 +17,12 @@ import (
 )
 
 // A server with the interceptor, a client with its own: the client's
-// retry of one logical call (the same ctx from WithNewKey) is answered
+// retry of one logical call (the same ctx from ContextWithOutgoingKey) is answered
 // from the store, and the handler ran once.
 func Example() {
 	ex := idem.NewExecutor(memstore.New())
 	svc := &echo{}
-	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(ex)))
+	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(ex, idemgrpc.SingleTenant())))
 	srv.RegisterService(&echoDesc, svc)
 	lis := bufconn.Listen(1 << 20)
 	go func() { _ = srv.Serve(lis) }()
@@ -38,7 +38,7 @@ func Example() {
 	}
 	defer cc.Close()
 
-	ctx := idemgrpc.WithNewKey(context.Background()) // once per logical call
+	ctx := idemgrpc.ContextWithOutgoingKey(context.Background(), idemgrpc.GenerateKey()) // once per logical call
 	for attempt := 1; attempt <= 2; attempt++ {
 		var hdr metadata.MD
 		resp := new(wrapperspb.StringValue)

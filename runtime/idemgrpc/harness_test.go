@@ -219,6 +219,14 @@ func call(ctx context.Context, cc *grpc.ClientConn, key, value string, opts ...g
 // it (the tests use fresh keys).
 type newStoreFunc func(t *testing.T) idem.Store
 
+// interceptor is a single-tenant server interceptor on store (a test that
+// scopes by tenant uses tenantInterceptor).
 func interceptor(store idem.Store, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
-	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store), opts...)
+	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store), append([]idemgrpc.Option{idemgrpc.SingleTenant()}, opts...)...)
+}
+
+// tenantInterceptor is a server interceptor on store whose keys are scoped
+// by tenant.
+func tenantInterceptor(store idem.Store, tenant func(context.Context) string, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
+	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store), append([]idemgrpc.Option{idemgrpc.WithTenant(tenant)}, opts...)...)
 }

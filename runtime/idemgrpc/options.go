@@ -2,6 +2,7 @@ package idemgrpc
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -48,7 +49,9 @@ func DefaultPolicy(code codes.Code) bool {
 // twice.
 func StoreAll(codes.Code) bool { return true }
 
-// Option configures the server interceptor.
+// Option configures the server interceptor. An invalid option (a duration
+// or size that is not positive, a nil function) makes
+// UnaryServerInterceptor panic with a message that names it.
 type Option func(*config)
 
 type config struct {
@@ -58,19 +61,43 @@ type config struct {
 	lease       time.Duration
 	wait        time.Duration
 	maxRetry    time.Duration
-	tenant      func(context.Context) string
+	tenant      func(context.Context) string // nil with single: one shared tenant
+	single      bool                         // SingleTenant
 	fingerprint func(ctx context.Context, fullMethod string, req any, h *idem.Hasher) error
 	policy      Policy
 	maxResponse int
 	cancel      bool
 	observe     func(Event)
+	bad         string // the first invalid option, for the panic
+}
+
+// invalid records the first invalid option.
+func (c *config) invalid(format string, args ...any) {
+	if c.bad == "" {
+		c.bad = "idemgrpc: " + fmt.Sprintf(format, args...)
+	}
+}
+
+// validate checks what single options cannot: how they combine, and that
+// the tenancy was chosen.
+func (c *config) validate() {
+	if c.lease > c.ttl {
+		c.invalid("WithLease(%v) exceeds the TTL, %v (WithTTL): a claim cannot outlive its record", c.lease, c.ttl)
+	}
+	switch {
+	case c.tenant != nil && c.single:
+		c.invalid("WithTenant and SingleTenant both given: choose one tenancy")
+	case c.tenant == nil && !c.single:
+		c.invalid("UnaryServerInterceptor: no tenancy chosen: pass WithTenant(f) to scope keys by client " +
+			"(f names the authenticated caller from ctx), or SingleTenant() if every client " +
+			"may be answered with another client's stored outcome when it sends that client's key")
+	}
 }
 
 func defaultConfig() config {
 	return config{
 		selector:    func(string) bool { return true },
 		ttl:         DefaultTTL,
-		tenant:      func(context.Context) string { return "" },
 		fingerprint: DefaultFingerprint,
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
@@ -83,7 +110,13 @@ func defaultConfig() config {
 // default is every unary method. Calls of other methods pass through
 // untouched, as streaming calls always do.
 func WithMethods(f func(fullMethod string) bool) Option {
-	return func(c *config) { c.selector = f }
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithMethods(nil)")
+			return
+		}
+		c.selector = f
+	}
 }
 
 // WithOptionalKey lets calls without an idempotency-key through to the
@@ -92,31 +125,79 @@ func WithMethods(f func(fullMethod string) bool) Option {
 func WithOptionalKey() Option { return func(c *config) { c.optional = true } }
 
 // WithTTL sets how long a stored outcome is replayed (default 24h). It must
-// cover the clients' retry budget.
-func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+// cover the clients' retry budget, and be positive.
+func WithTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithTTL(%v): the TTL must be > 0", d)
+			return
+		}
+		c.ttl = d
+	}
+}
 
 // WithLease sets how long a claim holds while the handler runs before
 // another call may take the key over (default: the executor's lease). Set
 // it above the handler's longest run.
-func WithLease(d time.Duration) Option { return func(c *config) { c.lease = d } }
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithLease(%v): the lease must be > 0", d)
+			return
+		}
+		c.lease = d
+	}
+}
 
 // WithWait makes a call that finds the same key in flight wait up to d for
 // the first to finish and get its stored outcome, instead of Aborted.
-func WithWait(d time.Duration) Option { return func(c *config) { c.wait = d } }
+func WithWait(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.invalid("WithWait(%v): the wait must be >= 0", d)
+			return
+		}
+		c.wait = d
+	}
+}
 
 // WithMaxRetryAfter caps the retry delay of the RetryInfo detail sent with
 // Aborted (by default the time until the first call's lease lapses).
-func WithMaxRetryAfter(d time.Duration) Option { return func(c *config) { c.maxRetry = d } }
+func WithMaxRetryAfter(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithMaxRetryAfter(%v): the cap must be > 0", d)
+			return
+		}
+		c.maxRetry = d
+	}
+}
 
 // WithTenant sets the function that names the tenant of a call (the
 // authenticated subject, read from ctx as set by an authentication
 // interceptor placed before this one). Keys are scoped by tenant and full
-// method name. Without it the service is single-tenant: every client
-// shares one key space per method (see idemhttp.WithTenant for what that
-// means). The executor's own tenant function applies too.
+// method name, so a client that sends another client's key never gets its
+// outcome. A call whose tenant is "" is refused with Unauthenticated and
+// nothing runs: an empty tenant would share one key space among every
+// such call. UnaryServerInterceptor requires either WithTenant or
+// SingleTenant. The executor's own tenant function applies too.
 func WithTenant(f func(ctx context.Context) string) Option {
-	return func(c *config) { c.tenant = f }
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithTenant(nil)")
+			return
+		}
+		c.tenant = f
+	}
 }
+
+// SingleTenant makes every client share one key space per method: a
+// client that sends a key another client used with the same request gets
+// that client's stored outcome. That is right only when the clients trust
+// each other (one internal caller); otherwise use WithTenant.
+// UnaryServerInterceptor requires one of the two, so that the choice is
+// written where the server is built.
+func SingleTenant() Option { return func(c *config) { c.single = true } }
 
 // WithFingerprint sets what makes two calls with the same key "the same
 // call": f adds the call's significant parts to h. The default,
@@ -125,7 +206,13 @@ func WithTenant(f func(ctx context.Context) string) Option {
 // one's gets FailedPrecondition. An error from f is answered with
 // InvalidArgument.
 func WithFingerprint(f func(ctx context.Context, fullMethod string, req any, h *idem.Hasher) error) Option {
-	return func(c *config) { c.fingerprint = f }
+	return func(c *config) {
+		if f == nil {
+			c.invalid("WithFingerprint(nil)")
+			return
+		}
+		c.fingerprint = f
+	}
 }
 
 // DefaultFingerprint adds the full method name and the request, marshalled
@@ -148,12 +235,28 @@ func DefaultFingerprint(_ context.Context, fullMethod string, req any, h *idem.H
 
 // WithPolicy sets which outcomes are stored (default DefaultPolicy; StoreAll
 // is the Stripe-like alternative).
-func WithPolicy(p Policy) Option { return func(c *config) { c.policy = p } }
+func WithPolicy(p Policy) Option {
+	return func(c *config) {
+		if p == nil {
+			c.invalid("WithPolicy(nil)")
+			return
+		}
+		c.policy = p
+	}
+}
 
 // WithMaxResponse sets the largest response stored, in wire bytes (default
 // 4 MiB). A larger response still reaches the client, but the key is
 // released: a retry runs the handler again.
-func WithMaxResponse(n int) Option { return func(c *config) { c.maxResponse = n } }
+func WithMaxResponse(n int) Option {
+	return func(c *config) {
+		if n < 1 {
+			c.invalid("WithMaxResponse(%d): the limit must be at least 1 byte", n)
+			return
+		}
+		c.maxResponse = n
+	}
+}
 
 // WithClientCancellation makes the handler's context end when the client
 // cancels or its deadline passes, as it does without the interceptor. By

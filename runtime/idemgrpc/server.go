@@ -56,6 +56,7 @@ type outcome struct {
 //
 //   - InvalidArgument: the key is missing (unless WithOptionalKey) or
 //     malformed, or the request cannot be fingerprinted;
+//   - Unauthenticated: the WithTenant function named no tenant;
 //   - FailedPrecondition: the key was used with another request;
 //   - Aborted with a google.rpc.RetryInfo detail: the first call with the
 //     key is still running (or, WithWait, its outcome once it finishes);
@@ -64,10 +65,25 @@ type outcome struct {
 // Streaming calls are never intercepted: register it with
 // grpc.UnaryInterceptor (or grpc.ChainUnaryInterceptor, after the
 // authentication interceptor that WithTenant reads from).
+//
+// Exactly one of WithTenant and SingleTenant is required. It panics if the
+// tenancy is missing, if ex is nil or if an option is invalid, with a
+// message naming the rule or the option, as idemhttp.New does.
 func UnaryServerInterceptor(ex *idem.Executor, opts ...Option) grpc.UnaryServerInterceptor {
+	if ex == nil {
+		panic("idemgrpc: UnaryServerInterceptor: the executor is nil")
+	}
 	cfg := defaultConfig()
 	for _, o := range opts {
+		if o == nil {
+			cfg.invalid("UnaryServerInterceptor: a nil Option")
+			continue
+		}
 		o(&cfg)
+	}
+	cfg.validate()
+	if cfg.bad != "" {
+		panic(cfg.bad)
 	}
 	s := &server{cfg: cfg, ex: ex}
 	return s.intercept
@@ -106,12 +122,20 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it")
 	}
 	ev.Key = key
+	if s.cfg.tenant != nil {
+		if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant == "" {
+			ev.Kind, ev.Code = EventTenantMissing, codes.Unauthenticated
+			s.cfg.observe(ev)
+			return nil, status.Error(codes.Unauthenticated, "the call has no tenant: "+info.FullMethod+
+				" scopes idempotency-keys by client, and this call names none (it is not authenticated); nothing was processed")
+		}
+	}
 	var h idem.Hasher
 	if err := s.cfg.fingerprint(ctx, info.FullMethod, req, &h); err != nil {
 		return nil, status.Error(codes.InvalidArgument, "request cannot be fingerprinted: "+err.Error())
 	}
 	var parts idem.KeyParts
-	if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant != "" {
+	if ev.Tenant != "" {
 		parts.String("tenant", ev.Tenant)
 	}
 	parts.String(MetadataKey, key)

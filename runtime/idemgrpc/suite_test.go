@@ -305,7 +305,7 @@ func testTimeoutThenRetry(t *testing.T, tr transport, newStore newStoreFunc) {
 	svc := &echo{gate: make(chan struct{}), started: make(chan struct{}, 2)}
 	cc := serve(t, tr, svc, []grpc.UnaryServerInterceptor{interceptor(newStore(t), idemgrpc.WithWait(time.Minute))},
 		grpc.WithUnaryInterceptor(idemgrpc.UnaryClientInterceptor()))
-	ctx := idemgrpc.WithNewKey(t.Context()) // one key for the logical call
+	ctx := idemgrpc.ContextWithOutgoingKey(t.Context(), idemgrpc.GenerateKey()) // one key for the logical call
 	first := make(chan result, 1)
 	// The client gives up once the handler runs: a cancellation, not a
 	// short deadline, which a loaded machine could pass before the call
@@ -395,7 +395,16 @@ func testTenants(t *testing.T, tr transport, newStore newStoreFunc) {
 		}
 		return ""
 	}
-	cc := serve(t, tr, svc, []grpc.UnaryServerInterceptor{interceptor(newStore(t), idemgrpc.WithTenant(tenant))})
+	var mu sync.Mutex
+	var missing []idemgrpc.Event
+	observe := func(ev idemgrpc.Event) {
+		if ev.Kind == idemgrpc.EventTenantMissing {
+			mu.Lock()
+			missing = append(missing, ev)
+			mu.Unlock()
+		}
+	}
+	cc := serve(t, tr, svc, []grpc.UnaryServerInterceptor{tenantInterceptor(newStore(t), tenant, idemgrpc.WithObserver(observe))})
 	key := newKey()
 	a := call(metadata.AppendToOutgoingContext(t.Context(), "tenant", "a"), cc, key, "x")
 	b := call(metadata.AppendToOutgoingContext(t.Context(), "tenant", "b"), cc, key, "x")
@@ -408,6 +417,22 @@ func testTenants(t *testing.T, tr transport, newStore newStoreFunc) {
 	}
 	if got := svc.runs.Load(); got != 2 {
 		t.Errorf("handler ran %d times, want 2 (one per tenant)", got)
+	}
+	// A call with no tenant, even with tenant a's key and request, is
+	// refused before anything runs: it gets neither a's outcome nor a key
+	// space shared with other calls without a tenant.
+	for range 2 {
+		if r := call(t.Context(), cc, key, "x"); status.Code(r.err) != codes.Unauthenticated || r.replayed {
+			t.Errorf("a call without a tenant: %v (replayed %v), want Unauthenticated", r.err, r.replayed)
+		}
+	}
+	if got := svc.runs.Load(); got != 2 {
+		t.Errorf("handler ran %d times after the calls without a tenant, want 2", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(missing) != 2 || missing[0].Code != codes.Unauthenticated || missing[0].Key != key {
+		t.Errorf("tenant_missing events %+v", missing)
 	}
 }
 
@@ -479,7 +504,7 @@ func testChain(t *testing.T, tr transport, newStore newStoreFunc) {
 		return nil
 	}
 	ccA := serve(t, tr, a, []grpc.UnaryServerInterceptor{interceptor(store)}, clientIcpt)
-	ctx := idemgrpc.WithNewKey(t.Context())
+	ctx := idemgrpc.ContextWithOutgoingKey(t.Context(), idemgrpc.GenerateKey())
 	if r := call(ctx, ccA, "", "start"); status.Code(r.err) != codes.Unavailable {
 		t.Fatalf("A's first attempt: %v, want Unavailable", r.err)
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
@@ -89,19 +91,27 @@ func TestResponseTooLarge(t *testing.T) {
 func TestClientKey(t *testing.T) {
 	const method = "/test.Echo/Do"
 	fresh := func() string { return "fresh" }
-	pk, err := idem.NewKey("", "Echo.Do", "parent")
-	if err != nil {
+	// parent is the context of a running idempotent call, as the executor
+	// makes it.
+	var parent context.Context
+	var parts idem.KeyParts
+	parts.String("order", "o-1")
+	if _, err := idem.Do(context.Background(), idem.NewExecutor(memstore.New()), &idem.Method{Op: "parent", TTL: time.Minute},
+		&parts, &idem.Hasher{}, func(ctx context.Context) (int, error) { parent = ctx; return 0, nil }); err != nil {
 		t.Fatal(err)
 	}
-	parent := idem.ContextWithKey(context.Background(), pk)
+	parentKey, ok := idem.KeyFrom(parent)
+	if !ok || parentKey == "" {
+		t.Fatal("no key in the context of an idempotent call")
+	}
 	tests := []struct {
 		name string
 		ctx  context.Context
 		want string
 	}{
 		{"own metadata kept", metadata.AppendToOutgoingContext(parent, idemgrpc.MetadataKey, "mine"), "mine"},
-		{"WithKey verbatim", idemgrpc.WithKey(parent, "given"), "given"},
-		{"derived inside an idempotent call", parent, idem.Derive(pk.Hex(), "grpc "+method)},
+		{"ContextWithOutgoingKey verbatim", idemgrpc.ContextWithOutgoingKey(parent, "given"), "given"},
+		{"derived inside an idempotent call", parent, idem.Derive(parentKey, "grpc "+method)},
 		{"fresh otherwise", context.Background(), "fresh"},
 	}
 	icpt := idemgrpc.UnaryClientInterceptor(idemgrpc.WithKeyFunc(fresh))
@@ -174,4 +184,58 @@ func TestObserver(t *testing.T) {
 	if s := idemgrpc.EventInProgress.String(); s != "in_progress" {
 		t.Errorf("EventInProgress.String() = %q", s)
 	}
+	if s := idemgrpc.EventTenantMissing.String(); s != "tenant_missing" {
+		t.Errorf("EventTenantMissing.String() = %q", s)
+	}
+}
+
+// TestInvalidOptionsPanic: a missing tenancy, a nil executor and every
+// invalid option make UnaryServerInterceptor panic with a message naming
+// it; a nil option or function makes UnaryClientInterceptor panic.
+func TestInvalidOptionsPanic(t *testing.T) {
+	ex := idem.NewExecutor(memstore.New())
+	single := idemgrpc.SingleTenant()
+	for _, c := range []struct {
+		name string
+		opts []idemgrpc.Option
+	}{
+		{"UnaryServerInterceptor: no tenancy chosen: pass WithTenant(f)", nil},
+		{"no tenancy chosen", []idemgrpc.Option{idemgrpc.WithTTL(time.Minute)}},
+		{"WithTenant and SingleTenant both given", []idemgrpc.Option{single, idemgrpc.WithTenant(func(context.Context) string { return "t" })}},
+		{"WithTenant(nil)", []idemgrpc.Option{idemgrpc.WithTenant(nil)}},
+		{"WithTTL(0s)", []idemgrpc.Option{single, idemgrpc.WithTTL(0)}},
+		{"WithLease(-1s)", []idemgrpc.Option{single, idemgrpc.WithLease(-time.Second)}},
+		{"WithLease(2m0s) exceeds the TTL, 1m0s (WithTTL)", []idemgrpc.Option{single, idemgrpc.WithLease(2 * time.Minute), idemgrpc.WithTTL(time.Minute)}},
+		{"WithWait(-1s)", []idemgrpc.Option{single, idemgrpc.WithWait(-time.Second)}},
+		{"WithMaxRetryAfter(0s)", []idemgrpc.Option{single, idemgrpc.WithMaxRetryAfter(0)}},
+		{"WithMaxResponse(0)", []idemgrpc.Option{single, idemgrpc.WithMaxResponse(0)}},
+		{"WithMethods(nil)", []idemgrpc.Option{single, idemgrpc.WithMethods(nil)}},
+		{"WithFingerprint(nil)", []idemgrpc.Option{single, idemgrpc.WithFingerprint(nil)}},
+		{"WithPolicy(nil)", []idemgrpc.Option{single, idemgrpc.WithPolicy(nil)}},
+		{"WithObserver(nil)", []idemgrpc.Option{single, idemgrpc.WithObserver(nil)}},
+		{"a nil Option", []idemgrpc.Option{single, nil}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantPanic(t, c.name, func() { idemgrpc.UnaryServerInterceptor(ex, c.opts...) })
+		})
+	}
+	wantPanic(t, "the executor is nil", func() { idemgrpc.UnaryServerInterceptor(nil, single) })
+	wantPanic(t, "WithKeyFunc(nil)", func() { idemgrpc.UnaryClientInterceptor(idemgrpc.WithKeyFunc(nil)) })
+	wantPanic(t, "WithClientMethods(nil)", func() { idemgrpc.UnaryClientInterceptor(idemgrpc.WithClientMethods(nil)) })
+	wantPanic(t, "a nil ClientOption", func() { idemgrpc.UnaryClientInterceptor(nil) })
+	// Valid edge values are accepted.
+	idemgrpc.UnaryServerInterceptor(ex, single, idemgrpc.WithTTL(time.Minute), idemgrpc.WithLease(time.Minute),
+		idemgrpc.WithWait(0), idemgrpc.WithMaxResponse(1), idemgrpc.WithMaxRetryAfter(time.Second))
+}
+
+func wantPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		t.Helper()
+		msg, _ := recover().(string)
+		if !strings.HasPrefix(msg, "idemgrpc: ") || !strings.Contains(msg, want) {
+			t.Errorf("panicked with %q, want a message naming %s", msg, want)
+		}
+	}()
+	f()
 }

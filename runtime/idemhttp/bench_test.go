@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -70,13 +71,13 @@ func benchCases(loopback bool) map[string]func(b *testing.B) {
 	return map[string]func(*testing.B){
 		"bare": func(b *testing.B) { benchServe(b, benchHandler, loopback, nil) },
 		"first": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()))(benchHandler)
-			prefix := idemhttp.NewKey() + "-"
+			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			prefix := idemhttp.GenerateKey() + "-"
 			benchServe(b, h, loopback, func(i int) string { return prefix + strconv.Itoa(i) })
 		},
 		"replayed": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()))(benchHandler)
-			key := idemhttp.NewKey()
+			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			key := idemhttp.GenerateKey()
 			benchServe(b, h, loopback, func(int) string { return key })
 		},
 	}
@@ -123,4 +124,53 @@ func median(v []float64) float64 {
 	v = slices.Clone(v)
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// BenchmarkOverhead measures the middleware's own cost, in process, on
+// memstore: each iteration sends a bare request, a first request (a new
+// key) and a replayed one, interleaved so that a loaded machine slows the
+// three alike. It reports each one's mean time, the time the middleware
+// adds to the bare handler's ("first+ns", "replay+ns"), and the
+// allocations it adds (from testing.AllocsPerRun, before the timed loop).
+func BenchmarkOverhead(b *testing.B) {
+	mw := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+	prefix := idemhttp.GenerateKey() + "-"
+	replayKey := idemhttp.GenerateKey()
+	n := 0
+	send := func(h http.Handler, key string) {
+		r := httptest.NewRequest("POST", "/orders", strings.NewReader(benchBody))
+		if key != "" {
+			r.Header.Set(idemhttp.Header, key)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated {
+			b.Fatalf("status %d", w.Code)
+		}
+	}
+	first := func() { n++; send(mw, prefix+strconv.Itoa(n)) }
+	send(mw, replayKey)
+	bareAllocs := testing.AllocsPerRun(1000, func() { send(benchHandler, "") })
+	firstAllocs := testing.AllocsPerRun(1000, first)
+	replayAllocs := testing.AllocsPerRun(1000, func() { send(mw, replayKey) })
+	var bare, firsts, replays time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		send(benchHandler, "")
+		t1 := time.Now()
+		first()
+		t2 := time.Now()
+		send(mw, replayKey)
+		t3 := time.Now()
+		bare, firsts, replays = bare+t1.Sub(t0), firsts+t2.Sub(t1), replays+t3.Sub(t2)
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) }
+	b.ReportMetric(per(bare), "bare-ns")
+	b.ReportMetric(per(firsts), "first-ns")
+	b.ReportMetric(per(replays), "replay-ns")
+	b.ReportMetric(per(firsts-bare), "first+ns")
+	b.ReportMetric(per(replays-bare), "replay+ns")
+	b.ReportMetric(firstAllocs-bareAllocs, "first+allocs")
+	b.ReportMetric(replayAllocs-bareAllocs, "replay+allocs")
+	b.ReportMetric(0, "ns/op")
 }

@@ -64,16 +64,19 @@
 // # Scope: tenant and operation
 //
 // Records are scoped by operation (by default the method and the route, see
-// WithOperation) and by tenant (WithTenant). Without a tenant function the
-// service is single-tenant: all clients share one key space per operation,
-// and a client that reuses, or guesses, another client's key with the same
-// request gets that client's response. Configure the tenant whenever more
-// than one party calls the service.
+// WithOperation) and by tenant. New requires the tenancy to be chosen:
+// WithTenant names each request's client (the authenticated subject), so
+// that a client that reuses, or guesses, another client's key never sees
+// its response (a request whose tenant function returns "" is refused with
+// 403, missing-tenant); SingleTenant says, in the code, that every client
+// shares one key space per operation, which is right only when the clients
+// trust each other. New panics when neither, or both, is given.
 //
 // # Client side
 //
 // Transport sets Idempotency-Key on outgoing POST and PATCH requests: the key
-// in the context (WithKey, WithNewKey), a key derived from the idempotent
+// in the context (ContextWithOutgoingKey), a key derived from the idempotent
 // call the request is made from (idem.KeyFrom and idem.Derive), or a fresh
-// UUIDv7, generated once per logical request and kept across its retries.
+// UUIDv7 (GenerateKey), generated once per logical request and kept across
+// its retries.
 package idemhttp

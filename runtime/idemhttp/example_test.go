@@ -77,7 +77,7 @@ func ExampleTransport() {
 	resp.Body.Close()
 
 	// A key of the caller's choosing, for every attempt of one request.
-	ctx := idemhttp.WithKey(context.Background(), "order-42-pay")
+	ctx := idemhttp.ContextWithOutgoingKey(context.Background(), "order-42-pay")
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL, strings.NewReader(`{}`))
 	if resp, err = client.Do(req); err != nil {
 		panic(err)
@@ -108,7 +108,7 @@ func ExampleWithPolicy() {
 	// Stripe-like: once the handler started, every response is stored,
 	// failures included, and a retry never runs the handler again.
 	ex := idem.NewExecutor(memstore.New())
-	_ = idemhttp.New(ex, idemhttp.WithPolicy(idemhttp.StoreAll))
+	_ = idemhttp.New(ex, idemhttp.SingleTenant(), idemhttp.WithPolicy(idemhttp.StoreAll))
 
 	fmt.Println(idemhttp.DefaultPolicy(201), idemhttp.DefaultPolicy(429), idemhttp.DefaultPolicy(503))
 	fmt.Println(idemhttp.StoreAll(201), idemhttp.StoreAll(429), idemhttp.StoreAll(503))

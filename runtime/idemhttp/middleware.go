@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -57,6 +58,7 @@ type response struct {
 // same request. The errors, as RFC 9457 problem details:
 //
 //   - 400: the key is missing (unless WithOptionalKey) or malformed;
+//   - 403: the WithTenant function named no tenant for the request;
 //   - 409 with Retry-After: the first request with the key is still running
 //     (or, WithWait, the stored response once it finishes);
 //   - 406: the stored response is in a representation the retry does not
@@ -72,9 +74,11 @@ type response struct {
 // its outcome is stored, a lease that lapses if the process dies, and
 // release of the key on a 5xx or a panic so that a retry runs again.
 //
-// New panics if ex is nil or an option is invalid, with a message naming
-// the option, as idem.NewExecutor does: such a mistake is in the program,
-// not in a request.
+// Exactly one of WithTenant and SingleTenant is required: the tenancy is
+// a security decision, written where the middleware is built. New panics
+// if it is missing, if ex is nil or if an option is invalid, with a
+// message naming the rule or the option, as idem.NewExecutor does: such a
+// mistake is in the program, not in a request.
 func New(ex *idem.Executor, opts ...Option) func(http.Handler) http.Handler {
 	if ex == nil {
 		panic("idemhttp: New: the executor is nil")
@@ -157,11 +161,21 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// The client's body could not be read (it went away, or sent a
 		// malformed chunked body): nothing was claimed.
+		ev.Kind, ev.Status, ev.Err = EventBodyUnreadable, http.StatusBadRequest, err
+		m.cfg.observe(ev)
 		m.problem(w, http.StatusBadRequest, "unreadable-body", "Request body could not be read", err.Error()+".")
 		return
 	}
 
-	ev.Tenant = m.cfg.tenant(r)
+	if m.cfg.tenant != nil {
+		if ev.Tenant = m.cfg.tenant(r); ev.Tenant == "" {
+			ev.Kind, ev.Status = EventTenantMissing, http.StatusForbidden
+			m.cfg.observe(ev)
+			m.problem(w, http.StatusForbidden, "missing-tenant", "Request has no tenant",
+				"This operation scopes Idempotency-Keys by client, and this request names none (it is not authenticated); nothing was processed. Authenticate, and retry with the same Idempotency-Key.")
+			return
+		}
+	}
 	var fromPath bool
 	ev.Op, fromPath = m.operation(r)
 	if len(ev.Op) > idem.MaxOpLen || len(ev.Tenant) > idem.MaxTenantLen {
@@ -212,7 +226,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		m.next.ServeHTTP(rec, r2)
-		return m.settle(rec, r2, ctx)
+		return m.settle(ctx, rec, r2)
 	})
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
@@ -235,24 +249,47 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.refused(w, err, &ev)
 }
 
-// readBody reads the request body whole, up to the limit.
+// readBody reads the request body whole, up to the limit: into one slice
+// of the declared length when there is one (a server's body ends there),
+// else through a buffer. A Body set by hand that is shorter or longer than
+// its ContentLength is read to its end all the same.
 func (m *middleware) readBody(r *http.Request) ([]byte, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
 	defer r.Body.Close()
-	if r.ContentLength > m.cfg.maxBody {
+	cl := r.ContentLength
+	if cl > m.cfg.maxBody {
 		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	if cl <= 0 {
+		return m.readRest(r.Body, nil)
 	}
-	n, err := buf.ReadFrom(io.LimitReader(r.Body, m.cfg.maxBody+1))
-	if err != nil {
+	body := make([]byte, cl, cl+1) // one spare byte to find the end in
+	if n, err := io.ReadFull(r.Body, body); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return body[:n], nil // shorter than declared: only a Body set by hand can be
+		}
 		return nil, err
 	}
-	if n > m.cfg.maxBody {
+	switch n, err := io.ReadFull(r.Body, body[cl:cl+1]); {
+	case n == 0 && errors.Is(err, io.EOF):
+		return body, nil
+	case n == 0:
+		return nil, err
+	}
+	// Longer than declared: only a Body set by hand can be.
+	return m.readRest(r.Body, body[:cl+1])
+}
+
+// readRest reads body to its end after the bytes already read, refusing
+// more than the limit in all.
+func (m *middleware) readRest(body io.Reader, read []byte) ([]byte, error) {
+	buf := bytes.NewBuffer(read)
+	if _, err := buf.ReadFrom(io.LimitReader(body, m.cfg.maxBody-int64(len(read))+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > m.cfg.maxBody {
 		return nil, &http.MaxBytesError{Limit: m.cfg.maxBody}
 	}
 	return buf.Bytes(), nil
@@ -282,7 +319,7 @@ func (m *middleware) operation(r *http.Request) (op string, fromPath bool) {
 
 // settle decides, once the handler returned, whether its response is the
 // stored outcome (nil error) or the key is released (an error).
-func (m *middleware) settle(rec *recorder, r *http.Request, ctx context.Context) (response, error) {
+func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request) (response, error) {
 	if rec.hijacked {
 		return response{}, ErrHijacked
 	}
@@ -294,7 +331,10 @@ func (m *middleware) settle(rec *recorder, r *http.Request, ctx context.Context)
 	if rec.overflow {
 		return response{}, ErrResponseTooLarge
 	}
-	resp := response{Status: rec.status, Body: bytes.Clone(rec.body.Bytes())}
+	// The body is the recorder's buffer, not a copy: nothing writes to it
+	// once the handler returned, and the response is encoded before
+	// anything else happens to it.
+	resp := response{Status: rec.status, Body: rec.body.Bytes()}
 	for k, v := range rec.snapshot {
 		if m.cfg.stored[k] {
 			if resp.Header == nil {
@@ -432,12 +472,13 @@ func retryAfter(d time.Duration) string {
 // replay writes a stored response.
 func replay(w http.ResponseWriter, resp response) {
 	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	h.Set(ReplayedHeader, "true")
+	maps.Copy(h, resp.Header) // the decoded values are the replay's own
+	vals := make([]string, 2) // one allocation for the two fields set here
+	vals[0] = "true"
+	h[ReplayedHeader] = vals[0:1:1]
 	if bodyAllowed(resp.Status) {
-		h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+		vals[1] = strconv.Itoa(len(resp.Body))
+		h["Content-Length"] = vals[1:2:2]
 	}
 	w.WriteHeader(resp.Status)
 	if len(resp.Body) > 0 && bodyAllowed(resp.Status) {

@@ -82,7 +82,8 @@ type config struct {
 	ttl         time.Duration
 	lease       time.Duration
 	wait        time.Duration
-	tenant      func(*http.Request) string
+	tenant      func(*http.Request) string // nil with single: one shared tenant
+	single      bool                       // SingleTenant
 	op          func(*http.Request) string
 	fingerprint func(r *http.Request, body []byte, h *idem.Hasher) error
 	policy      Policy
@@ -104,10 +105,19 @@ func (c *config) invalid(format string, args ...any) {
 	}
 }
 
-// validate checks what single options cannot: how they combine.
+// validate checks what single options cannot: how they combine, and that
+// the tenancy was chosen.
 func (c *config) validate() {
 	if c.lease > c.ttl {
 		c.invalid("WithLease(%v) exceeds the TTL, %v (WithTTL): a claim cannot outlive its record", c.lease, c.ttl)
+	}
+	switch {
+	case c.tenant != nil && c.single:
+		c.invalid("WithTenant and SingleTenant both given: choose one tenancy")
+	case c.tenant == nil && !c.single:
+		c.invalid("New: no tenancy chosen: pass WithTenant(f) to scope keys by client " +
+			"(f names the authenticated caller of a request), or SingleTenant() if every client " +
+			"may be answered with another client's stored response when it sends that client's key")
 	}
 }
 
@@ -115,7 +125,6 @@ func defaultConfig() config {
 	c := config{
 		methods:     map[string]bool{http.MethodPost: true, http.MethodPatch: true},
 		ttl:         DefaultTTL,
-		tenant:      func(*http.Request) string { return "" },
 		fingerprint: DefaultFingerprint,
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
@@ -226,19 +235,18 @@ func WithWait(d time.Duration) Option {
 // WithTenant sets the function that names the tenant of a request: the
 // authenticated subject, the API key's account. Keys are scoped by tenant,
 // so two tenants that send the same key get two executions, and a client
-// that guesses another tenant's key never sees its response.
-//
-// Without it the service is single-tenant: every client shares one key
-// space per operation, so a client that sends a key another client used
-// (by accident, or by guessing it) gets that client's stored response, or a
-// 422 if its body differs. That is only right when there is one client, or
-// the clients trust each other (a service behind one internal caller).
+// that guesses another tenant's key never sees its response. New requires
+// either WithTenant or SingleTenant.
 //
 // The function must not depend on anything a retry may change (a request
-// ID, a timestamp). An empty result means the single, shared tenant. The
-// executor's own tenant function (idem.WithTenant) applies too, to the
-// request's context. A tenant longer than idem.MaxTenantLen bytes is
-// answered with 400 (scope-too-long).
+// ID, a timestamp), and must not read the body (the middleware has read
+// it). A request whose tenant is "" (not authenticated, or an
+// authentication middleware placed after this one) is refused with 403
+// (missing-tenant) and nothing runs: an empty tenant would share one key
+// space among every such request. The executor's own tenant function
+// (idem.WithTenant) applies too, to the request's context. A tenant
+// longer than idem.MaxTenantLen bytes is answered with 400
+// (scope-too-long).
 func WithTenant(f func(*http.Request) string) Option {
 	return func(c *config) {
 		if f == nil {
@@ -248,6 +256,15 @@ func WithTenant(f func(*http.Request) string) Option {
 		c.tenant = f
 	}
 }
+
+// SingleTenant makes every client share one key space per operation: a
+// client that sends a key another client used (by accident, or by guessing
+// it) with the same request gets that client's stored response, or a 422
+// if its request differs. That is right only when there is one client, or
+// the clients trust each other (a service behind one internal caller);
+// otherwise use WithTenant. New requires one of the two, so that the
+// choice is written where the middleware is built.
+func SingleTenant() Option { return func(c *config) { c.single = true } }
 
 // WithOperation sets the function that names the operation of a request,
 // which scopes keys together with the tenant. The default is the method
@@ -450,11 +467,19 @@ const (
 	// before its request was claimed or while it waited (WithWait); nothing
 	// was processed and nothing was answered (Status is 0).
 	EventClientGone
+	// EventTenantMissing: the WithTenant function named no tenant for the
+	// request (403); nothing was processed.
+	EventTenantMissing
+	// EventBodyUnreadable: the request body could not be read (the client
+	// went away, or sent a malformed chunked body); 400, nothing was
+	// processed.
+	EventBodyUnreadable
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
-	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone"}
+	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing",
+	"body_unreadable"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

@@ -50,6 +50,10 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{`WithProblemBase("")`, []idemhttp.Option{idemhttp.WithProblemBase("")}},
 		{`WithProblemBase("/docs#")`, []idemhttp.Option{idemhttp.WithProblemBase("/docs#")}},
 		{"nil Option", []idemhttp.Option{nil}},
+		{"New: no tenancy chosen: pass WithTenant(f)", nil},
+		{"New: no tenancy chosen", []idemhttp.Option{idemhttp.WithTTL(time.Minute)}},
+		{"WithTenant and SingleTenant both given", []idemhttp.Option{idemhttp.SingleTenant(),
+			idemhttp.WithTenant(func(*http.Request) string { return "t" })}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			defer func() {
@@ -71,7 +75,7 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		idemhttp.New(nil)
 	}()
 	// Valid edge values are accepted.
-	idemhttp.New(ex, idemhttp.WithMaxResponse(1), idemhttp.WithMaxResponse(idemhttp.MaxMaxResponse),
+	idemhttp.New(ex, idemhttp.SingleTenant(), idemhttp.WithMaxResponse(1), idemhttp.WithMaxResponse(idemhttp.MaxMaxResponse),
 		idemhttp.WithTTL(time.Minute), idemhttp.WithLease(time.Minute), idemhttp.WithWait(0),
 		idemhttp.WithMaxBody(1), idemhttp.WithStoredHeaders(), idemhttp.WithMethods("PUT", "POST"),
 		idemhttp.WithProblemBase("urn:example:idem:"))
@@ -222,9 +226,9 @@ func TestTransportQuotesUnsafeKeys(t *testing.T) {
 	}))
 	client := &http.Client{Transport: &idemhttp.Transport{Base: srv.Client().Transport}}
 	for _, key := range []string{"a,b", `"q"`, " padded ", "plain"} {
-		ctx := idemhttp.WithKey(context.Background(), key)
+		ctx := idemhttp.ContextWithOutgoingKey(context.Background(), key)
 		for i := range 2 {
-			st, h, _, err := postVia(client, srv.URL+"/orders", "{}", ctx)
+			st, h, _, err := postVia(ctx, client, srv.URL+"/orders", "{}")
 			if err != nil || st != 201 || (h.Get(idemhttp.ReplayedHeader) == "true") != (i == 1) {
 				t.Fatalf("key %q attempt %d: %d %v %v", key, i, st, h, err)
 			}

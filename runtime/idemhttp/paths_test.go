@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -219,9 +220,87 @@ func TestHijackReleases(t *testing.T) {
 }
 
 func TestEventKindString(t *testing.T) {
-	if idemhttp.EventResponseTooLarge.String() != "response_too_large" || idemhttp.EventKind(99).String() != "event(99)" {
-		t.Fatal(idemhttp.EventResponseTooLarge.String())
+	for k, want := range map[idemhttp.EventKind]string{
+		idemhttp.EventKeyMissing:         "key_missing",
+		idemhttp.EventResponseTooLarge:   "response_too_large",
+		idemhttp.EventClientGone:         "client_gone",
+		idemhttp.EventTenantMissing:      "tenant_missing",
+		idemhttp.EventBodyUnreadable:     "body_unreadable",
+		idemhttp.EventBodyUnreadable + 1: "event(" + strconv.Itoa(int(idemhttp.EventBodyUnreadable)+1) + ")",
+		0:                                "event(0)",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("EventKind(%d).String() = %q, want %q", k, got, want)
+		}
 	}
 }
 
 var _ = httptest.NewRecorder
+
+// TestBodyLengthMismatch: a request Body set by hand may be longer or
+// shorter than its ContentLength (a server's never is); the middleware
+// hands the handler what the body holds, within the limit, and refuses a
+// body that outgrows the limit, whatever ContentLength says.
+func TestBodyLengthMismatch(t *testing.T) {
+	const limit = 10
+	e := newEnv(t, newStoreOf(memstore.New()), func(e *env, w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.WriteHeader(201)
+		_, _ = w.Write(b)
+	}, idemhttp.WithMaxBody(limit))
+	for _, c := range []struct {
+		body     string
+		declared int64
+		status   int
+	}{
+		{"abc", 3, 201},
+		{"abcdef", 3, 201},       // longer than declared: read on
+		{"0123456789", 4, 201},   // up to the limit
+		{"0123456789x", 4, 413},  // beyond it
+		{"0123456789x", 11, 413}, // declared beyond it
+		{"0123456789x", -1, 413}, // unknown length
+		{"abc", -1, 201},         // unknown length
+		{"ab", 3, 201},           // shorter than declared
+		{"", 3, 201},             // empty, 3 declared
+		{"0123456789", 10, 201},  // exactly the limit
+		{"0123456789", 9, 201},   // one more than declared, at the limit
+		{"0123456789x", 10, 413}, // one more than declared, beyond it
+	} {
+		r := httptest.NewRequest("POST", "/echo", strings.NewReader(c.body))
+		r.ContentLength = c.declared
+		r.Header.Set(idemhttp.Header, idemhttp.GenerateKey())
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		if w.Code != c.status || (c.status == 201 && w.Body.String() != c.body) {
+			t.Errorf("body %q declared %d: %d %q, want %d", c.body, c.declared, w.Code, w.Body, c.status)
+		}
+	}
+}
+
+// errBody is a request body whose read fails, as a client's does when it
+// goes away mid-body or sends a malformed chunked body.
+type errBody struct{}
+
+func (errBody) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
+func (errBody) Close() error             { return nil }
+
+// TestUnreadableBody: a body that cannot be read is answered with 400
+// unreadable-body and reported to the observer, and nothing is claimed.
+func TestUnreadableBody(t *testing.T) {
+	e := newEnv(t, newStoreOf(memstore.New()), statusHandler(201))
+	for _, cl := range []int64{-1, 10} {
+		r := httptest.NewRequest("POST", "/orders", nil)
+		r.Body, r.ContentLength = errBody{}, cl
+		r.Header.Set(idemhttp.Header, idemhttp.GenerateKey())
+		w := httptest.NewRecorder()
+		e.h.ServeHTTP(w, r)
+		wantProblem(t, w, 400, "unreadable-body")
+	}
+	e.wantRuns(0)
+	if ev := e.events(idemhttp.EventBodyUnreadable); len(ev) != 2 || ev[0].Status != 400 || ev[0].Err == nil {
+		t.Fatalf("body_unreadable events %+v", ev)
+	}
+	if n := len(e.idemEvents(idem.EventClaimed)); n != 0 {
+		t.Fatalf("%d claims, want none", n)
+	}
+}

@@ -60,6 +60,7 @@ func runSuite(t *testing.T, newStore newStoreFunc) {
 		{"StripeGoChargesOnce", testStripeChargesOnce},
 		{"PathBytesAndLength", testPathBytes},
 		{"TenantLength", testTenantLength},
+		{"TenantMissing", testTenantMissing},
 		{"ReplayHonoursAcceptEncodingAndVary", testReplayVary},
 	}
 	for _, tc := range tests {
@@ -82,7 +83,16 @@ type env struct {
 	idevs []idem.Event
 }
 
+// newEnv builds a single-tenant env (idemhttp.SingleTenant); the options
+// add to it.
 func newEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w http.ResponseWriter, r *http.Request), opts ...idemhttp.Option) *env {
+	t.Helper()
+	return newTenancyEnv(t, newStore, handler, idemhttp.SingleTenant(), opts...)
+}
+
+// newTenancyEnv builds an env with the given tenancy option (WithTenant or
+// SingleTenant).
+func newTenancyEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w http.ResponseWriter, r *http.Request), tenancy idemhttp.Option, opts ...idemhttp.Option) *env {
 	t.Helper()
 	e := &env{t: t, store: newStore(t)}
 	e.ex = idem.NewExecutor(e.store, idem.WithObserver(func(ev idem.Event) {
@@ -94,7 +104,7 @@ func newEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w http.Res
 		e.mu.Lock()
 		e.evs = append(e.evs, ev)
 		e.mu.Unlock()
-	})}, opts...)
+	}), tenancy}, opts...)
 	e.h = idemhttp.New(e.ex, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		e.runs.Add(1)
 		handler(e, w, r)
@@ -195,7 +205,7 @@ func testStatusPolicy(t *testing.T, newStore newStoreFunc) {
 	for _, status := range allStatuses {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			e := newEnv(t, newStore, statusHandler(status))
-			key := idemhttp.NewKey()
+			key := idemhttp.GenerateKey()
 			first := e.do("POST", "/orders", key, `{"n":1}`)
 			wantStatus(t, first, status)
 			wantReplayed(t, first.Header(), false)
@@ -233,7 +243,7 @@ func testStoreAllPolicy(t *testing.T, newStore newStoreFunc) {
 	for _, status := range []int{201, 409, 429, 500, 503} {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			e := newEnv(t, newStore, statusHandler(status), idemhttp.WithPolicy(idemhttp.StoreAll))
-			key := idemhttp.NewKey()
+			key := idemhttp.GenerateKey()
 			e.do("POST", "/charges", key, "a")
 			second := e.do("POST", "/charges", key, "a")
 			wantStatus(t, second, status)
@@ -269,7 +279,7 @@ func testReplayByteForByte(t *testing.T, newStore newStoreFunc) {
 	e := newEnv(t, newStore, richHandler)
 	srv := httptest.NewServer(e.h)
 	defer srv.Close()
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	send := func() (*http.Response, []byte) {
 		req, _ := http.NewRequest("POST", srv.URL+"/orders?x=1", strings.NewReader(`{"item":"book"}`))
 		req.Header.Set(idemhttp.Header, key)
@@ -309,7 +319,7 @@ func testNoCredentialHeaders(t *testing.T, newStore newStoreFunc) {
 	// Even when a careless allow-list names them.
 	e := newEnv(t, newStore, richHandler,
 		idemhttp.WithStoredHeaders("Content-Type", "X-Request-Id", "Set-Cookie", "Authorization", "WWW-Authenticate"))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	first := e.do("POST", "/login", key, "u=a")
 	if first.Header().Get("Set-Cookie") == "" {
 		t.Fatal("the first response lost its cookie")
@@ -370,7 +380,7 @@ func testInvalidKey(t *testing.T, newStore newStoreFunc) {
 
 func testQuotedAndBare(t *testing.T, newStore newStoreFunc) {
 	e := newEnv(t, newStore, statusHandler(201))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	wantStatus(t, e.do("POST", "/orders", idemhttp.FormatKey(key), "{}"), 201)
 	w := e.do("POST", "/orders", key, "{}")
 	wantReplayed(t, w.Header(), true)
@@ -379,7 +389,7 @@ func testQuotedAndBare(t *testing.T, newStore newStoreFunc) {
 
 func testKeyReused(t *testing.T, newStore newStoreFunc) {
 	e := newEnv(t, newStore, statusHandler(201))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	wantStatus(t, e.do("POST", "/orders?a=1", key, `{"n":1}`), 201)
 	for _, c := range []struct{ method, target, body string }{
 		{"POST", "/orders?a=1", `{"n":2}`}, // body
@@ -411,7 +421,7 @@ func testCustomFingerprint(t *testing.T, newStore newStoreFunc) {
 		return nil
 	}
 	e := newEnv(t, newStore, statusHandler(201), idemhttp.WithFingerprint(fp))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	wantStatus(t, e.do("POST", "/pay", key, `{"amount":5,"ts":1}`), 201)
 	wantReplayed(t, e.do("POST", "/pay", key, `{"amount":5,"ts":2}`).Header(), true)
 	wantProblem(t, e.do("POST", "/pay", key, `{"amount":6,"ts":3}`), 422, "key-reused")
@@ -436,7 +446,7 @@ func testInFlight(t *testing.T, newStore newStoreFunc) {
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // on failure too
 	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithLease(10*time.Second))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- e.do("POST", "/orders", key, "{}") }()
 	<-started
@@ -461,7 +471,7 @@ func testInFlightWait(t *testing.T, newStore newStoreFunc) {
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // on failure too
 	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithWait(10*time.Second))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- e.do("POST", "/orders", key, "{}") }()
 	<-started
@@ -520,7 +530,7 @@ func concurrent(t *testing.T, newStore newStoreFunc, opts ...idemhttp.Option) (e
 	srv := loopback(t, e.h)
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
 	defer client.CloseIdleConnections()
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	statuses, bodies = map[int]int{}, map[string]int{}
@@ -564,12 +574,12 @@ func testConcurrentWait(t *testing.T, newStore newStoreFunc) {
 
 func testTenantIsolation(t *testing.T, newStore newStoreFunc) {
 	tenant := func(r *http.Request) string { u, _, _ := r.BasicAuth(); return u }
-	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+	e := newTenancyEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
 		u, _, _ := r.BasicAuth()
 		w.WriteHeader(201)
 		fmt.Fprintf(w, "order for %s", u)
 	}, idemhttp.WithTenant(tenant))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	auth := func(u string) []string {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.SetBasicAuth(u, "pw")
@@ -583,7 +593,7 @@ func testTenantIsolation(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("bodies %q, %q", a.Body, b.Body)
 	}
 	// Bob guessing Alice's key with another body: a new request, not a 422.
-	wantStatus(t, e.do("POST", "/orders", idemhttp.NewKey(), `{"x":1}`, auth("bob")...), 201)
+	wantStatus(t, e.do("POST", "/orders", idemhttp.GenerateKey(), `{"x":1}`, auth("bob")...), 201)
 	again := e.do("POST", "/orders", key, "{}", auth("alice")...)
 	wantReplayed(t, again.Header(), true)
 	if again.Body.String() != "order for alice" {
@@ -611,8 +621,8 @@ func testOperationScope(t *testing.T, newStore newStoreFunc) {
 	var mu sync.Mutex
 	obs := idemhttp.WithObserver(func(ev idemhttp.Event) { mu.Lock(); ops = append(ops, ev.Op); mu.Unlock() })
 	// Wrapping the whole mux: the middleware asks the mux for the pattern.
-	e.h = idemhttp.New(e.ex, obs)(mux)
-	key := idemhttp.NewKey()
+	e.h = idemhttp.New(e.ex, idemhttp.SingleTenant(), obs)(mux)
+	key := idemhttp.GenerateKey()
 	wantStatus(t, e.do("POST", "/orders/1/pay", key, "{}"), 201)
 	wantStatus(t, e.do("POST", "/orders/1/refund", key, "{}"), 201) // another operation
 	e.wantRuns(2)
@@ -628,7 +638,7 @@ func testOperationScope(t *testing.T, newStore newStoreFunc) {
 	// Wrapping one route: r.Pattern is set.
 	mux2 := http.NewServeMux()
 	var op2 string
-	mux2.Handle("/items/{id}", idemhttp.New(e.ex, idemhttp.WithObserver(func(ev idemhttp.Event) { op2 = ev.Op }))(http.HandlerFunc(count)))
+	mux2.Handle("/items/{id}", idemhttp.New(e.ex, idemhttp.SingleTenant(), idemhttp.WithObserver(func(ev idemhttp.Event) { op2 = ev.Op }))(http.HandlerFunc(count)))
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("PATCH", "/items/7", strings.NewReader("{}"))
 	r.Header.Set(idemhttp.Header, key)
@@ -654,7 +664,7 @@ func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 		finished <- struct{}{}
 	})
 	srv := loopback(t, e.h)
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	impatient := &http.Client{Timeout: 100 * time.Millisecond}
 	if _, _, _, err := post(t, impatient, srv.URL+"/orders", key, "{}"); err == nil {
 		t.Fatal("the first attempt did not time out")
@@ -699,7 +709,7 @@ func testClientCancellationOption(t *testing.T, newStore newStoreFunc) {
 		w.WriteHeader(201)
 	}, idemhttp.WithClientCancellation())
 	srv := loopback(t, e.h)
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	if _, _, _, err := post(t, &http.Client{Timeout: 100 * time.Millisecond}, srv.URL+"/orders", key, "{}"); err == nil {
 		t.Fatal("the first attempt did not time out")
 	}
@@ -738,7 +748,7 @@ func testPanicReleases(t *testing.T, newStore newStoreFunc) {
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, "second")
 	})
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	func() {
 		defer func() {
 			if p := recover(); p != "boom" {
@@ -761,7 +771,7 @@ func testPanicReleases(t *testing.T, newStore newStoreFunc) {
 		w.WriteHeader(201)
 	})
 	srv := loopback(t, e2.h)
-	key = idemhttp.NewKey()
+	key = idemhttp.GenerateKey()
 	if _, _, _, err := post(t, srv.Client(), srv.URL+"/x", key, "{}"); err == nil {
 		t.Fatal("no error after a panic")
 	}
@@ -780,7 +790,7 @@ func testResponseTooLarge(t *testing.T, newStore newStoreFunc) {
 			_, _ = io.WriteString(w, big[:100])
 		}
 	}, idemhttp.WithMaxResponse(500))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	w := e.do("POST", "/report", key, "{}")
 	if w.Code != 200 || w.Body.String() != big {
 		t.Fatalf("client got %d, %d bytes", w.Code, w.Body.Len())
@@ -815,17 +825,17 @@ func testRequestBody(t *testing.T, newStore newStoreFunc) {
 	}, idemhttp.WithMaxBody(1000))
 	srv := loopback(t, e.h)
 	body := strings.Repeat("é", 500) // 1000 bytes
-	st, _, got, err := post(t, srv.Client(), srv.URL+"/echo", idemhttp.NewKey(), body)
+	st, _, got, err := post(t, srv.Client(), srv.URL+"/echo", idemhttp.GenerateKey(), body)
 	if err != nil || st != 201 || got != body {
 		t.Fatalf("echo: %d %v, body intact: %v", st, err, got == body)
 	}
-	st, _, _, err = post(t, srv.Client(), srv.URL+"/echo", idemhttp.NewKey(), body+"x")
+	st, _, _, err = post(t, srv.Client(), srv.URL+"/echo", idemhttp.GenerateKey(), body+"x")
 	if err != nil || st != 413 {
 		t.Fatalf("oversized body: %d %v", st, err)
 	}
 	// Chunked (unknown length) too.
 	req, _ := http.NewRequest("POST", srv.URL+"/echo", io.MultiReader(strings.NewReader(body), strings.NewReader("xy")))
-	req.Header.Set(idemhttp.Header, idemhttp.NewKey())
+	req.Header.Set(idemhttp.Header, idemhttp.GenerateKey())
 	resp, err := srv.Client().Do(req)
 	if err != nil || resp.StatusCode != 413 {
 		t.Fatalf("oversized chunked body: %v %v", resp, err)
@@ -863,7 +873,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 		w.(http.Flusher).Flush()
 	})
 	srv := loopback(t, e.h)
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	req, _ := http.NewRequest("POST", srv.URL+"/events", strings.NewReader("{}"))
 	req.Header.Set(idemhttp.Header, key)
 	resp, err := srv.Client().Do(req)
@@ -903,7 +913,7 @@ func testOtherMethods(t *testing.T, newStore newStoreFunc) {
 	for _, m := range []string{"GET", "PUT", "DELETE"} {
 		wantStatus(t, e.do(m, "/orders", "", ""), 200)
 	}
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	e.do("GET", "/orders", key, "")
 	wantReplayed(t, e.do("GET", "/orders", key, "").Header(), false)
 	e.wantRuns(5)
@@ -989,7 +999,7 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 			}
 		}
 	})
-	st, h, body, err := postVia(&http.Client{Transport: retrying}, srv.URL+"/orders", `{"item":"y"}`, context.Background())
+	st, h, body, err := postVia(context.Background(), &http.Client{Transport: retrying}, srv.URL+"/orders", `{"item":"y"}`)
 	if err != nil || st != 201 || body != "order 2" || h.Get(idemhttp.ReplayedHeader) != "true" {
 		t.Fatalf("retrying transport: %d %q %v %v", st, body, h, err)
 	}
@@ -998,12 +1008,12 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 	}
 	e.wantRuns(2)
 
-	// 3. A loop that builds a new request per attempt, with WithNewKey.
+	// 3. A loop that builds a new request per attempt, with ContextWithOutgoingKey.
 	flaky3 := &flakyTransport{base: srv.Client().Transport}
 	c3 := &http.Client{Transport: &idemhttp.Transport{Base: flaky3, Quoted: true}}
-	ctx := idemhttp.WithNewKey(context.Background())
+	ctx := idemhttp.ContextWithOutgoingKey(context.Background(), idemhttp.GenerateKey())
 	for attempt := 0; ; attempt++ {
-		st, h, body, err = postVia(c3, srv.URL+"/orders", `{"item":"z"}`, ctx)
+		st, h, body, err = postVia(ctx, c3, srv.URL+"/orders", `{"item":"z"}`)
 		if err == nil || attempt == 2 {
 			break
 		}
@@ -1011,7 +1021,7 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 	if err != nil || body != "order 3" || h.Get(idemhttp.ReplayedHeader) != "true" {
 		t.Fatalf("new request per attempt: %d %q %v", st, body, err)
 	}
-	k, _ := idemhttp.KeyFromContext(ctx)
+	k, _ := idemhttp.OutgoingKeyFromContext(ctx)
 	if keys := flaky3.distinctKeys(); len(keys) != 1 || !keys[idemhttp.FormatKey(k)] {
 		t.Fatalf("keys across attempts %v, want %q", keys, k)
 	}
@@ -1022,7 +1032,7 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func postVia(c *http.Client, url, body string, ctx context.Context) (int, http.Header, string, error) {
+func postVia(ctx context.Context, c *http.Client, url, body string) (int, http.Header, string, error) {
 	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, "", err
@@ -1051,7 +1061,7 @@ func testPathBytes(t *testing.T, newStore newStoreFunc) {
 		{"/orders/" + strings.Repeat("a", idem.MaxOpLen-len("POST /orders/")), ""}, // at the limit
 	} {
 		t.Run(c.op, func(t *testing.T) {
-			key := idemhttp.NewKey()
+			key := idemhttp.GenerateKey()
 			runs := e.runs.Load()
 			first := e.do("POST", c.target, key, "{}")
 			wantStatus(t, first, 201)
@@ -1074,7 +1084,7 @@ func testPathBytes(t *testing.T, newStore newStoreFunc) {
 	for _, n := range []int{idem.MaxOpLen - len("POST /orders/") + 1, 4096} {
 		runs := e.runs.Load()
 		target := "/orders/" + strings.Repeat("a", n)
-		key := idemhttp.NewKey()
+		key := idemhttp.GenerateKey()
 		for range 2 {
 			p := wantProblem(t, e.do("POST", target, key, "{}"), 414, "scope-too-long")
 			if !strings.Contains(p.Detail, "operation") {
@@ -1097,9 +1107,9 @@ func testPathBytes(t *testing.T, newStore newStoreFunc) {
 		runs.Add(1)
 		w.WriteHeader(201)
 	})
-	h := idemhttp.New(idem.NewExecutor(newStore(t)))(mux)
+	h := idemhttp.New(idem.NewExecutor(newStore(t)), idemhttp.SingleTenant())(mux)
 	for _, target := range []string{"/orders/" + strings.Repeat("b", 4096), "/orders/%00%FF"} {
-		key := idemhttp.NewKey()
+		key := idemhttp.GenerateKey()
 		for i := range 2 {
 			w := httptest.NewRecorder()
 			r := httptest.NewRequest("POST", target, strings.NewReader("{}"))
@@ -1117,9 +1127,9 @@ func testPathBytes(t *testing.T, newStore newStoreFunc) {
 // testTenantLength: a tenant longer than a store records is refused with
 // 400, one at the limit is served.
 func testTenantLength(t *testing.T, newStore newStoreFunc) {
-	e := newEnv(t, newStore, statusHandler(201),
+	e := newTenancyEnv(t, newStore, statusHandler(201),
 		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }))
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	for range 2 {
 		wantProblem(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen+1)), 400, "scope-too-long")
 	}
@@ -1127,6 +1137,29 @@ func testTenantLength(t *testing.T, newStore newStoreFunc) {
 	wantStatus(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen)), 201)
 	wantReplayed(t, e.do("POST", "/orders", key, "{}", "X-Account", strings.Repeat("t", idem.MaxTenantLen)).Header(), true)
 	e.wantRuns(1)
+}
+
+// testTenantMissing: under WithTenant, a request its function names no
+// tenant for is refused with 403 before anything runs or is claimed, with
+// the same key and body as another client's: it neither gets that
+// response nor shares a key space with other unauthenticated requests.
+func testTenantMissing(t *testing.T, newStore newStoreFunc) {
+	e := newTenancyEnv(t, newStore, statusHandler(201),
+		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }))
+	key := idemhttp.GenerateKey()
+	wantStatus(t, e.do("POST", "/orders", key, "{}", "X-Account", "alice"), 201)
+	for range 2 {
+		wantProblem(t, e.do("POST", "/orders", key, "{}"), 403, "missing-tenant")
+		wantProblem(t, e.do("POST", "/orders", idemhttp.GenerateKey(), "{}"), 403, "missing-tenant")
+	}
+	e.wantRuns(1)
+	if ev := e.events(idemhttp.EventTenantMissing); len(ev) != 4 || ev[0].Status != 403 || ev[0].Key == "" {
+		t.Fatalf("tenant_missing events %+v", ev)
+	}
+	if n := len(e.idemEvents(idem.EventClaimed)); n != 1 {
+		t.Fatalf("%d claims, want 1 (alice's)", n)
+	}
+	wantReplayed(t, e.do("POST", "/orders", key, "{}", "X-Account", "alice").Header(), true)
 }
 
 // negotiatingHandler answers in the representation the request selects:
@@ -1170,7 +1203,7 @@ func testReplayVary(t *testing.T, newStore newStoreFunc) {
 	}
 	check := func(target string, runs int64, tries ...try) {
 		t.Helper()
-		key := idemhttp.NewKey()
+		key := idemhttp.GenerateKey()
 		first := e.do("POST", target, key, "{}", tries[0].hdr...)
 		wantStatus(t, first, 201)
 		for _, tr := range tries[1:] {
@@ -1235,7 +1268,7 @@ func testReplayVary(t *testing.T, newStore newStoreFunc) {
 		try{az("Bearer b"), 406},
 	)
 	// The key's form (quoted or bare) is not a representation choice.
-	quoted := idemhttp.NewKey()
+	quoted := idemhttp.GenerateKey()
 	wantStatus(t, e.do("POST", "/me", idemhttp.FormatKey(quoted), "{}", az("Bearer a")...), 201)
 	wantReplayed(t, e.do("POST", "/me", quoted, "{}", az("Bearer a")...).Header(), true)
 	e.wantRuns(6)
@@ -1243,7 +1276,7 @@ func testReplayVary(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("%d not-acceptable events, want 11", n)
 	}
 	// And the first response decodes.
-	key := idemhttp.NewKey()
+	key := idemhttp.GenerateKey()
 	e.do("POST", "/orders", key, "{}", ae("gzip")...)
 	w := e.do("POST", "/orders", key, "{}", ae("gzip")...)
 	zr, err := gzip.NewReader(w.Body)

@@ -10,33 +10,34 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-type clientKeyCtx struct{}
+type outgoingKeyCtx struct{}
 
-// WithKey returns ctx carrying key as the Idempotency-Key that Transport
-// sends, verbatim, on the requests made with ctx. Use it when the caller
-// already has a key (from its own client, or idem.Derive). Every request
-// made with ctx gets the same key, so make one request per such context
-// (retries of it included).
-func WithKey(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, clientKeyCtx{}, key)
+// ContextWithOutgoingKey returns ctx carrying key as the Idempotency-Key
+// that Transport sends, verbatim, on the requests made with ctx. Use it
+// when the caller already has a key (one it logs, one from its own client,
+// or idem.Derive), or to keep one fresh key across a retry loop that
+// builds a new *http.Request for each attempt:
+//
+//	ctx = idemhttp.ContextWithOutgoingKey(ctx, idemhttp.GenerateKey()) // once per logical request
+//
+// Every request made with ctx gets the same key, so make one logical
+// request per such context (retries of it included). It is the key of a
+// request this process sends, not the key of the call it serves: that one
+// is idem.KeyFrom's.
+func ContextWithOutgoingKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, outgoingKeyCtx{}, key)
 }
 
-// WithNewKey returns ctx carrying a fresh UUIDv7 key, as WithKey. Call it
-// once per logical request, before a retry loop that builds a new
-// *http.Request for each attempt: every attempt then carries the same key.
-func WithNewKey(ctx context.Context) context.Context {
-	return WithKey(ctx, NewKey())
-}
-
-// KeyFromContext returns the key set by WithKey or WithNewKey.
-func KeyFromContext(ctx context.Context) (string, bool) {
-	k, ok := ctx.Value(clientKeyCtx{}).(string)
+// OutgoingKeyFromContext returns the key set by ContextWithOutgoingKey.
+func OutgoingKeyFromContext(ctx context.Context) (string, bool) {
+	k, ok := ctx.Value(outgoingKeyCtx{}).(string)
 	return k, ok
 }
 
-// NewKey returns a fresh key: a UUIDv7 (time-ordered, so store indexes stay
-// compact) in its canonical text form.
-func NewKey() string {
+// GenerateKey returns a fresh Idempotency-Key: a UUIDv7 (time-ordered, so
+// store indexes stay compact) in its canonical text form. (idem.NewKey is
+// another thing: the store key of a call, built from its scope and parts.)
+func GenerateKey() string {
 	u, err := uuid.NewV7()
 	if err != nil {
 		return uuid.NewString() // the random source failed for v7; v4 panics instead
@@ -50,13 +51,13 @@ func NewKey() string {
 //
 //  1. the request's own Idempotency-Key header, when set: left untouched
 //     (a client library that manages keys, like stripe-go, keeps control);
-//  2. the key in the request's context from WithKey or WithNewKey, verbatim;
+//  2. the key in the request's context from ContextWithOutgoingKey, verbatim;
 //  3. inside an idempotent call (an idemhttp handler or a generated
 //     wrapper: idem.KeyFrom(ctx) is set), idem.Derive(parent, method+" "+
 //     host+path): a retry of the whole call from the top reaches this
 //     downstream service with the same key as the first time, and distinct
 //     endpoints get distinct keys (two calls to the same endpoint in one
-//     call need WithKey with their own idem.Derive steps);
+//     call need ContextWithOutgoingKey with their own idem.Derive steps);
 //  4. otherwise, a fresh UUIDv7.
 //
 // The key is generated once per logical request and kept across its
@@ -70,7 +71,7 @@ func NewKey() string {
 // does not modify its request (http.Client does the same for cookies), and
 // it is why a *http.Request must not be sent concurrently. A retry loop
 // that builds a new request per attempt must carry the key in the context
-// (WithNewKey) instead. A retrying RoundTripper placed under this one (as
+// (ContextWithOutgoingKey, once, outside the loop) instead. A retrying RoundTripper placed under this one (as
 // Base) gets the header from the first attempt on. A 307 or 308 redirect
 // followed by http.Client keeps the key too (the client copies the
 // original request's header fields).
@@ -87,8 +88,8 @@ type Transport struct {
 	// else (one with a comma, a leading double quote, or surrounding
 	// spaces) is always sent quoted.
 	Quoted bool
-	// NewKey returns a fresh key (case 4); nil means NewKey.
-	NewKey func() string
+	// GenerateKey returns a fresh key (case 4); nil means GenerateKey.
+	GenerateKey func() string
 }
 
 // RoundTrip sets the Idempotency-Key header when it applies and sends req.
@@ -135,14 +136,14 @@ func (t *Transport) applies(method string) bool {
 
 func (t *Transport) keyFor(req *http.Request) string {
 	ctx := req.Context()
-	if k, ok := KeyFromContext(ctx); ok && k != "" {
+	if k, ok := OutgoingKeyFromContext(ctx); ok && k != "" {
 		return k
 	}
 	if parent, ok := idem.KeyFrom(ctx); ok && parent != "" {
 		return idem.Derive(parent, req.Method+" "+req.URL.Host+req.URL.Path)
 	}
-	if t.NewKey != nil {
-		return t.NewKey()
+	if t.GenerateKey != nil {
+		return t.GenerateKey()
 	}
-	return NewKey()
+	return GenerateKey()
 }

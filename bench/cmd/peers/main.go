@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +94,16 @@ func run(ctx context.Context, rounds int, round time.Duration, maxReq int, calle
 		return err
 	}
 	defer bareFiber.close()
+	floorHTTP, err := newReplayFloorHTTP(addr)
+	if err != nil {
+		return err
+	}
+	defer floorHTTP.close()
+	floorFiber, err := newReplayFloorFiber(addr)
+	if err != nil {
+		return err
+	}
+	defer floorFiber.close()
 	time.Sleep(100 * time.Millisecond) // let the Fiber listeners start
 
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
@@ -122,7 +133,8 @@ func run(ctx context.Context, rounds int, round time.Duration, maxReq int, calle
 		results = append(results, withRTT(r, lg, append(peers, bareHTTP, bareFiber), c, cfg, false))
 		// Replays: 256 keys stored first, each then replayed.
 		vs = nil
-		for _, s := range peers {
+		replayers := append(slices.Clone(peers), floorHTTP, floorFiber)
+		for _, s := range replayers {
 			v, err := lg.replay(s, 256)
 			if err != nil {
 				return err
@@ -134,13 +146,16 @@ func run(ctx context.Context, rounds int, round time.Duration, maxReq int, calle
 		if err != nil {
 			return err
 		}
-		results = append(results, withRTT(r, lg, peers, c, cfg, true))
+		results = append(results, withRTT(r, lg, replayers, c, cfg, true))
 	}
 	fmt.Printf("\n## Throughput against peers\n\nPOST /orders (a 50-byte JSON order; the handler INSERTs one row into PostgreSQL and answers 201 with JSON), "+
 		"keep-alive HTTP/1.1 clients. %d rounds of at most %d requests per peer, the peers interleaved request by request "+
 		"(with several clients, in blocks of at least 1 ms), the peer that goes first rotating. "+
 		"**idemhttp speed** is the median over rounds of (peer time ÷ idemhttp time): above 1, idemhttp is faster. "+
-		"Round trips per request are counted with a go-redis hook on each peer's own client. (%s)\n\n",
+		"Round trips per request are counted with a go-redis hook on each peer's own client. "+
+		"The two replay floors answer the stored body after one Redis GET, with no check at all: "+
+		"idemhttp against the net/http floor is the cost of its checks and its store, "+
+		"the net/http floor against the Fiber floor the cost of the HTTP stack. (%s)\n\n",
 		rounds, maxReq, time.Since(start).Round(time.Second))
 	fmt.Println("| requests | clients | peer | time/request | idemhttp speed vs peer (median of pairs) [IQR] | Redis round trips/request |")
 	fmt.Println("|---|---:|---|---:|---|---:|")
