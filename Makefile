@@ -43,12 +43,12 @@ demo-consumer:
 	cd examples/consumer && $(GO) run .
 
 generate:
-	$(GO) generate ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
+	$(GO) generate ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc ./internal/stress/stormsvc
 
 # Fails when a committed generated file is stale, missing or extra, and
 # prints the unified diff of what `make generate` would change.
 check:
-	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
+	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc ./internal/stress/stormsvc
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
 
