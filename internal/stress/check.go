@@ -48,21 +48,31 @@ func (l limits) allow(text string, class keyClass) (n int, why map[string]int) {
 	return n, why
 }
 
-// checkCalls checks executions per key and every caller's outcome.
+// payKeyCheck is what the checks gather about one Pay key.
+type payKeyCheck struct {
+	receipt *stormsvc.Receipt
+	paid    bool           // a call got a receipt
+	kinds   map[string]int // the callers' outcomes by kind
+	limit   int            // executions allowed
+	why     map[string]int // the documented limits behind limit
+}
+
+// checkCalls checks every caller's outcome, then the executions per key.
 func (r *run) checkCalls(res *Result) {
-	st, plan, results, classes, lim := &r.st, r.plan, r.results, r.classes, r.lim
-	type perKey struct {
-		receipt *stormsvc.Receipt
-		paid    bool // a call got a receipt
-		kinds   map[string]int
-	}
-	pays := make([]perKey, st.Keys)
-	limit := make([]int, st.Keys)
-	why := make([]map[string]int, st.Keys)
+	pays := make([]payKeyCheck, r.st.Keys)
 	for k := range pays {
 		pays[k].kinds = map[string]int{}
-		limit[k], why[k] = lim.allow(orderID(k)+"+pay", classes[k])
+		pays[k].limit, pays[k].why = r.lim.allow(orderID(k)+"+pay", r.classes[k])
 	}
+	r.checkOutcomes(res, pays)
+	r.checkExecutions(res, pays)
+	r.countShipments(res)
+}
+
+// checkOutcomes checks that every call got an outcome its key's class
+// documents, and that the receipts of a key agree.
+func (r *run) checkOutcomes(res *Result, pays []payKeyCheck) {
+	st, plan, results, classes, lim := &r.st, r.plan, r.results, r.classes, r.lim
 	for i, c := range plan {
 		cr := results[i]
 		kind := Classify(cr.err)
@@ -124,7 +134,7 @@ func (r *run) checkCalls(res *Result) {
 		if st.StoreFaults {
 			allowed["store"], allowed["db"] = true, true
 		}
-		if why[c.key]["lost-record"] > 0 {
+		if pays[c.key].why["lost-record"] > 0 {
 			// The record was lost under a running call: its Complete finds
 			// no record (ErrLeaseLost: "or the record is gone").
 			allowed["lease_lost"] = true
@@ -148,11 +158,18 @@ func (r *run) checkCalls(res *Result) {
 		switch {
 		case pk.receipt == nil:
 			pk.receipt = rc
-		case *pk.receipt != *rc && limit[c.key] == 1:
+		case *pk.receipt != *rc && pays[c.key].limit == 1:
 			res.failf("order %s: two different receipts: %+v and %+v", orderID(c.key), *pk.receipt, *rc)
 		}
 	}
 
+}
+
+// checkExecutions checks the executions of every Pay key against its limit
+// and its class (a stalled key's takeover and its zombie's lost lease), and
+// attributes the extra ones to the documented limits.
+func (r *run) checkExecutions(res *Result, pays []payKeyCheck) {
+	st, classes, lim := &r.st, r.classes, r.lim
 	res.ExecMin, res.ExecMax = -1, 0
 	for k := range st.Keys {
 		id := orderID(k)
@@ -164,15 +181,15 @@ func (r *run) checkCalls(res *Result) {
 			res.ExecMin = n
 		}
 		res.ExecMax = max(res.ExecMax, n)
-		if n > limit[k] {
-			res.failf("order %s executed %d times (limit %d: %v)", id, n, limit[k], why[k])
+		if n > pays[k].limit {
+			res.failf("order %s executed %d times (limit %d: %v)", id, n, pays[k].limit, pays[k].why)
 		}
-		if n > 1 && n <= limit[k] {
+		if n > 1 && n <= pays[k].limit {
 			res.DocumentedDup += n - 1
 			// Attribute the extra executions to the limits, in this order.
 			extra := n - 1
 			for _, w := range []string{"stall-after-effect", "complete-store-error", "lost-record"} {
-				d := min(extra, why[k][w])
+				d := min(extra, pays[k].why[w])
 				res.Documented[w] += d
 				extra -= d
 			}
@@ -215,8 +232,12 @@ func (r *run) checkCalls(res *Result) {
 	if res.ExecMin < 0 {
 		res.ExecMin = 0
 	}
+}
 
-	if st.ShipmentKeys > 0 {
+// countShipments reports the executions per shipment key (not bounded: their
+// records expire during the storm).
+func (r *run) countShipments(res *Result) {
+	if st := &r.st; st.ShipmentKeys > 0 {
 		res.ShipExecMin = -1
 		for k := range st.ShipmentKeys {
 			n := r.ledger.Shipments(shipOrder(k))
