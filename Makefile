@@ -65,7 +65,8 @@ vet:
 go-floor:
 	scripts/go-floor.sh . $(NESTED) bench
 
-# staticcheck runs in every `make test`; golangci-lint (slower to build) in
+# staticcheck runs in every `make test`, every check (staticcheck.conf: checks
+# = ["all"], for the nested modules too); golangci-lint (slower to build) in
 # `make lint`. Both are pinned as tool directives in tools/go.mod.
 staticcheck:
 	$(GO) tool -modfile=tools/go.mod staticcheck $(PKGS)

@@ -380,7 +380,10 @@ type port struct {
 // loadToolchain asks the go command for the current configuration and the
 // list of ports.
 func loadToolchain(ctx context.Context, cfg Config) (*toolchain, error) {
-	var env struct{ GOOS, GOARCH, CGO_ENABLED string }
+	var env struct {
+		GOOS, GOARCH string
+		CgoEnabled   string `json:"CGO_ENABLED"`
+	}
 	if err := goJSON(ctx, cfg, &env, "env", "-json", "GOOS", "GOARCH", "CGO_ENABLED"); err != nil {
 		return nil, err
 	}
@@ -388,7 +391,7 @@ func loadToolchain(ctx context.Context, cfg Config) (*toolchain, error) {
 	if err := goJSON(ctx, cfg, &ports, "tool", "dist", "list", "-json"); err != nil {
 		return nil, err
 	}
-	tc := &toolchain{base: config{goos: env.GOOS, goarch: env.GOARCH, cgo: env.CGO_ENABLED == "1", tags: slices.Sorted(slices.Values(cfg.Tags))}}
+	tc := &toolchain{base: config{goos: env.GOOS, goarch: env.GOARCH, cgo: env.CgoEnabled == "1", tags: slices.Sorted(slices.Values(cfg.Tags))}}
 	// The current port first, then the first-class ports, then the rest,
 	// each by name: the first configuration to compile a file is the one
 	// its methods are resolved in.

@@ -254,7 +254,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // Tenant returns the tenant the executor reads from ctx (see WithTenant).
 // Generated wrappers call it for a `tenant` key part; every key is already
 // scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
-func (e *Executor) Tenant(ctx context.Context) string { return e.tenant(ctx) }
+func (ex *Executor) Tenant(ctx context.Context) string { return ex.tenant(ctx) }
 
 func (e *Executor) token() Token {
 	for {
