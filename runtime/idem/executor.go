@@ -79,9 +79,9 @@ type Executor struct {
 }
 
 // invalid records the first invalid option.
-func (e *Executor) invalid(format string, args ...any) {
-	if e.bad == "" {
-		e.bad = "idem: " + fmt.Sprintf(format, args...)
+func (ex *Executor) invalid(format string, args ...any) {
+	if ex.bad == "" {
+		ex.bad = "idem: " + fmt.Sprintf(format, args...)
 	}
 }
 
@@ -256,7 +256,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
 func (ex *Executor) Tenant(ctx context.Context) string { return ex.tenant(ctx) }
 
-func (e *Executor) token() Token {
+func (ex *Executor) token() Token {
 	for {
 		if t := Token(rand.Uint64()); t != 0 {
 			return t
