@@ -12,7 +12,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
 
-.PHONY: demo test generate check fmt-check vet staticcheck lint fuzz bench stress sim \
+.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint fuzz bench stress sim \
 	demo-grpc demo-consumer test-nested nested
 
 demo:
@@ -20,7 +20,7 @@ demo:
 
 # The simulator's short run is 10^4 schedules without the race detector
 # (seconds); under -race, in the full run, it runs 10^3.
-test: fmt-check vet staticcheck check
+test: fmt-check vet staticcheck go-floor check
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
 
@@ -43,12 +43,12 @@ demo-consumer:
 	cd examples/consumer && $(GO) run .
 
 generate:
-	$(GO) generate ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
+	$(GO) generate ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc ./internal/stress/stormsvc
 
 # Fails when a committed generated file is stale, missing or extra, and
 # prints the unified diff of what `make generate` would change.
 check:
-	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc
+	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc ./internal/stress/stormsvc
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
 	cd bench && $(GO) tool idemgen -check -diff ./...
@@ -60,7 +60,14 @@ fmt-check:
 vet:
 	$(GO) vet $(PKGS)
 
-# staticcheck runs in every `make test`; golangci-lint (slower to build) in
+# Every module's `go` line is the floor its dependencies force, no higher
+# (docs/decisions/api-go-version.md): go vet's stdversion analyzer and the
+# compiler's -lang then hold the code to that Go version.
+go-floor:
+	scripts/go-floor.sh . $(NESTED) bench
+
+# staticcheck runs in every `make test`, every check (staticcheck.conf: checks
+# = ["all"], for the nested modules too); golangci-lint (slower to build) in
 # `make lint`. Both are pinned as tool directives in tools/go.mod.
 staticcheck:
 	$(GO) tool -modfile=tools/go.mod staticcheck $(PKGS)

@@ -68,7 +68,7 @@ func (l link) call(ctx context.Context, o op) error {
 		// The caller gave up while its request was in flight: the request
 		// still arrives and is applied, with nobody waiting for the reply.
 		wk.faulted = true
-		w.at(arrive, func() { w.orphan(wk, o, sctx, "arrives after its caller gave up") })
+		w.at(arrive, func() { w.orphan(sctx, wk, o, "arrives after its caller gave up") })
 		return err
 	}
 	if w.now.Before(w.downTil) {
@@ -81,7 +81,7 @@ func (l link) call(ctx context.Context, o op) error {
 	if !perfect && w.chance(p.duplicate) {
 		w.stats.LinkFaults++
 		wk.faulted = true
-		w.after(w.between(0, 2*p.maxDelay), func() { w.orphan(wk, o, sctx, "DUPLICATE") })
+		w.after(w.between(0, 2*p.maxDelay), func() { w.orphan(sctx, wk, o, "DUPLICATE") })
 	}
 	if !perfect && w.chance(p.dropReply) {
 		w.stats.LinkFaults++
@@ -101,7 +101,7 @@ func (l link) call(ctx context.Context, o op) error {
 
 // orphan applies a request nobody waits for (a duplicate, or one whose
 // caller gave up), on the scheduler's goroutine.
-func (w *world) orphan(wk *worker, o op, ctx context.Context, why string) {
+func (w *world) orphan(ctx context.Context, wk *worker, o op, why string) {
 	if w.now.Before(w.downTil) {
 		w.tracef("%s %s (%s): store down", wk, o.name, why)
 		return

@@ -1,8 +1,8 @@
 // Package stress is the duplicate storm with faults: it drives the generated
-// wrapper of the example billing service (billing.NewIdempotentService, Pay
-// and HandleShipment) with many workers over many keys, every key retried
+// wrapper of its own service (stormsvc.NewIdempotentService, Pay and
+// HandleShipment) with many workers over many keys, every key retried
 // several times concurrently, and checks that idempotency holds when things
-// break.
+// break. Tests run a scenario through stresstest.RunScenario.
 //
 // A run (Run) is one Scenario on one Backend (a func that opens an
 // idem.Store). The store is wrapped in a Tweak (shorter leases and TTLs for

@@ -3,6 +3,7 @@ package stress
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,15 +13,9 @@ import (
 // (StoreFaults: a store error, or in transactional mode a failed business
 // write). Workers back off 20ms after such an error.
 
+// only is a Scenario.Applies for the named backends.
 func only(names ...string) func(string) bool {
-	return func(b string) bool {
-		for _, n := range names {
-			if n == b {
-				return true
-			}
-		}
-		return false
-	}
+	return func(b string) bool { return slices.Contains(names, b) }
 }
 
 func faulty(s *Storm) {

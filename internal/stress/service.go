@@ -2,19 +2,20 @@ package stress
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
+	"maps"
 	"sync"
 	"time"
 
-	"github.com/idemgen/idemgen/examples/orders/billing"
+	"github.com/idemgen/idemgen/internal/stress/stormsvc"
 )
 
-// Ledger is the independent execution counter: a billing.Ledger that counts
-// every Debit (one real execution of Pay's body past the gateway) and every
-// AddPoints (one execution of HandleShipment) per order, whatever the
-// outcome, and delegates the money to a billing.MemLedger.
+// Ledger is the independent execution counter: a stormsvc.Ledger that
+// counts every Debit (one real execution of Pay's body past the gateway) and
+// every AddPoints (one execution of HandleShipment) per order, whatever the
+// outcome, and keeps the customers' balances.
 type Ledger struct {
-	*billing.MemLedger
 	// Write, when set (transactional mode), records the payment in the
 	// business table through the call's transaction; its error fails the
 	// Debit (a *DBError), which rolls the call back.
@@ -23,24 +24,39 @@ type Ledger struct {
 	// Debit's ordinal for that order (1 for the first); it may stall.
 	After func(order string, n int)
 
-	mu     sync.Mutex
-	writes map[string]int
-	debits map[string]int
-	points map[string]int
+	mu       sync.Mutex
+	balances map[string]int64
+	seq      int // payments made
+	writes   map[string]int
+	debits   map[string]int
+	points   map[string]int
 }
 
 // NewLedger returns a counting ledger with the given opening balances.
 func NewLedger(balances map[string]int64) *Ledger {
-	return &Ledger{MemLedger: billing.NewMemLedger(balances), debits: map[string]int{}, writes: map[string]int{}, points: map[string]int{}}
+	return &Ledger{balances: maps.Clone(balances), debits: map[string]int{}, writes: map[string]int{}, points: map[string]int{}}
 }
 
-// Debit implements billing.Ledger.
+// debit moves the money: ErrInsufficientFunds when the customer's balance
+// is short.
+func (l *Ledger) debit(customer string, amount int64) (string, int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.balances[customer] < amount {
+		return "", l.balances[customer], stormsvc.ErrInsufficientFunds
+	}
+	l.balances[customer] -= amount
+	l.seq++
+	return fmt.Sprintf("pay_%04d", l.seq), l.balances[customer], nil
+}
+
+// Debit implements stormsvc.Ledger.
 func (l *Ledger) Debit(ctx context.Context, customer, order string, amount int64) (string, int64, error) {
 	l.mu.Lock()
 	l.debits[order]++
 	n := l.debits[order]
 	l.mu.Unlock()
-	id, bal, err := l.MemLedger.Debit(ctx, customer, order, amount)
+	id, bal, err := l.debit(customer, amount)
 	if err == nil && l.Write != nil {
 		if werr := l.Write(ctx, order, id); werr != nil {
 			return "", 0, &DBError{Err: werr}
@@ -55,12 +71,13 @@ func (l *Ledger) Debit(ctx context.Context, customer, order string, amount int64
 	return id, bal, err
 }
 
-// AddPoints implements billing.Ledger.
-func (l *Ledger) AddPoints(ctx context.Context, order string, points int) error {
+// AddPoints implements stormsvc.Ledger: it counts one execution of
+// HandleShipment for order (the points themselves are not checked).
+func (l *Ledger) AddPoints(_ context.Context, order string, _ int) error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.points[order]++
-	l.mu.Unlock()
-	return l.MemLedger.AddPoints(ctx, order, points)
+	return nil
 }
 
 // DBError is a failed write of the business table (transactional mode): the
@@ -92,8 +109,8 @@ func (l *Ledger) Shipments(order string) int {
 	return l.points[order]
 }
 
-// Gateway is a billing.Gateway with injected faults: a per-order hook that
-// may stall a call or fail it (transiently with billing.ErrGatewayTimeout,
+// Gateway is a stormsvc.Gateway with injected faults: a per-order hook that
+// may stall a call or fail it (transiently with stormsvc.ErrGatewayTimeout,
 // or finally).
 type Gateway struct {
 	// Hook runs first, with the order and the ordinal of this Authorize for
@@ -104,8 +121,8 @@ type Gateway struct {
 	calls map[string]int
 }
 
-// Authorize implements billing.Gateway.
-func (g *Gateway) Authorize(_ context.Context, o *billing.Order) error {
+// Authorize implements stormsvc.Gateway.
+func (g *Gateway) Authorize(_ context.Context, o *stormsvc.Order) error {
 	g.mu.Lock()
 	if g.calls == nil {
 		g.calls = map[string]int{}

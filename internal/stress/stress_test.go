@@ -2,57 +2,15 @@ package stress
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 )
-
-// TestStorm runs every scenario that applies, shortened, on the memory
-// store.
-func TestStorm(t *testing.T) {
-	backends := []Backend{Memory()}
-	for _, b := range backends {
-		for _, sc := range Scenarios() {
-			if sc.Applies != nil && !sc.Applies(b.Name) {
-				continue
-			}
-			t.Run(sc.Name+"/"+b.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
-		}
-	}
-}
-
-// TestStormRedis runs every scenario that applies on Redis ($IDEM_REDIS_ADDR);
-// redis-kill runs on a redis-server the test starts (and kills).
-func TestStormRedis(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	b := Redis(testenv.RedisAddr(t))
-	for _, sc := range Scenarios() {
-		if sc.Applies != nil && !sc.Applies(b.Name) {
-			continue
-		}
-		t.Run(sc.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
-	}
-}
-
-// TestStormCluster runs the short storm on redisstore through a
-// *redis.ClusterClient of the test Redis Cluster ($IDEM_REDIS_CLUSTER_ADDRS),
-// then the cluster faults (a master SIGKILLed and failed over; 1000 slots
-// resharded), each on a cluster the test starts.
-func TestStormCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("short")
-	}
-	b := RedisCluster(testenv.RedisClusterAddrs(t))
-	for _, sc := range []Scenario{Plain(), ClusterFailover(), ClusterReshard()} {
-		t.Run(sc.Name, func(t *testing.T) { RunScenario(t, sc, b, Options{}) })
-	}
-}
 
 // The model must reject what the contract forbids. Each case is a short
 // sequential history of one key that some broken store could produce.
@@ -240,5 +198,46 @@ func TestModelStaleReplayAfterLateRepair(t *testing.T) {
 				t.Errorf("check = %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// TestCheckDerivation: a claim under a key, or with a fingerprint, that the
+// harness does not derive as the wrapper does is a failure (the probe and
+// the model would otherwise check the wrong records).
+func TestCheckDerivation(t *testing.T) {
+	r := newRun(Plain(), Memory(), Options{Short: true})
+	r.tenant, r.st.ShipmentKeys = "t", 2
+	r.rec = NewRecorder(memstore.New())
+	claim := func(key idem.Key, fp idem.Fingerprint, tok idem.Token) {
+		t.Helper()
+		req := idem.ClaimRequest{Key: key, Fingerprint: fp, Token: tok, Lease: time.Minute, TTL: time.Hour}
+		if _, err := r.rec.Claim(t.Context(), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key0, fp0 := payKey(r.tenant, 0, false)
+	_, conflict0 := payKey(r.tenant, 0, true)
+	key1, _ := shipKey(r.tenant, 1)
+	claim(key0, fp0, 1)
+	claim(key0, conflict0, 2)
+	claim(key1, func() idem.Fingerprint { _, fp := shipKey(r.tenant, 1); return fp }(), 3)
+	res := &Result{}
+	r.checkDerivation(res)
+	if len(res.Failures) != 0 {
+		t.Fatalf("derived keys and fingerprints: %v", res.Failures)
+	}
+
+	var k idem.KeyParts
+	k.String("order.ID", orderID(0))
+	foreign, _ := k.Key(r.tenant, "Service.Pay") // the op part is missing
+	claim(foreign, fp0, 4)
+	key2, _ := payKey(r.tenant, 2, false)
+	claim(key2, fp0, 5) // another order's fingerprint
+	claim(key2, fp0, 6) // reported once per key
+	res = &Result{}
+	r.checkDerivation(res)
+	if len(res.Failures) != 2 || !strings.Contains(res.Failures[0], "key derivation drifted") ||
+		!strings.Contains(res.Failures[1], "fingerprint derivation drifted") {
+		t.Fatalf("want one key and one fingerprint failure, got %q", res.Failures)
 	}
 }

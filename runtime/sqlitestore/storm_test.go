@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/stresstest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
@@ -30,6 +31,6 @@ func TestStorm(t *testing.T) {
 		if sc.Applies != nil && !sc.Applies(b.Name) {
 			continue
 		}
-		t.Run(sc.Name, func(t *testing.T) { stress.RunScenario(t, sc, b, stress.Options{}) })
+		t.Run(sc.Name, func(t *testing.T) { stresstest.RunScenario(t, sc, b, stress.Options{}) })
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/stresstest"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
 
@@ -17,6 +18,6 @@ func TestStormTieredCluster(t *testing.T) {
 	}
 	b := TieredCluster(testenv.PostgresDSN(t), testenv.RedisClusterAddrs(t))
 	for _, sc := range []stress.Scenario{stress.ClusterFailover(), stress.ClusterReshard()} {
-		t.Run(sc.Name, func(t *testing.T) { stress.RunScenario(t, sc, b, stress.Options{}) })
+		t.Run(sc.Name, func(t *testing.T) { stresstest.RunScenario(t, sc, b, stress.Options{}) })
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/stresstest"
 	"github.com/idemgen/idemgen/internal/testenv"
 )
 
@@ -37,7 +38,7 @@ func TestStorm(t *testing.T) {
 				if sc.OwnRedis {
 					opt.Redis = own.redis(t)
 				}
-				stress.RunScenario(t, sc, b, opt)
+				stresstest.RunScenario(t, sc, b, opt)
 			})
 		}
 	}
