@@ -44,7 +44,7 @@ func TestRoundTrips(t *testing.T) {
 			id := "rt-" + randHex(4)
 			first, replay := measure(id), measure(id)
 			t.Logf("%s mode: %d round trips for a first call, %d for a replay", mode, first, replay)
-			want := map[string][2]int64{"lease": {2, 1}, "tx": {2, 2}}[mode]
+			want := map[string][2]int64{"lease": {2, 1}, "tx": {2, 1}}[mode]
 			assert.Equal(t, want[0], first, "first call")
 			assert.Equal(t, want[1], replay, "replay")
 		})
