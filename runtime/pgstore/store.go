@@ -144,6 +144,9 @@ type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
 	claimTx, fastTx, keyLock, guard, holder, final                              string // transactional mode
+	// txNames: the statements of ClaimTx's batch by the names ClaimTx
+	// prepares them under on each connection (see TxStore.batchQueries).
+	txNames, txText txQueries
 	table, index, archive                                                       string // sanitized identifiers
 	indexName                                                                   string // unquoted
 }
@@ -343,6 +346,8 @@ FROM w LEFT JOIN LATERAL (
 	st.guard = `SELECT CASE WHEN current_setting('idemgen.claimed', true) = 'on' THEN 0
 	ELSE format('` + guardMarker + ` %s: not claimed, the claim''s transaction ends here (not a failure)',
 		encode($1::bytea, 'hex'))::int END`
+	st.txText = txQueries{keyLock: st.keyLock, fast: st.fastTx, claim: st.claimTx, guard: st.guard, begin: beginSQL, savepoint: savepointSQL}
+	st.txNames = st.txText.names()
 	// holder: whether a session holds the key's lock ($1, $2: its two
 	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
 	// it holds the payload lock $3, $4 (the same payload) or another

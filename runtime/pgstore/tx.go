@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -147,7 +148,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	timeout := lockTimeoutValue(wait)
-	sql, withSlow, force := s.sql.fastTx, true, false
+	q, err := s.batchQueries(ctx, conn.Conn())
+	if err != nil {
+		end(ctx, conn)
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	sql, withSlow, force := q.fast, true, false
 	for attempt := 1; ; attempt++ {
 		var (
 			claim idem.Claim
@@ -160,16 +166,16 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		// what ran before): the key lock, the claim and the guard are
 		// part of the method's transaction. pgx's Tx for it comes from
 		// Batch.BeginTx, whose begin query is here the key lock.
-		b.BeginTx(pgx.TxOptions{BeginQuery: s.sql.keyLock})
+		b.BeginTx(pgx.TxOptions{BeginQuery: q.keyLock})
 		b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout}
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var err error
 			claim, res, err = scanClaim(rows, withSlow)
 			return err
 		})
-		b.Queue(s.sql.guard, req.Key.ID[:])
-		b.Queue(beginSQL)
-		b.Queue(savepointSQL)
+		b.Queue(q.guard, req.Key.ID[:])
+		b.Queue(q.begin)
+		b.Queue(q.savepoint)
 		br := conn.SendBatch(ctx, b)
 		tx := br.Tx()
 		err = br.Close()
@@ -212,8 +218,44 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			end(ctx, conn)
 			return idem.Claim{}, nil, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 		}
-		sql, withSlow, force = s.sql.claimTx, false, true
+		sql, withSlow, force = q.claim, false, true
 	}
+}
+
+// txQueries are the statements of ClaimTx's batch: their SQL, or the names
+// of their prepared statements.
+type txQueries struct{ keyLock, fast, claim, guard, begin, savepoint string }
+
+func (q txQueries) all() []string { return []string{q.keyLock, q.fast, q.claim, q.guard, q.begin, q.savepoint} }
+
+// names returns the names ClaimTx prepares q's statements under: idemgen_
+// and 24 hex digits of the SHA-256 of the SQL.
+func (q txQueries) names() txQueries {
+	n := func(sql string) string {
+		sum := sha256.Sum256([]byte(sql))
+		return "idemgen_" + hex.EncodeToString(sum[:12])
+	}
+	return txQueries{n(q.keyLock), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
+}
+
+// batchQueries returns what ClaimTx's batch queues on c: the names of the
+// statements, prepared on the connection's first use of them (one round
+// trip each, once), or their SQL when c uses the simple protocol. They are
+// prepared by name because pgx drops every statement of a batch that
+// failed from its statement cache (and prepares it again on its next use,
+// one more round trip), and a replay's batch fails on purpose (the guard);
+// statements prepared by name are not in that cache.
+func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, error) {
+	if c.Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return s.sql.txText, nil
+	}
+	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
+	for i, name := range names {
+		if _, err := c.Prepare(ctx, name, sqls[i]); err != nil {
+			return txQueries{}, err
+		}
+	}
+	return s.sql.txNames, nil
 }
 
 // isGuard reports whether err is the guard's failure (see buildStatements).
