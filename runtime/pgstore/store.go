@@ -320,7 +320,8 @@ FROM cur`
 	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
 	// that names the claimer's payload (see payloadLock), taken first and
 	// shared, so that whoever holds the key's lock also holds its payload's;
-	// $6 the lock_timeout of the wait. In one statement: it sets
+	// $6 the lock_timeout of the wait. In one statement: unless a final
+	// record is visible (a replay: nothing is locked or set), it sets
 	// lock_timeout to $6 for the wait on the locks, and back to the
 	// caller's value after, so that nothing else in the transaction (the
 	// claim's own index and heap locks, the method's writes) runs under the
@@ -329,14 +330,14 @@ FROM cur`
 	// the wait run after w has saved and set the timeout.
 	st.keyLock = fmt.Sprintf(`WITH w AS MATERIALIZED (
 	SELECT current_setting('lock_timeout') AS saved, set_config('lock_timeout', $6::text, true) AS waiting
+	WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s)
 )
 SELECT set_config('lock_timeout', w.saved, true)
-FROM w LEFT JOIN LATERAL (
+FROM w, LATERAL (
 	SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
 		set_config('idemgen.key_locked', 'on', true)
 	WHERE w.waiting IS NOT NULL
-		AND ($3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s))
-) l ON true`, t, ts)
+) l`, t, ts)
 	// guard follows the transactional claim, before BEGIN: when the claim
 	// did not claim (a replay, a live record, a retry), it fails, on
 	// purpose, so that PostgreSQL rolls back the implicit transaction the
