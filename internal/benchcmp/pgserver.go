@@ -87,8 +87,8 @@ func (e *Env) PGServerTime(ctx context.Context, calls int) (*PGServerReport, err
 			store: lease, replay: true, floorFirst: (*Env).pgLeaseFloor},
 		{name: "postgres tx/first", wrapper: "key lock, claim, guard, complete", floor: "claim, complete (floorClaimSQL, floorCompleteSQL)",
 			wtable: tableTx, ftable: tableFloor, store: tx, floorFirst: (*Env).pgPipelinedFloor,
-			note: "BEGIN, SAVEPOINT and COMMIT are not counted on either side"},
-		{name: "postgres tx/replay", wrapper: "key lock, claim", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
+			note: "BEGIN, SAVEPOINT and COMMIT are not counted on either side (the wrapper's batch has one statement more: SAVEPOINT)"},
+		{name: "postgres tx/replay", wrapper: "its batch (key lock, claim; before the guard: BEGIN … ROLLBACK)", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
 			store: tx, replay: true, floorFirst: (*Env).pgPipelinedFloor,
 			note: "the guard's failure, which ends the replay's transaction, is not counted (pg_stat_statements counts only statements that succeed)"},
 	}
@@ -188,7 +188,7 @@ func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable s
 			return nil, err
 		}
 	}
-	stmts, err := e.statements(ctx, calls, wtable, ftable)
+	stmts, err := e.statements(ctx, calls, wtable, ftable, replay)
 	if err != nil {
 		return nil, err
 	}
@@ -256,11 +256,13 @@ func floorSide(e *Env, ctx context.Context, svc *orders.Service, o *orders.Order
 	return first(e, ctx, svc, o)
 }
 
-// statements reads pg_stat_statements and sorts each statement to the
-// side whose table it names: the wrapper's (wtable, or the transactional
-// guard) or the floor's (ftable); the others (BEGIN, COMMIT, the business
-// INSERT) are the same on both sides and listed as "both".
-func (e *Env) statements(ctx context.Context, calls int, wtable, ftable string) ([]PGStatement, error) {
+// statements reads pg_stat_statements and sorts each statement to a side:
+// the floor's when it names ftable; the wrapper's when it names wtable or
+// is one only the wrapper sends (its lock_timeout and idemgen settings)
+// and, in a replay phase, every other (the floor's replay is one SELECT);
+// in a first-call phase the others (BEGIN, COMMIT, the business INSERT)
+// are the same on both sides and listed as "both", not counted.
+func (e *Env) statements(ctx context.Context, calls int, wtable, ftable string, replay bool) ([]PGStatement, error) {
 	rows, err := e.Pool.Query(ctx, `SELECT query, calls, total_exec_time, total_plan_time FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls >= $1`, int64(calls)/2)
 	if err != nil {
@@ -280,12 +282,12 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AN
 		s := PGStatement{Side: "both", Calls: n, ExecUS: exec * 1e3 / float64(n), PlanUS: plan * 1e3 / float64(n),
 			ServerUSOp: (exec + plan) * 1e3 / float64(calls)}
 		switch {
-		case strings.Contains(q, wtable), strings.Contains(q, "idemgen.claimed"):
-			s.Side = "wrapper"
-		case strings.Contains(q, ftable):
-			s.Side = "floor"
 		case strings.Contains(q, "pg_stat"):
 			continue
+		case strings.Contains(q, ftable):
+			s.Side = "floor"
+		case replay, strings.Contains(q, wtable), strings.Contains(q, "idemgen."), strings.Contains(q, "lock_timeout"):
+			s.Side = "wrapper"
 		}
 		s.Query = firstLine(q)
 		out = append(out, s)
