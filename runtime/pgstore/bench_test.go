@@ -34,6 +34,7 @@ type benchEnv struct {
 	done    string
 	claimTx string
 	keyLock string
+	fguard  string
 	guard   string
 	seq     atomic.Int64
 	prefix  string
@@ -45,7 +46,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	e := &benchEnv{pool: pool, lease: pgstore.New(pool, pgstore.WithTable(table)),
 		tx: pgstore.NewTx(pool, pgstore.WithTable(table)), prefix: randHex(4)}
 	e.claim, e.done, _ = e.lease.SQL()
-	e.claimTx, e.keyLock, e.guard = e.lease.TxSQL()
+	e.claimTx, e.keyLock, e.fguard, e.guard = e.lease.TxSQL()
 	return e
 }
 
@@ -111,9 +112,10 @@ func (e *benchEnv) rawLeaseReplay(id string) error {
 }
 
 // rawTx is the transactional path by hand: the key lock under a short
-// lock_timeout, the claim, the guard, BEGIN and the savepoint in one batch,
-// then the outcome and COMMIT (first call); a replay ends with the batch
-// (the guard failed its implicit transaction).
+// lock_timeout, the final record's guard, the claim, the claim's guard,
+// BEGIN and the savepoint in one batch, then the outcome and COMMIT (first
+// call); a replay ends with the batch (a guard failed its implicit
+// transaction).
 func (e *benchEnv) rawTx(id string, first bool) error {
 	ctx := context.Background()
 	conn, err := e.pool.Acquire(ctx)
@@ -123,7 +125,8 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	defer conn.Release()
 	args := rawClaimArgs(id)
 	b := &pgx.Batch{}
-	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2), "1ms")
+	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2), "1ms").Query(scanRaw)
+	b.Queue(e.fguard, args[0])
 	b.Queue(e.claimTx, args...).Query(scanRaw)
 	b.Queue(e.guard, args[0])
 	b.Queue("BEGIN")

@@ -14,8 +14,8 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 
 // TxSQL returns the transactional first claim, the key lock and the guard
 // statements.
-func (s *Store) TxSQL() (claim, keyLock, guard string) {
-	return s.sql.fastTx, s.sql.keyLock, s.sql.guard
+func (s *Store) TxSQL() (claim, keyLock, finalGuard, guard string) {
+	return s.sql.fastTx, s.sql.keyLock, s.sql.finalGuard, s.sql.guard
 }
 
 // Exported for the baselines.

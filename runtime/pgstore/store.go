@@ -143,12 +143,12 @@ type Store struct {
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
-	claimTx, fastTx, keyLock, guard, holder, final                              string // transactional mode
+	claimTx, fastTx, keyLock, finalGuard, guard, holder, final                  string // transactional mode
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
-	txNames, txText txQueries
-	table, index, archive                                                       string // sanitized identifiers
-	indexName                                                                   string // unquoted
+	txNames, txText       txQueries
+	table, index, archive string // sanitized identifiers
+	indexName             string // unquoted
 }
 
 // New returns a store in lease mode on pool. The table must exist: run
@@ -320,34 +320,52 @@ FROM cur`
 	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
 	// that names the claimer's payload (see payloadLock), taken first and
 	// shared, so that whoever holds the key's lock also holds its payload's;
-	// $6 the lock_timeout of the wait. In one statement: unless a final
-	// record is visible (a replay: nothing is locked or set), it sets
-	// lock_timeout to $6 for the wait on the locks, and back to the
-	// caller's value after, so that nothing else in the transaction (the
-	// claim's own index and heap locks, the method's writes) runs under the
-	// short timeout, and a lock timeout means exactly "the key is held".
-	// The LATERAL reference to w (materialized: read once, before) makes
-	// the wait run after w has saved and set the timeout.
-	st.keyLock = fmt.Sprintf(`WITH w AS MATERIALIZED (
+	// $6 the lock_timeout of the wait. In one statement: unless $3 is
+	// false and a final record is visible (f: a replay, which returns the
+	// record, in the columns of claim, marks it in idemgen.final for
+	// finalGuard, and locks and sets nothing), it sets lock_timeout to $6
+	// for the wait on the locks, and back to the caller's value after, so
+	// that nothing else in the transaction (the claim's own index and heap
+	// locks, the method's writes) runs under the short timeout, and a lock
+	// timeout means exactly "the key is held". The LATERAL reference to w
+	// (materialized: read once, before) makes the wait run after w has saved
+	// and set the timeout; the last branch reads l (it returns no row) so
+	// that l runs.
+	st.keyLock = fmt.Sprintf(`WITH f AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
+	FROM %[1]s c
+	WHERE c.key = $2::bytea AND c.status <> 1 AND c.expires_at > %[2]s AND NOT $3::bool
+), w AS MATERIALIZED (
 	SELECT current_setting('lock_timeout') AS saved, set_config('lock_timeout', $6::text, true) AS waiting
-	WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s)
+	WHERE NOT EXISTS (SELECT 1 FROM f)
+), l AS MATERIALIZED (
+	SELECT set_config('lock_timeout', w.saved, true) AS restored
+	FROM w, LATERAL (
+		SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
+			set_config('idemgen.key_locked', 'on', true)
+		WHERE w.waiting IS NOT NULL
+	) x
 )
-SELECT set_config('lock_timeout', w.saved, true)
-FROM w, LATERAL (
-	SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
-		set_config('idemgen.key_locked', 'on', true)
-	WHERE w.waiting IS NOT NULL
-) l`, t, ts)
-	// guard follows the transactional claim, before BEGIN: when the claim
-	// did not claim (a replay, a live record, a retry), it fails, on
-	// purpose, so that PostgreSQL rolls back the implicit transaction the
-	// batch's statements ran in when the batch ends, and the connection
-	// is free without a ROLLBACK round trip (see ClaimTx). format() is
-	// stable, so the planner never folds the failing branch. $1 key ID.
-	st.guard = `SELECT CASE WHEN current_setting('idemgen.claimed', true) = 'on' THEN 0
-	ELSE format('` + guardMarker + ` %s: not claimed, the claim''s transaction ends here (not a failure)',
-		encode($1::bytea, 'hex'))::int END`
-	st.txText = txQueries{keyLock: st.keyLock, fast: st.fastTx, claim: st.claimTx, guard: st.guard, begin: beginSQL, savepoint: savepointSQL}
+SELECT set_config('idemgen.final', 'on', true) <> 'on', false, status, fingerprint, scheme, token, interval '0',
+	body, err_code, err_message, meta
+FROM f
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM l WHERE l.restored IS NULL`, t, ts)
+	// The guards fail, on purpose, so that PostgreSQL rolls back the
+	// implicit transaction the batch's statements ran in when the batch
+	// ends, and the connection is free without a ROLLBACK round trip (see
+	// ClaimTx). finalGuard follows keyLock: it fails when keyLock returned
+	// a final record (a replay), so that the claim statement does not run.
+	// guard follows the claim, before BEGIN: it fails when the claim did
+	// not claim (a live record, a retry). format() is stable, so the
+	// planner never folds the failing branch. $1 key ID.
+	failing := `format('` + guardMarker + ` %s: not claimed, the claim''s transaction ends here (not a failure)',
+		encode($1::bytea, 'hex'))::int`
+	st.finalGuard = `SELECT CASE WHEN current_setting('idemgen.final', true) = 'on' THEN ` + failing + ` ELSE 0 END`
+	st.guard = `SELECT CASE WHEN current_setting('idemgen.claimed', true) = 'on' THEN 0 ELSE ` + failing + ` END`
+	st.txText = txQueries{keyLock: st.keyLock, finalGuard: st.finalGuard, fast: st.fastTx, claim: st.claimTx, guard: st.guard,
+		begin: beginSQL, savepoint: savepointSQL}
 	st.txNames = st.txText.names()
 	// holder: whether a session holds the key's lock ($1, $2: its two
 	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether

@@ -94,16 +94,18 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // shorter, the store's acquire timeout (WithAcquireTimeout): when none frees
 // up it returns an error wrapping idem.ErrStoreFull, having claimed nothing.
 //
-// Then, in one round trip, one batch takes the key's transaction-scoped
-// advisory lock unless a final record is already visible (a replay takes
-// no lock), waiting for what is left of wait (through lock_timeout;
-// WithLockTimeout's value, default 1ms, when wait is 0), runs the claim
-// statement, a guard, BEGIN and a savepoint. PostgreSQL runs a batch's
+// Then, in one round trip, one batch reads the key's final record if one is
+// visible (a replay, which takes no lock) or else takes the key's
+// transaction-scoped advisory lock, waiting for what is left of wait
+// (through lock_timeout; WithLockTimeout's value, default 1ms, when wait is
+// 0), and runs a guard, the claim statement, a second guard, BEGIN and a
+// savepoint. PostgreSQL runs a batch's
 // statements as one transaction, implicit until BEGIN makes it explicit,
 // keeping the lock and the claim. When the key is claimed, the returned
 // Txn owns that transaction and its connection, and the lock is held until
-// it ends. When it is not (a replay, a live record, another payload), the
-// guard fails on purpose, so that the server rolls the implicit transaction
+// it ends. When it is not (a replay, a live record, another payload), a
+// guard fails on purpose (for a replay, the first: the claim statement does
+// not run), so that the server rolls the implicit transaction
 // back when the batch ends: a replay costs that one round trip, and no
 // ROLLBACK (the server logs the guard's failure as an ERROR whose message
 // starts with "invalid input syntax for type integer: "idemgen guard: key"
@@ -156,8 +158,8 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	sql, withSlow, force := q.fast, true, false
 	for attempt := 1; ; attempt++ {
 		var (
-			claim idem.Claim
-			res   claimResult
+			claim, final idem.Claim
+			res, fres    claimResult
 		)
 		b := &pgx.Batch{}
 		// The batch's statements run in one transaction, implicit until
@@ -168,6 +170,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		// Batch.BeginTx, whose begin query is here the key lock.
 		b.BeginTx(pgx.TxOptions{BeginQuery: q.keyLock})
 		b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout}
+		b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
+			var err error
+			final, fres, err = scanClaim(rows, false)
+			return err
+		})
+		b.Queue(q.finalGuard, req.Key.ID[:])
 		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 			var err error
 			claim, res, err = scanClaim(rows, withSlow)
@@ -180,9 +188,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		tx := br.Tx()
 		err = br.Close()
 		if isGuard(err) {
-			// Not claimed: the guard failed the implicit transaction,
+			// Not claimed: a guard failed the implicit transaction,
 			// which PostgreSQL rolled back at the end of the batch.
 			err = nil
+			if fres == claimAnswered {
+				claim, res = final, fres // keyLock found the final record
+			}
 			if res == claimAnswered && claim.Claimed {
 				err = errors.New("the guard failed a claimed transaction")
 			}
@@ -224,9 +235,11 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
 // of their prepared statements.
-type txQueries struct{ keyLock, fast, claim, guard, begin, savepoint string }
+type txQueries struct{ keyLock, finalGuard, fast, claim, guard, begin, savepoint string }
 
-func (q txQueries) all() []string { return []string{q.keyLock, q.fast, q.claim, q.guard, q.begin, q.savepoint} }
+func (q txQueries) all() []string {
+	return []string{q.keyLock, q.finalGuard, q.fast, q.claim, q.guard, q.begin, q.savepoint}
+}
 
 // names returns the names ClaimTx prepares q's statements under: idemgen_
 // and 24 hex digits of the SHA-256 of the SQL.
@@ -235,7 +248,7 @@ func (q txQueries) names() txQueries {
 		sum := sha256.Sum256([]byte(sql))
 		return "idemgen_" + hex.EncodeToString(sum[:12])
 	}
-	return txQueries{n(q.keyLock), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
+	return txQueries{n(q.keyLock), n(q.finalGuard), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
 }
 
 // batchQueries returns what ClaimTx's batch queues on c: the names of the
