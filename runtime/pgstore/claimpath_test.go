@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
@@ -152,13 +155,26 @@ func TestClaimPaths(t *testing.T) {
 }
 
 // TestTxClaimInOneTransaction: the statements of ClaimTx's batch that run
-// before its BEGIN belong to the method's transaction: while it is open,
+// before its BEGIN belong to the method's transaction, with pgx's default
+// (extended) protocol and with the simple protocol: while it is open,
 // another session sees no record and cannot take the key's lock; a
 // rollback leaves nothing. A replay ends with its one batch: the
 // connection goes back to the pool outside a transaction (and is reused,
 // not closed), with nothing locked.
 func TestTxClaimInOneTransaction(t *testing.T) {
-	pool := newPool(t, 1, nil)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+		t.Run(mode.String(), func(t *testing.T) { testTxClaimInOneTransaction(t, mode) })
+	}
+}
+
+func testTxClaimInOneTransaction(t *testing.T, mode pgx.QueryExecMode) {
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
 	other := newPool(t, 1, nil)
 	table := newTable(t, pool)
 	s := pgstore.NewTx(pool, pgstore.WithTable(table))

@@ -99,15 +99,15 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // transaction-scoped advisory lock, waiting for what is left of wait
 // (through lock_timeout; WithLockTimeout's value, default 1ms, when wait is
 // 0), and runs a guard, the claim statement, a second guard, BEGIN and a
-// savepoint. PostgreSQL runs a batch's
-// statements as one transaction, implicit until BEGIN makes it explicit,
-// keeping the lock and the claim. When the key is claimed, the returned
-// Txn owns that transaction and its connection, and the lock is held until
-// it ends. When it is not (a replay, a live record, another payload), a
-// guard fails on purpose (for a replay, the first: the claim statement does
-// not run), so that the server rolls the implicit transaction
-// back when the batch ends: a replay costs that one round trip, and no
-// ROLLBACK (the server logs the guard's failure as an ERROR whose message
+// savepoint. PostgreSQL runs a batch's statements as one transaction,
+// implicit until BEGIN makes it explicit, keeping the lock and the claim
+// (with the simple protocol too: one query string). When the key is
+// claimed, the returned Txn owns that transaction and its connection, and
+// the lock is held until it ends. When it is not (a replay, a live record,
+// another payload), a guard fails on purpose (for a replay, the first: the
+// claim statement does not run), so that the server rolls the implicit
+// transaction back when the batch ends: a replay costs that one round
+// trip, and no ROLLBACK (the server logs the guard's failure as an ERROR whose message
 // starts with "invalid input syntax for type integer: "idemgen guard: key"
 // and says it is not a failure).
 //
@@ -216,12 +216,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			s.open.Store(req.Token, req.Key.ID)
 			return claim, t, nil
 		}
-		// claimAgain: either the final record that made keyLock skip the
-		// lock expired before the claim, or a conflicting row was
-		// committed after the claim's snapshot was taken (by a lease-mode
-		// writer). claimSlow: the row is takeable, or is this caller's own
-		// claim. Either way: the full claim, under the key's lock, in a
-		// new batch (the guard ended this one's transaction).
+		// claimAgain: a conflicting row was committed after the claim's
+		// snapshot was taken (by a lease-mode writer), or the claim ran
+		// without the key's lock. claimSlow: the row is takeable, or is
+		// this caller's own claim. Either way: the full claim, under the
+		// key's lock (force), in a new batch (the guard ended this one's
+		// transaction).
 		if res == claimAgain {
 			s.claimRetries.Add(1)
 		}
