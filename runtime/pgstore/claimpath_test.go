@@ -155,14 +155,15 @@ func TestClaimPaths(t *testing.T) {
 }
 
 // TestTxClaimInOneTransaction: the statements of ClaimTx's batch that run
-// before its BEGIN belong to the method's transaction, with pgx's default
-// (extended) protocol and with the simple protocol: while it is open,
+// before its BEGIN belong to the method's transaction, in every pgx query
+// exec mode (the simple protocol included): while it is open,
 // another session sees no record and cannot take the key's lock; a
 // rollback leaves nothing. A replay ends with its one batch: the
 // connection goes back to the pool outside a transaction (and is reused,
 // not closed), with nothing locked.
 func TestTxClaimInOneTransaction(t *testing.T) {
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheDescribe,
+		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) { testTxClaimInOneTransaction(t, mode) })
 	}
 }

@@ -251,15 +251,19 @@ func (q txQueries) names() txQueries {
 	return txQueries{n(q.keyLock), n(q.finalGuard), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
 }
 
-// batchQueries returns what ClaimTx's batch queues on c: the names of the
-// statements, prepared on the connection's first use of them (one round
-// trip each, once), or their SQL when c uses the simple protocol. They are
-// prepared by name because pgx drops every statement of a batch that
-// failed from its statement cache (and prepares it again on its next use,
-// one more round trip), and a replay's batch fails on purpose (the guard);
-// statements prepared by name are not in that cache.
+// batchQueries returns what ClaimTx's batch queues on c: with pgx's default
+// QueryExecModeCacheStatement, the names of the statements, prepared on the
+// connection's first use of them (one round trip each, once); in the other
+// modes (chosen for poolers that keep no prepared statements), their SQL.
+// They are prepared by name because pgx drops every statement of a batch
+// that failed from its statement cache (and prepares it again on its next
+// use, one more round trip), and a replay's batch fails on purpose (a
+// guard); statements prepared by name are not in that cache. (With
+// QueryExecModeCacheDescribe, the description cache is dropped likewise: a
+// call after a replay on the same connection describes its statements
+// again.)
 func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, error) {
-	if c.Config().DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return s.sql.txText, nil
 	}
 	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
