@@ -96,6 +96,7 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -174,14 +175,22 @@ func (s *Store) BoundedBy(d time.Duration) bool {
 // and tests (GET it to look at a record, DEL it to simulate a loss).
 func (s *Store) RedisKey(k idem.Key) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + 3 + 2*len(k.ID))
+	b.Grow(len(s.prefix) + keyLen)
+	s.writeKey(&b, k)
+	return b.String()
+}
+
+// keyLen is the length of a record key without its prefix.
+const keyLen = 3 + 2*len(idem.Key{}.ID)
+
+// writeKey writes the Redis key of k to b.
+func (s *Store) writeKey(b *strings.Builder, k idem.Key) {
 	b.WriteString(s.prefix)
 	b.WriteString("r{")
-	var h [64]byte
+	var h [2 * len(k.ID)]byte
 	hex.Encode(h[:], k.ID[:])
 	b.Write(h[:])
 	b.WriteByte('}')
-	return b.String()
 }
 
 // headLen is the length of a record's fixed head: the status digit, the
@@ -199,7 +208,7 @@ const (
 // this token, whose lease it sets afresh from the server's now, never beyond
 // the record's expiry), 2 (taken over: the lease had lapsed by the key's
 // PTTL and the fingerprint is the same), or {record, lease left ms}.
-var contendedScript = redis.NewScript(`
+var contendedScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[4])
@@ -238,10 +247,14 @@ return {v, left}
 // final record's tail (lengths, fields and body). Returns 1, 2 when the
 // record is final under token already (a repeated Complete: the stored
 // outcome stays), or 0 when the record is absent or holds another token.
-// Its first write is a PEXPIRE, which Redis allows at maxmemory; the tail
-// is appended rather than concatenated in Lua, so a large body is not
-// copied twice.
-var completeScript = redis.NewScript(`
+//
+// It makes two Redis calls, a GETRANGE of the head and one SET of the whole
+// final record with its PX (each redis.call costs the server about as much
+// as the Lua around it). The allow-oom flag lets the SET through on a server
+// at maxmemory under noeviction, as Redis lets a script go on once it has
+// written: a claimed call's outcome is stored even then, while new claims
+// (which it refuses) keep the server from growing.
+var completeScript = newScript(`#!lua flags=allow-oom
 local h = redis.call('GETRANGE', KEYS[1], 0, 52)
 if #h < 42 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
@@ -253,15 +266,13 @@ local j = string.find(h, ':', 42, true)
 if not j then
 	return redis.error_reply('malformed record')
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1], ARGV[3] .. string.sub(h, 2, j), 'KEEPTTL')
-redis.call('APPEND', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[1], ARGV[3] .. string.sub(h, 2, j) .. ARGV[4], 'PX', ARGV[2])
 return 1
 `)
 
 // releaseScript: KEYS[1] record; ARGV token. Returns 1 (released, or
 // absent), or 0 when the record is final or holds another token.
-var releaseScript = redis.NewScript(`
+var releaseScript = newScript(`
 local h = redis.call('GETRANGE', KEYS[1], 0, 40)
 if #h == 0 then
 	return 1
@@ -276,7 +287,7 @@ return 1
 // renewScript: KEYS[1] record; ARGV token, lease ms. Returns 1, or 0 when
 // the record is not PROCESSING under token. The lease ends lease from the
 // server's now, or with the record if that is sooner.
-var renewScript = redis.NewScript(`
+var renewScript = newScript(`
 local h = redis.call('GETRANGE', KEYS[1], 0, 52)
 if #h < 42 or string.byte(h, 1) ~= 49 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
@@ -293,7 +304,7 @@ return 1
 
 // seedScript: KEYS[1] record; ARGV ttl ms, the final record. Returns 1, or
 // 0 when a final record was kept.
-var seedScript = redis.NewScript(`
+var seedScript = newScript(`
 local s = redis.call('GETRANGE', KEYS[1], 0, 0)
 if s ~= '' and s ~= '1' then
 	return 0
@@ -302,29 +313,39 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
 return 1
 `)
 
-// appendHead appends a record's head: the status digit, fingerprint,
-// token, scheme and ':'.
-func appendHead(b []byte, st idem.Status, fp *idem.Fingerprint, token idem.Token, scheme uint32) []byte {
-	b = append(b, '0'+byte(st))
-	b = append(b, fp[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(token))
-	b = strconv.AppendUint(b, uint64(scheme), 10)
-	return append(b, ':')
+// writeHead writes a record's head: the status digit, fingerprint, token,
+// scheme and ':'.
+func writeHead(b *strings.Builder, st idem.Status, fp *idem.Fingerprint, token idem.Token, scheme uint32) {
+	b.WriteByte('0' + byte(st))
+	b.Write(fp[:])
+	writeToken(b, token)
+	writeInt(b, int64(scheme))
+	b.WriteByte(':')
 }
 
-// appendTail appends a final record's tail: the lengths of the error code,
+// writeTail writes a final record's tail: the lengths of the error code,
 // message and metadata, each followed by ':', those fields and the body.
-func appendTail(b []byte, out *idem.Outcome) []byte {
-	b = strconv.AppendInt(b, int64(len(out.ErrCode)), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(len(out.ErrMessage)), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(len(out.Meta)), 10)
-	b = append(b, ':')
-	b = append(b, out.ErrCode...)
-	b = append(b, out.ErrMessage...)
-	b = append(b, out.Meta...)
-	return append(b, out.Body...)
+func writeTail(b *strings.Builder, out *idem.Outcome) {
+	for _, n := range [...]int{len(out.ErrCode), len(out.ErrMessage), len(out.Meta)} {
+		writeInt(b, int64(n))
+		b.WriteByte(':')
+	}
+	b.WriteString(out.ErrCode)
+	b.WriteString(out.ErrMessage)
+	b.Write(out.Meta)
+	b.Write(out.Body)
+}
+
+// writeToken writes a token as 8 big-endian bytes, as records hold it.
+func writeToken(b *strings.Builder, t idem.Token) {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(t))
+	b.Write(buf[:])
+}
+
+func writeInt(b *strings.Builder, n int64) {
+	var buf [20]byte
+	b.Write(strconv.AppendInt(buf[:0], n, 10))
 }
 
 func outcomeLen(out *idem.Outcome) int {
@@ -334,8 +355,54 @@ func outcomeLen(out *idem.Outcome) int {
 // statusDigits are the stored status digits, boxed once.
 var statusDigits = [...]any{"0", "1", "2", "3"}
 
-func tokenBytes(t idem.Token) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+// script is a Lua script that eval runs by its SHA-1 (EVALSHA), sending
+// its source (EVAL) only when the server does not know it yet, as
+// redis.Script does.
+type script struct{ src, sha string }
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// call holds the arguments of one command, boxed once: args point at the
+// key, strings and integers beside them (go-redis writes *string and *int64
+// arguments as their values), so that a call costs one allocation for all
+// its arguments besides their one string (see Store.build), instead of one
+// per argument and one for the argument list.
+type call struct {
+	args [9]any
+	key  string
+	str  [4]string
+	n    [2]int64
+}
+
+// build returns a call whose key is the Redis key of k and whose strings
+// str[0] and str[1] are what write(b) writes after it, split where b's
+// length was the cut write returns: key and strings share one allocation.
+func (s *Store) build(k idem.Key, size int, write func(b *strings.Builder) (cut int)) *call {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + keyLen + size)
+	s.writeKey(&b, k)
+	kn := b.Len()
+	cut := write(&b)
+	all := b.String()
+	return &call{key: all[:kn], str: [4]string{all[kn:cut], all[cut:]}}
+}
+
+// eval runs sc with c.args[3:] as its arguments after numkeys 1 (the key
+// first), as a command newCmd makes.
+func eval[C redis.Cmder](ctx context.Context, client redis.UniversalClient, sc *script, c *call, n int,
+	newCmd func(context.Context, ...any) C) (C, error) {
+	c.args[0], c.args[1], c.args[2] = "evalsha", sc.sha, 1
+	cmd := newCmd(ctx, c.args[:n]...)
+	err := client.Process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		c.args[0], c.args[1] = "eval", sc.src
+		cmd = newCmd(ctx, c.args[:n]...)
+		err = client.Process(ctx, cmd)
+	}
+	return cmd, err
 }
 
 // millis rounds d up to whole milliseconds, at least 1: Redis rejects a
@@ -362,10 +429,18 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	}
 	ttl := millis(req.TTL)
 	lease := min(millis(req.Lease), ttl)
-	rec := appendHead(make([]byte, 0, headLen+schemeMax+22), idem.StatusProcessing, &req.Fingerprint, req.Token, req.Scheme)
-	rec = strconv.AppendInt(rec, ttl-lease, 10)
-	key := s.RedisKey(req.Key)
-	cmd := redis.NewStringCmd(ctx, "set", key, rec, "px", ttl, "nx", "get")
+	c := s.build(req.Key, headLen+schemeMax+21, func(b *strings.Builder) int {
+		writeHead(b, idem.StatusProcessing, &req.Fingerprint, req.Token, req.Scheme)
+		writeInt(b, ttl-lease)
+		return b.Len()
+	})
+	// str[0] is the PROCESSING record; the contended script takes its
+	// fingerprint and token from it too.
+	rec := c.str[0]
+	c.str[0], c.str[1], c.str[2] = rec, rec[1:33], rec[33:headLen]
+	c.n[0], c.n[1] = ttl, lease
+	c.args = [9]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
+	cmd := redis.NewStringCmd(ctx, c.args[:7]...)
 	err := s.client.Process(ctx, cmd)
 	if errors.Is(err, redis.Nil) {
 		return idem.Claim{Claimed: true}, nil
@@ -375,43 +450,46 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		// A server at maxmemory under noeviction refuses SET before
 		// looking at the key; a record it holds is still answered.
 		var gerr error
-		if stored, gerr = s.client.Get(ctx, key).Result(); gerr != nil {
+		if stored, gerr = s.client.Get(ctx, c.key).Result(); gerr != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
 	} else if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	var c idem.Claim
-	if err := decodeRecord(stored, &c.Record); err != nil {
+	var cl idem.Claim
+	if err := decodeRecord(stored, &cl.Record); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	if c.Record.Status != idem.StatusProcessing {
-		return c, nil
+	if cl.Record.Status != idem.StatusProcessing {
+		return cl, nil
 	}
-	res, err := contendedScript.Run(ctx, s.client, []string{key},
-		req.Fingerprint[:], tokenBytes(req.Token), lease, ttl, rec).Result()
+	c.args[3], c.args[4], c.args[5], c.args[6], c.args[7], c.args[8] = &c.key, &c.str[1], &c.str[2], &c.n[1], &c.n[0], &c.str[0]
+	res, err := eval(ctx, s.client, contendedScript, c, 9, redis.NewCmd)
 	if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	switch v := res.(type) {
+	switch v := res.Val().(type) {
 	case int64:
 		return idem.Claim{Claimed: true, TakenOver: v == 2}, nil
 	case []any:
-		c = idem.Claim{}
+		cl = idem.Claim{}
+		if len(v) != 2 {
+			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", v))
+		}
 		r, ok1 := v[0].(string)
 		left, ok2 := v[1].(int64)
-		if len(v) != 2 || !ok1 || !ok2 {
-			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", res))
+		if !ok1 || !ok2 {
+			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", v))
 		}
-		if err := decodeRecord(r, &c.Record); err != nil {
+		if err := decodeRecord(r, &cl.Record); err != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
-		if c.Record.Status == idem.StatusProcessing && left > 0 {
-			c.Record.LeaseLeft = time.Duration(left) * time.Millisecond
+		if cl.Record.Status == idem.StatusProcessing && left > 0 {
+			cl.Record.LeaseLeft = time.Duration(left) * time.Millisecond
 		}
-		return c, nil
+		return cl, nil
 	default:
-		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %T", res))
+		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %T", v))
 	}
 }
 
@@ -452,13 +530,19 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := checkOutcome(out, ttl); err != nil {
 		return errorf("complete", key, err)
 	}
-	tail := appendTail(make([]byte, 0, 12+outcomeLen(&out)), &out)
-	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)},
-		tokenBytes(token), millis(ttl), statusDigits[out.Status], tail).Int64()
+	c := s.build(key, 8+3*21+outcomeLen(&out), func(b *strings.Builder) int {
+		writeToken(b, token)
+		n := b.Len()
+		writeTail(b, &out)
+		return n
+	})
+	c.n[0] = millis(ttl)
+	c.args[3], c.args[4], c.args[5], c.args[6], c.args[7] = &c.key, &c.str[0], &c.n[0], statusDigits[out.Status], &c.str[1]
+	cmd, err := eval(ctx, s.client, completeScript, c, 8, redis.NewIntCmd)
 	if err != nil {
 		return errorf("complete", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("complete", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -468,11 +552,16 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 // record holding token. Releasing a record that is not there (released
 // already, or expired) answers nil; a final record is never released.
 func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
-	n, err := releaseScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token)).Int64()
+	c := s.build(key, 8, func(b *strings.Builder) int {
+		writeToken(b, token)
+		return b.Len()
+	})
+	c.args[3], c.args[4] = &c.key, &c.str[0]
+	cmd, err := eval(ctx, s.client, releaseScript, c, 5, redis.NewIntCmd)
 	if err != nil {
 		return errorf("release", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("release", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -485,11 +574,17 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	if lease <= 0 {
 		return errorf("renew", key, fmt.Errorf("lease %v is not positive", lease))
 	}
-	n, err := renewScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token), millis(lease)).Int64()
+	c := s.build(key, 8, func(b *strings.Builder) int {
+		writeToken(b, token)
+		return b.Len()
+	})
+	c.n[0] = millis(lease)
+	c.args[3], c.args[4], c.args[5] = &c.key, &c.str[0], &c.n[0]
+	cmd, err := eval(ctx, s.client, renewScript, c, 6, redis.NewIntCmd)
 	if err != nil {
 		return errorf("renew", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("renew", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -508,9 +603,14 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	if rec.Status != rec.Outcome.Status {
 		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, rec.Outcome.Status))
 	}
-	v := appendHead(make([]byte, 0, headLen+schemeMax+13+outcomeLen(&rec.Outcome)), rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
-	v = appendTail(v, &rec.Outcome)
-	if err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, millis(ttl), v).Err(); err != nil {
+	c := s.build(key, headLen+schemeMax+1+3*21+outcomeLen(&rec.Outcome), func(b *strings.Builder) int {
+		writeHead(b, rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
+		writeTail(b, &rec.Outcome)
+		return b.Len()
+	})
+	c.n[0] = millis(ttl)
+	c.args[3], c.args[4], c.args[5] = &c.key, &c.n[0], &c.str[0]
+	if _, err := eval(ctx, s.client, seedScript, c, 6, redis.NewIntCmd); err != nil {
 		return errorf("seed", key, err)
 	}
 	return nil
