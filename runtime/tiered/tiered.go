@@ -224,21 +224,34 @@ func final(st idem.Status) bool {
 // Claim implements idem.Store: a final outcome in the fast store is returned
 // from there; everything else is decided by the durable store.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
-	if err := checkKey(req.Key); err != nil {
-		return idem.Claim{}, errorf("claim", req.Key, err)
+	fc, fastErr, err := s.fastClaim(ctx, req)
+	if err != nil || fastErr == nil && !fc.Claimed && final(fc.Record.Status) {
+		return fc, err
 	}
-	fc, fastErr := idem.Claim{}, errSkipped
-	if s.fastUp() {
-		fc, fastErr = fastDo(s, ctx, "claim", req.Key, func(ctx context.Context) (idem.Claim, error) {
-			return s.fast.Claim(ctx, req)
-		})
-		if fastErr == nil && !fc.Claimed && final(fc.Record.Status) {
-			return fc, nil
-		}
-	}
-	fastClaimed := fastErr == nil && fc.Claimed // the fast record holds req.Token
-
 	dc, err := s.durable.Claim(ctx, req)
+	return s.settle(ctx, req, fc, fastErr, dc, err)
+}
+
+// fastClaim checks the key's sizes and asks the fast store: a final record
+// it returns (fastErr nil, !Claimed) is the answer.
+func (s *Store) fastClaim(ctx context.Context, req idem.ClaimRequest) (fc idem.Claim, fastErr, err error) {
+	if err := checkKey(req.Key); err != nil {
+		return idem.Claim{}, nil, errorf("claim", req.Key, err)
+	}
+	if !s.fastUp() {
+		return idem.Claim{}, errSkipped, nil
+	}
+	fc, fastErr = fastDo(ctx, s, "claim", req.Key, func(ctx context.Context) (idem.Claim, error) {
+		return s.fast.Claim(ctx, req)
+	})
+	return fc, fastErr, nil
+}
+
+// settle ends a claim after the durable store answered dc (or err): it
+// releases a fast record the durable store did not grant, and repairs a
+// final record the fast store did not return.
+func (s *Store) settle(ctx context.Context, req idem.ClaimRequest, fc idem.Claim, fastErr error, dc idem.Claim, err error) (idem.Claim, error) {
+	fastClaimed := fastErr == nil && fc.Claimed // the fast record holds req.Token
 	if err != nil {
 		if fastClaimed {
 			s.fastRelease(ctx, req.Key, req.Token)
@@ -251,7 +264,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	// The durable store holds a record the fast store did not return.
 	if final(dc.Record.Status) && s.seeder != nil {
 		ttl := min(req.TTL, s.repairTTL)
-		_, err := fastDo(s, ctx, "seed", req.Key, func(ctx context.Context) (struct{}, error) {
+		_, err := fastDo(ctx, s, "seed", req.Key, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, s.seeder.Seed(ctx, req.Key, dc.Record, ttl)
 		})
 		if err == nil {
@@ -272,14 +285,21 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := s.durable.Complete(ctx, key, token, out, ttl); err != nil {
 		return s.durableErr("complete", key, err)
 	}
-	if s.fastUp() {
-		// ErrLeaseLost here means the fast store lost the claim or holds a
-		// stale record: the next Claim repairs it from the durable store.
-		_, _ = fastDo(s, ctx, "complete", key, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, s.fast.Complete(ctx, key, token, out, ttl)
-		})
-	}
+	s.fastComplete(ctx, key, token, out, ttl)
 	return nil
+}
+
+// fastComplete stores the outcome the durable store accepted in the fast
+// store too, best effort: ErrLeaseLost here means the fast store lost the
+// claim or holds a stale record, which the next Claim repairs from the
+// durable store.
+func (s *Store) fastComplete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) {
+	if !s.fastUp() {
+		return
+	}
+	_, _ = fastDo(ctx, s, "complete", key, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, s.fast.Complete(ctx, key, token, out, ttl)
+	})
 }
 
 // Release implements idem.Store: the durable store first (its ErrLeaseLost
@@ -312,7 +332,7 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	if f, ok := s.fast.(idem.Renewer); ok && s.fastUp() {
 		// A fast PROCESSING record is never trusted: renewing it only saves
 		// a duplicate the round trip of taking it over.
-		_, _ = fastDo(s, ctx, "renew", key, func(ctx context.Context) (struct{}, error) {
+		_, _ = fastDo(ctx, s, "renew", key, func(ctx context.Context) (struct{}, error) {
 			return struct{}{}, f.Renew(ctx, key, token, lease)
 		})
 	}
@@ -348,7 +368,7 @@ func (s *Store) fastRelease(ctx context.Context, key idem.Key, token idem.Token)
 	if !s.fastUp() {
 		return
 	}
-	_, _ = fastDo(s, ctx, "release", key, func(ctx context.Context) (struct{}, error) {
+	_, _ = fastDo(ctx, s, "release", key, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, s.fast.Release(ctx, key, token)
 	})
 }
@@ -370,7 +390,7 @@ type result[T any] struct {
 // fastDo runs f on the fast store, bounded by the fast timeout even if f
 // itself ignores its context (unless WithInlineFastCalls), and keeps the
 // up/down state. idem.ErrLeaseLost is an answer, not a failure.
-func fastDo[T any](s *Store, ctx context.Context, op string, key idem.Key, f func(context.Context) (T, error)) (T, error) {
+func fastDo[T any](ctx context.Context, s *Store, op string, key idem.Key, f func(context.Context) (T, error)) (T, error) {
 	fctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var r result[T]
@@ -407,4 +427,7 @@ func fastDo[T any](s *Store, ctx context.Context, op string, key idem.Key, f fun
 	return r.v, r.err
 }
 
-var _ idem.Renewer = (*Store)(nil)
+var (
+	_ idem.Renewer = (*Store)(nil)
+	_ idem.TxStore = (*TxStore)(nil)
+)
