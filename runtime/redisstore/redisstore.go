@@ -135,6 +135,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -406,9 +407,9 @@ func newScript(src string) *script {
 // its arguments besides their one string (see Store.build), instead of one
 // per argument and one for the argument list.
 type call struct {
-	args [9]any
+	args [8]any
 	key  string
-	str  [4]string
+	str  [3]string
 	n    [2]int64
 }
 
@@ -422,19 +423,21 @@ func (s *Store) build(k idem.Key, size int, write func(b *strings.Builder) (cut 
 	kn := b.Len()
 	cut := write(&b)
 	all := b.String()
-	return &call{key: all[:kn], str: [4]string{all[kn:cut], all[cut:]}}
+	return &call{key: all[:kn], str: [3]string{all[kn:cut], all[cut:]}}
 }
 
-// eval runs sc with c.args[3:] as its arguments after numkeys 1 (the key
-// first), as a command newCmd makes.
-func eval[C redis.Cmder](ctx context.Context, client redis.UniversalClient, sc *script, c *call, n int,
+// eval runs sc with args[3:] as its arguments after numkeys 1 (the key
+// first), as a command newCmd makes; it sets args[:3]. A command is never
+// given arguments another command was given (a hook may keep a command).
+func eval[C redis.Cmder](ctx context.Context, client redis.UniversalClient, sc *script, args []any,
 	newCmd func(context.Context, ...any) C) (C, error) {
-	c.args[0], c.args[1], c.args[2] = "evalsha", sc.sha, 1
-	cmd := newCmd(ctx, c.args[:n]...)
+	args[0], args[1], args[2] = "evalsha", sc.sha, 1
+	cmd := newCmd(ctx, args...)
 	err := client.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		c.args[0], c.args[1] = "eval", sc.src
-		cmd = newCmd(ctx, c.args[:n]...)
+		args = slices.Clone(args)
+		args[0], args[1] = "eval", sc.src
+		cmd = newCmd(ctx, args...)
 		err = client.Process(ctx, cmd)
 	}
 	return cmd, err
@@ -471,10 +474,9 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	})
 	// str[0] is the PROCESSING record; the contended script takes its
 	// fingerprint and token from it too.
-	rec := c.str[0]
-	c.str[0], c.str[1], c.str[2] = rec, rec[1:33], rec[33:headLen]
+	c.str[1], c.str[2] = c.str[0][1:33], c.str[0][33:headLen]
 	c.n[0], c.n[1] = ttl, lease
-	c.args = [9]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
+	c.args = [8]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
 	cmd := redis.NewStringCmd(ctx, c.args[:7]...)
 	err := s.client.Process(ctx, cmd)
 	if errors.Is(err, redis.Nil) {
@@ -498,8 +500,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if cl.Record.Status != idem.StatusProcessing {
 		return cl, nil
 	}
-	c.args[3], c.args[4], c.args[5], c.args[6], c.args[7], c.args[8] = &c.key, &c.str[1], &c.str[2], &c.n[1], &c.n[0], &c.str[0]
-	res, err := eval(ctx, s.client, contendedScript, c, 9, redis.NewCmd)
+	res, err := eval(ctx, s.client, contendedScript, []any{3: &c.key, &c.str[1], &c.str[2], &c.n[1], &c.n[0], &c.str[0]}, redis.NewCmd)
 	if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
@@ -573,7 +574,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	})
 	c.n[0] = millis(ttl)
 	c.args[3], c.args[4], c.args[5], c.args[6], c.args[7] = &c.key, &c.str[0], &c.n[0], statusDigits[out.Status], &c.str[1]
-	cmd, err := eval(ctx, s.client, completeScript, c, 8, redis.NewIntCmd)
+	cmd, err := eval(ctx, s.client, completeScript, c.args[:8], redis.NewIntCmd)
 	if err != nil {
 		return errorf("complete", key, err)
 	}
@@ -592,7 +593,7 @@ func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) err
 		return b.Len()
 	})
 	c.args[3], c.args[4] = &c.key, &c.str[0]
-	cmd, err := eval(ctx, s.client, releaseScript, c, 5, redis.NewIntCmd)
+	cmd, err := eval(ctx, s.client, releaseScript, c.args[:5], redis.NewIntCmd)
 	if err != nil {
 		return errorf("release", key, err)
 	}
@@ -615,7 +616,7 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	})
 	c.n[0] = millis(lease)
 	c.args[3], c.args[4], c.args[5] = &c.key, &c.str[0], &c.n[0]
-	cmd, err := eval(ctx, s.client, renewScript, c, 6, redis.NewIntCmd)
+	cmd, err := eval(ctx, s.client, renewScript, c.args[:6], redis.NewIntCmd)
 	if err != nil {
 		return errorf("renew", key, err)
 	}
@@ -645,7 +646,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	})
 	c.n[0] = millis(ttl)
 	c.args[3], c.args[4], c.args[5] = &c.key, &c.n[0], &c.str[0]
-	if _, err := eval(ctx, s.client, seedScript, c, 6, redis.NewIntCmd); err != nil {
+	if _, err := eval(ctx, s.client, seedScript, c.args[:6], redis.NewIntCmd); err != nil {
 		return errorf("seed", key, err)
 	}
 	return nil
