@@ -245,9 +245,7 @@ func (s *Store) fastClaim(ctx context.Context, req idem.ClaimRequest) (fc idem.C
 	if !s.fastUp() {
 		return idem.Claim{}, errSkipped, nil
 	}
-	fc, fastErr = fastDo(ctx, s, "claim", req.Key, func(ctx context.Context) (idem.Claim, error) {
-		return s.fast.Claim(ctx, req)
-	})
+	fc, fastErr = fastDo(ctx, s, fastCall{op: "claim", req: req}, fastClaimCall)
 	return fc, fastErr, nil
 }
 
@@ -267,11 +265,8 @@ func (s *Store) settle(ctx context.Context, req idem.ClaimRequest, fc idem.Claim
 	}
 	// The durable store holds a record the fast store did not return.
 	if final(dc.Record.Status) && s.seeder != nil {
-		ttl := min(req.TTL, s.repairTTL)
-		_, err := fastDo(ctx, s, "seed", req.Key, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, s.seeder.Seed(ctx, req.Key, dc.Record, ttl)
-		})
-		if err == nil {
+		c := fastCall{op: "seed", req: req, rec: dc.Record, d: min(req.TTL, s.repairTTL)}
+		if _, err := fastDo(ctx, s, c, fastSeedCall); err == nil {
 			s.observe(Event{Kind: EventRepaired, Op: "claim", Key: req.Key})
 		}
 	} else if fastClaimed {
@@ -301,9 +296,8 @@ func (s *Store) fastComplete(ctx context.Context, key idem.Key, token idem.Token
 	if !s.fastUp() {
 		return
 	}
-	_, _ = fastDo(ctx, s, "complete", key, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.fast.Complete(ctx, key, token, out, ttl)
-	})
+	c := fastCall{op: "complete", req: idem.ClaimRequest{Key: key}, token: token, out: out, d: ttl}
+	_, _ = fastDo(ctx, s, c, fastCompleteCall)
 }
 
 // Release implements idem.Store: the durable store first (its ErrLeaseLost
@@ -333,12 +327,11 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	if err := d.Renew(ctx, key, token, lease); err != nil {
 		return s.durableErr("renew", key, err)
 	}
-	if f, ok := s.fast.(idem.Renewer); ok && s.fastUp() {
+	if _, ok := s.fast.(idem.Renewer); ok && s.fastUp() {
 		// A fast PROCESSING record is never trusted: renewing it only saves
 		// a duplicate the round trip of taking it over.
-		_, _ = fastDo(ctx, s, "renew", key, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, f.Renew(ctx, key, token, lease)
-		})
+		c := fastCall{op: "renew", req: idem.ClaimRequest{Key: key}, token: token, d: lease}
+		_, _ = fastDo(ctx, s, c, fastRenewCall)
 	}
 	return nil
 }
@@ -372,9 +365,7 @@ func (s *Store) fastRelease(ctx context.Context, key idem.Key, token idem.Token)
 	if !s.fastUp() {
 		return
 	}
-	_, _ = fastDo(ctx, s, "release", key, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, s.fast.Release(ctx, key, token)
-	})
+	_, _ = fastDo(ctx, s, fastCall{op: "release", req: idem.ClaimRequest{Key: key}, token: token}, fastReleaseCall)
 }
 
 var errSkipped = errors.New("tiered: fast store skipped")
@@ -391,40 +382,76 @@ type result[T any] struct {
 	err error
 }
 
-// fastDo runs f on the fast store, bounded by the fast timeout even if f
-// itself ignores its context (unless WithInlineFastCalls), and keeps the
-// up/down state. idem.ErrLeaseLost is an answer, not a failure.
-func fastDo[T any](ctx context.Context, s *Store, op string, key idem.Key, f func(context.Context) (T, error)) (T, error) {
+// fastCall is one call of the fast store: op names it, req.Key is its key,
+// and the other fields are what its function (fastClaimCall…) passes on;
+// d is the TTL of a complete or a seed and the lease of a renew. It is
+// passed by value, so that a call on the caller's goroutine allocates
+// nothing for it.
+type fastCall struct {
+	op    string
+	req   idem.ClaimRequest
+	token idem.Token
+	out   idem.Outcome
+	rec   idem.Record
+	d     time.Duration
+}
+
+func fastClaimCall(ctx context.Context, s *Store, c fastCall) (idem.Claim, error) {
+	return s.fast.Claim(ctx, c.req)
+}
+
+func fastSeedCall(ctx context.Context, s *Store, c fastCall) (struct{}, error) {
+	return struct{}{}, s.seeder.Seed(ctx, c.req.Key, c.rec, c.d)
+}
+
+func fastCompleteCall(ctx context.Context, s *Store, c fastCall) (struct{}, error) {
+	return struct{}{}, s.fast.Complete(ctx, c.req.Key, c.token, c.out, c.d)
+}
+
+func fastReleaseCall(ctx context.Context, s *Store, c fastCall) (struct{}, error) {
+	return struct{}{}, s.fast.Release(ctx, c.req.Key, c.token)
+}
+
+func fastRenewCall(ctx context.Context, s *Store, c fastCall) (struct{}, error) {
+	return struct{}{}, s.fast.(idem.Renewer).Renew(ctx, c.req.Key, c.token, c.d)
+}
+
+// fastDo runs f(c) on the fast store, bounded by the fast timeout even if
+// f itself ignores its context (unless the calls are inline), and keeps
+// the up/down state. idem.ErrLeaseLost is an answer, not a failure.
+func fastDo[T any](ctx context.Context, s *Store, c fastCall, f func(context.Context, *Store, fastCall) (T, error)) (T, error) {
 	fctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var r result[T]
 	if s.inline {
-		r.v, r.err = f(fctx)
+		r.v, r.err = f(fctx, s, c)
 	} else {
 		done := make(chan result[T], 1)
+		detached := c // only the detached call's copy escapes
 		go func() {
-			v, err := f(fctx)
+			v, err := f(fctx, s, detached)
 			done <- result[T]{v, err}
 		}()
 		select {
 		case r = <-done:
 		case <-fctx.Done():
-			r.err = fmt.Errorf("tiered: fast store %s: no answer within %v: %w", op, s.timeout, fctx.Err())
+			r.err = fmt.Errorf("tiered: fast store %s: no answer within %v: %w", c.op, s.timeout, fctx.Err())
 		}
 	}
+	key := c.req.Key
 	switch {
 	case r.err == nil || errors.Is(r.err, idem.ErrLeaseLost):
 		if s.downUntil.Load() != 0 && s.downUntil.Swap(0) != 0 {
-			s.observe(Event{Kind: EventRecovered, Op: op, Key: key})
+			s.observe(Event{Kind: EventRecovered, Op: c.op, Key: key})
 		}
 	case ctx.Err() != nil:
 		// The caller gave up; that says nothing about the fast store.
 	default:
-		s.observe(Event{Kind: EventFastError, Op: op, Key: key, Err: r.err})
+		s.observe(Event{Kind: EventFastError, Op: c.op, Key: key, Err: r.err})
 		if s.cooldown > 0 {
 			until := max(s.now().Add(s.cooldown).UnixNano(), 1)
 			if s.downUntil.Swap(until) == 0 {
-				s.observe(Event{Kind: EventDegraded, Op: op, Key: key, Err: r.err})
+				s.observe(Event{Kind: EventDegraded, Op: c.op, Key: key, Err: r.err})
 			}
 		}
 	}
