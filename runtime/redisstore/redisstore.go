@@ -178,12 +178,12 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 }
 
 // BoundedBy implements idem.BoundedStore: it reports whether every call of
-// the store returns promptly once its context's deadline has passed,
-// judged from the client's options: the
-// client was built with ContextTimeoutEnabled (go-redis then bounds each
-// socket read and write by the context's deadline), or its read and write
-// timeouts are both positive and no longer than d (then a call ends at most
-// about d after its deadline). Pool waits, dials and retry back-offs follow
+// the store returns promptly once its context's deadline has passed, judged
+// from the client's options: the client was built with
+// ContextTimeoutEnabled (go-redis then bounds each socket read and write by
+// the context's deadline), or its read and write timeouts are both positive
+// and no longer than d (then a call ends at most about d after its
+// deadline). Pool waits, dials and retry back-offs follow
 // the context in either case. It is false for a client type it does not know
 // and for a client whose timeouts are longer or disabled: such a client may
 // block past the deadline until its own timeout. runtime/tiered calls the
