@@ -43,7 +43,7 @@ const (
 	tableTiered = "bench_idem_tiered"
 	// tableTieredLease is the durable table of tiered in lease mode.
 	tableTieredLease = "bench_idem_tiered_lease"
-	tableFloor  = "bench_floor"
+	tableFloor       = "bench_floor"
 )
 
 // NewEnv connects to the servers (either may be empty: those stores are
