@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -64,7 +61,7 @@ func pattern(n int) []byte {
 func (e *env) keyIn(tenant, op string, parts ...string) idem.Key {
 	e.t.Helper()
 	k, err := idem.NewKey(tenant, op, parts...)
-	require.NoError(e.t, err)
+	requireNoError(e.t, err)
 	return k
 }
 
@@ -76,26 +73,26 @@ func (s *suite) byteSafeFields(t *testing.T) {
 		k := e.keyIn(e.tenant+h.v, "idemtest.Op"+h.v, h.v, "part"+h.v)
 		r := s.req(k, "p")
 		c, err := e.store.Claim(e.ctx, r)
-		require.NoError(t, err, "%s: a claim must take any bytes", h.name)
-		require.True(t, c.Claimed, h.name)
+		requireNoError(t, err, "%s: a claim must take any bytes", h.name)
+		requireTrue(t, c.Claimed, h.name)
 		final := idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: h.v, ErrMessage: "pay: " + h.v, Meta: []byte(h.v)}
-		require.NoError(t, e.store.Complete(e.ctx, k, r.Token, final, 20*s.Unit), "%s: an error message is bytes", h.name)
+		requireNoError(t, e.store.Complete(e.ctx, k, r.Token, final, 20*s.Unit), "%s: an error message is bytes", h.name)
 		got := e.claim(s.req(k, "p"))
-		require.False(t, got.Claimed, h.name)
-		assert.Equal(t, idem.StatusFailedFinal, got.Record.Status, h.name)
-		assert.True(t, got.Record.Outcome.ErrCode == h.v, "%s: error code must round-trip byte for byte: %q", h.name, got.Record.Outcome.ErrCode)
-		assert.True(t, got.Record.Outcome.ErrMessage == "pay: "+h.v, "%s: error message must round-trip byte for byte: %q", h.name, got.Record.Outcome.ErrMessage)
-		assert.True(t, bytes.Equal(got.Record.Outcome.Meta, []byte(h.v)), "%s: meta must round-trip byte for byte: %q", h.name, got.Record.Outcome.Meta)
+		requireFalse(t, got.Claimed, h.name)
+		assertEqual(t, idem.StatusFailedFinal, got.Record.Status, h.name)
+		assertTrue(t, got.Record.Outcome.ErrCode == h.v, "%s: error code must round-trip byte for byte: %q", h.name, got.Record.Outcome.ErrCode)
+		assertTrue(t, got.Record.Outcome.ErrMessage == "pay: "+h.v, "%s: error message must round-trip byte for byte: %q", h.name, got.Record.Outcome.ErrMessage)
+		assertTrue(t, bytes.Equal(got.Record.Outcome.Meta, []byte(h.v)), "%s: meta must round-trip byte for byte: %q", h.name, got.Record.Outcome.Meta)
 
 		k2 := e.keyIn(e.tenant+h.v, "idemtest.Op"+h.v, "ok"+h.v)
 		r2 := s.req(k2, "p")
-		require.True(t, e.claim(r2).Claimed, h.name)
+		requireTrue(t, e.claim(r2).Claimed, h.name)
 		ok := idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(h.v), Meta: []byte(h.v + h.v)}
-		require.NoError(t, e.store.Complete(e.ctx, k2, r2.Token, ok, 20*s.Unit), h.name)
+		requireNoError(t, e.store.Complete(e.ctx, k2, r2.Token, ok, 20*s.Unit), h.name)
 		got = e.claim(s.req(k2, "p"))
-		require.False(t, got.Claimed, h.name)
-		assert.True(t, bytes.Equal(got.Record.Outcome.Body, []byte(h.v)), "%s: body must round-trip byte for byte", h.name)
-		assert.True(t, bytes.Equal(got.Record.Outcome.Meta, []byte(h.v+h.v)), "%s: meta must round-trip byte for byte", h.name)
+		requireFalse(t, got.Claimed, h.name)
+		assertTrue(t, bytes.Equal(got.Record.Outcome.Body, []byte(h.v)), "%s: body must round-trip byte for byte", h.name)
+		assertTrue(t, bytes.Equal(got.Record.Outcome.Meta, []byte(h.v+h.v)), "%s: meta must round-trip byte for byte", h.name)
 
 		// Another tenant or operation that differs only in these bytes is
 		// another record.
@@ -106,7 +103,7 @@ func (s *suite) byteSafeFields(t *testing.T) {
 			if other.ID == k.ID {
 				continue
 			}
-			assert.True(t, e.claim(s.req(other, "p")).Claimed, "%s: another tenant or op is another record", h.name)
+			assertTrue(t, e.claim(s.req(other, "p")).Claimed, "%s: another tenant or op is another record", h.name)
 		}
 	}
 }
@@ -117,23 +114,23 @@ func (s *suite) maxSizes(t *testing.T) {
 	e := s.env(t)
 	tenant := e.tenant + allBytes(8)[:idem.MaxTenantLen-len(e.tenant)]
 	op := allBytes(8)[:idem.MaxOpLen]
-	require.Len(t, tenant, idem.MaxTenantLen)
+	requireEqual(t, idem.MaxTenantLen, len(tenant))
 	k := e.keyIn(tenant, op, "max")
 	r := s.req(k, "p")
 	r.Lease, r.TTL = 400*s.Unit, 400*s.Unit // a 64 MiB round trip may be slow
 	c, err := e.store.Claim(e.ctx, r)
-	require.NoError(t, err, "a tenant of MaxTenantLen and an op of MaxOpLen bytes must be accepted")
-	require.True(t, c.Claimed)
+	requireNoError(t, err, "a tenant of MaxTenantLen and an op of MaxOpLen bytes must be accepted")
+	requireTrue(t, c.Claimed)
 
 	meta := pattern(4096)
 	body := pattern(idem.MaxOutcomeLen - len(meta))
 	out := idem.Outcome{Status: idem.StatusSucceeded, Body: body, Meta: meta}
-	require.NoError(t, e.store.Complete(e.ctx, k, r.Token, out, 400*s.Unit), "an outcome of MaxOutcomeLen bytes must be accepted")
+	requireNoError(t, e.store.Complete(e.ctx, k, r.Token, out, 400*s.Unit), "an outcome of MaxOutcomeLen bytes must be accepted")
 	got := e.claim(s.req(k, "p"))
-	require.False(t, got.Claimed)
-	assert.Equal(t, len(body), len(got.Record.Outcome.Body))
-	assert.True(t, bytes.Equal(body, got.Record.Outcome.Body), "a body of maximum size must round-trip")
-	assert.True(t, bytes.Equal(meta, got.Record.Outcome.Meta), "meta must round-trip")
+	requireFalse(t, got.Claimed)
+	assertEqual(t, len(body), len(got.Record.Outcome.Body))
+	assertTrue(t, bytes.Equal(body, got.Record.Outcome.Body), "a body of maximum size must round-trip")
+	assertTrue(t, bytes.Equal(meta, got.Record.Outcome.Meta), "meta must round-trip")
 
 	// A final error with a long code and a long message of random bytes (1
 	// MiB: one 64 MiB round trip is enough to check the total, and costs
@@ -141,16 +138,16 @@ func (s *suite) maxSizes(t *testing.T) {
 	k2 := e.keyIn(tenant, op, "max-final")
 	r2 := s.req(k2, "p")
 	r2.Lease, r2.TTL = 400*s.Unit, 400*s.Unit
-	require.True(t, e.claim(r2).Claimed)
+	requireTrue(t, e.claim(r2).Claimed)
 	code := string(pattern(1024))
 	msg := string(body[:1<<20])
 	final := idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: code, ErrMessage: msg, Meta: meta}
-	require.NoError(t, e.store.Complete(e.ctx, k2, r2.Token, final, 400*s.Unit), "a long final error must be accepted")
+	requireNoError(t, e.store.Complete(e.ctx, k2, r2.Token, final, 400*s.Unit), "a long final error must be accepted")
 	got = e.claim(s.req(k2, "p"))
-	require.False(t, got.Claimed)
-	assert.True(t, got.Record.Outcome.ErrCode == code, "a long error code must round-trip")
-	assert.Equal(t, len(msg), len(got.Record.Outcome.ErrMessage))
-	assert.True(t, got.Record.Outcome.ErrMessage == msg, "a long error message must round-trip")
+	requireFalse(t, got.Claimed)
+	assertTrue(t, got.Record.Outcome.ErrCode == code, "a long error code must round-trip")
+	assertEqual(t, len(msg), len(got.Record.Outcome.ErrMessage))
+	assertTrue(t, got.Record.Outcome.ErrMessage == msg, "a long error message must round-trip")
 }
 
 // tooLarge: a tenant, op or outcome over the limits is refused with an error
@@ -170,15 +167,15 @@ func (s *suite) tooLarge(t *testing.T) {
 		big := k
 		tc.edit(&big)
 		_, err := e.store.Claim(e.ctx, s.req(big, "p"))
-		require.ErrorIs(t, err, idem.ErrTooLarge, "%s over its limit must be refused", tc.name)
+		requireErrorIs(t, err, idem.ErrTooLarge, "%s over its limit must be refused", tc.name)
 		c := e.claim(s.req(k, "q"))
-		assert.True(t, c.Claimed, "%s: a refused claim writes nothing", tc.name)
-		assert.False(t, c.TakenOver, tc.name)
+		assertTrue(t, c.Claimed, "%s: a refused claim writes nothing", tc.name)
+		assertFalse(t, c.TakenOver, tc.name)
 	}
 
 	r := s.req(e.key("too-large-outcome"), "p")
 	r.Lease, r.TTL = 400*s.Unit, 400*s.Unit
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	huge := pattern(idem.MaxOutcomeLen + 1)
 	half := idem.MaxOutcomeLen / 2
 	for name, out := range map[string]idem.Outcome{
@@ -188,13 +185,13 @@ func (s *suite) tooLarge(t *testing.T) {
 		"code-and-meta": {Status: idem.StatusFailedFinal, ErrCode: "E", Meta: huge[:idem.MaxOutcomeLen]},
 	} {
 		err := e.store.Complete(e.ctx, r.Key, r.Token, out, 400*s.Unit)
-		require.ErrorIs(t, err, idem.ErrTooLarge, "%s: an outcome over MaxOutcomeLen must be refused", name)
+		requireErrorIs(t, err, idem.ErrTooLarge, "%s: an outcome over MaxOutcomeLen must be refused", name)
 		c := e.claim(s.req(r.Key, "p"))
-		require.False(t, c.Claimed)
-		assert.Equal(t, idem.StatusProcessing, c.Record.Status, "%s: a refused outcome writes nothing", name)
-		assert.Equal(t, r.Token, c.Record.Token, name)
+		requireFalse(t, c.Claimed)
+		assertEqual(t, idem.StatusProcessing, c.Record.Status, "%s: a refused outcome writes nothing", name)
+		assertEqual(t, r.Token, c.Record.Token, name)
 	}
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("small"), 20*s.Unit),
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("small"), 20*s.Unit),
 		"the claim still holds after refused outcomes")
 }
 
@@ -204,20 +201,20 @@ func (s *suite) claimTwiceSameToken(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Scheme = 3
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	again := e.claim(r)
-	assert.True(t, again.Claimed, "the same claim repeated by its own token is claimed, as the original was")
+	assertTrue(t, again.Claimed, "the same claim repeated by its own token is claimed, as the original was")
 
 	other := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, other.Claimed, "the repeated claim made no second record")
-	assert.Equal(t, idem.StatusProcessing, other.Record.Status)
-	assert.Equal(t, r.Token, other.Record.Token)
-	assert.Equal(t, uint32(3), other.Record.Scheme)
+	requireFalse(t, other.Claimed, "the repeated claim made no second record")
+	assertEqual(t, idem.StatusProcessing, other.Record.Status)
+	assertEqual(t, r.Token, other.Record.Token)
+	assertEqual(t, uint32(3), other.Record.Scheme)
 
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("one"), 20*s.Unit))
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("one"), 20*s.Unit))
 	again = e.claim(r)
-	assert.False(t, again.Claimed, "a claim repeated after the outcome is stored gets the outcome")
-	assert.Equal(t, []byte("one"), again.Record.Outcome.Body)
+	assertFalse(t, again.Claimed, "a claim repeated after the outcome is stored gets the outcome")
+	assertEqual(t, []byte("one"), again.Record.Outcome.Body)
 }
 
 // claimTwiceAfterLapse: a claim repeated by its own token after its lease
@@ -227,18 +224,18 @@ func (s *suite) claimTwiceSameToken(t *testing.T) {
 func (s *suite) claimTwiceAfterLapse(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	s.sleep(s.Unit + s.Unit/2)
 	again := e.claim(r)
-	require.True(t, again.Claimed, "the holder's repeated claim is claimed, as the original was")
-	assert.False(t, again.TakenOver, "the holder took nothing over")
+	requireTrue(t, again.Claimed, "the holder's repeated claim is claimed, as the original was")
+	assertFalse(t, again.TakenOver, "the holder took nothing over")
 
 	other := e.claim(s.req(r.Key, "p"))
-	require.False(t, other.Claimed, "the repeated claim set the lease afresh: no takeover right after it")
-	assert.Equal(t, r.Token, other.Record.Token)
-	assert.Greater(t, other.Record.LeaseLeft, time.Duration(0), "the fresh lease has time left")
-	assert.LessOrEqual(t, other.Record.LeaseLeft, s.Unit, "the fresh lease runs from the store's now")
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("renewed by claim"), 20*s.Unit),
+	requireFalse(t, other.Claimed, "the repeated claim set the lease afresh: no takeover right after it")
+	assertEqual(t, r.Token, other.Record.Token)
+	assertGreater(t, other.Record.LeaseLeft, time.Duration(0), "the fresh lease has time left")
+	assertLessOrEqual(t, other.Record.LeaseLeft, s.Unit, "the fresh lease runs from the store's now")
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("renewed by claim"), 20*s.Unit),
 		"the holder still holds the record")
 }
 
@@ -248,17 +245,17 @@ func (s *suite) claimAgainNeverBeyondExpiry(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Lease, r.TTL = s.Unit, 10*s.Unit
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	s.sleep(2 * s.Unit)
 	r.Lease = r.TTL // a retry asks for more than the record has left
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	c := e.claim(s.req(r.Key, "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, r.Token, c.Record.Token)
-	assert.LessOrEqual(t, c.Record.LeaseLeft, 8*s.Unit, "the lease ends at the latest with the record")
+	requireFalse(t, c.Claimed)
+	assertEqual(t, r.Token, c.Record.Token)
+	assertLessOrEqual(t, c.Record.LeaseLeft, 8*s.Unit, "the lease ends at the latest with the record")
 	s.sleep(8*s.Unit + s.Unit/2)
 	c = e.claim(s.req(r.Key, "q"))
-	assert.True(t, c.Claimed, "the record expired on time despite the repeated claim")
+	assertTrue(t, c.Claimed, "the record expired on time despite the repeated claim")
 }
 
 // completeTwiceSameToken: a final error or a success stored twice by the
@@ -266,16 +263,16 @@ func (s *suite) claimAgainNeverBeyondExpiry(t *testing.T) {
 func (s *suite) completeTwiceSameToken(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	out := idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "ErrDeclined", ErrMessage: "declined"}
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit))
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit), "the same Complete repeated is the same success")
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("other"), 20*s.Unit),
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit))
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit), "the same Complete repeated is the same success")
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("other"), 20*s.Unit),
 		"the token that decided the record is answered success, whatever it sends again")
 	c := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, idem.StatusFailedFinal, c.Record.Status, "the first outcome stands")
-	assert.Equal(t, "declined", c.Record.Outcome.ErrMessage)
+	requireFalse(t, c.Claimed)
+	assertEqual(t, idem.StatusFailedFinal, c.Record.Status, "the first outcome stands")
+	assertEqual(t, "declined", c.Record.Outcome.ErrMessage)
 }
 
 // releaseAbsent: releasing a record that is not there is a success (the
@@ -283,20 +280,20 @@ func (s *suite) completeTwiceSameToken(t *testing.T) {
 func (s *suite) releaseAbsent(t *testing.T) {
 	e := s.env(t)
 	tok := s.newToken()
-	assert.NoError(t, e.store.Release(e.ctx, e.key("never-claimed"), tok), "releasing an absent record is a success")
+	assertNoError(t, e.store.Release(e.ctx, e.key("never-claimed"), tok), "releasing an absent record is a success")
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, e.store.Release(e.ctx, r.Key, r.Token))
-	assert.NoError(t, e.store.Release(e.ctx, r.Key, r.Token), "the same Release repeated is the same success")
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, e.store.Release(e.ctx, r.Key, r.Token))
+	assertNoError(t, e.store.Release(e.ctx, r.Key, r.Token), "the same Release repeated is the same success")
 	c := e.claim(s.req(e.key("a"), "p"))
-	assert.True(t, c.Claimed)
-	assert.False(t, c.TakenOver)
+	assertTrue(t, c.Claimed)
+	assertFalse(t, c.TakenOver)
 
 	x := s.req(e.key("expires"), "p")
 	x.Lease, x.TTL = s.Unit, 2*s.Unit
-	require.True(t, e.claim(x).Claimed)
+	requireTrue(t, e.claim(x).Claimed)
 	s.sleep(3 * s.Unit)
-	assert.NoError(t, e.store.Release(e.ctx, x.Key, x.Token), "releasing an expired record is a success")
+	assertNoError(t, e.store.Release(e.ctx, x.Key, x.Token), "releasing an expired record is a success")
 }
 
 // otherToken: Complete, Release and Renew by a token that does not hold the
@@ -305,51 +302,95 @@ func (s *suite) otherToken(t *testing.T) {
 	e := s.env(t)
 	renewer, canRenew := e.store.(idem.Renewer)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	wrong := s.newToken()
-	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
-	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
+	assertErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
+	assertErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
 	if canRenew {
-		assert.ErrorIs(t, renewer.Renew(e.ctx, r.Key, wrong, 10*s.Unit), idem.ErrLeaseLost)
+		assertErrorIs(t, renewer.Renew(e.ctx, r.Key, wrong, 10*s.Unit), idem.ErrLeaseLost)
 	}
 	c := e.claim(s.req(r.Key, "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
-	assert.Equal(t, r.Token, c.Record.Token)
-	assert.LessOrEqual(t, c.Record.LeaseLeft, s.Unit, "another token's Renew did not extend the lease")
+	requireFalse(t, c.Claimed)
+	assertEqual(t, idem.StatusProcessing, c.Record.Status)
+	assertEqual(t, r.Token, c.Record.Token)
+	assertLessOrEqual(t, c.Record.LeaseLeft, s.Unit, "another token's Renew did not extend the lease")
 
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("mine"), 20*s.Unit))
-	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost,
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("mine"), 20*s.Unit))
+	assertErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost,
 		"a final record of another token is not this token's success")
-	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
+	assertErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
 	if canRenew {
-		assert.ErrorIs(t, renewer.Renew(e.ctx, r.Key, wrong, 10*s.Unit), idem.ErrLeaseLost)
-		assert.ErrorIs(t, renewer.Renew(e.ctx, r.Key, r.Token, 10*s.Unit), idem.ErrLeaseLost, "a final record has no lease to renew")
+		assertErrorIs(t, renewer.Renew(e.ctx, r.Key, wrong, 10*s.Unit), idem.ErrLeaseLost)
+		assertErrorIs(t, renewer.Renew(e.ctx, r.Key, r.Token, 10*s.Unit), idem.ErrLeaseLost, "a final record has no lease to renew")
 	}
 	c = e.claim(s.req(r.Key, "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, []byte("mine"), c.Record.Outcome.Body)
+	requireFalse(t, c.Claimed)
+	assertEqual(t, []byte("mine"), c.Record.Outcome.Body)
 }
 
-// errorsNameTheKey: a store's errors name the key by its hex ID, and wrap
-// the sentinel.
-func (s *suite) errorsNameTheKey(t *testing.T) {
+// errorsWrapSentinelAndNameKey: every error a store operation returns for
+// a call it refuses (another token's, a final record's, an absent
+// record's, a key over the size limits) wraps its sentinel, so that
+// errors.Is tells the caller what happened, and names the key by its hex
+// ID (idem.Key.Hex), so that a log line says which record it is about. One
+// subtest per operation and state.
+func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
 	e := s.env(t)
-	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	wrong := s.newToken()
-	for name, err := range map[string]error{
-		"complete": e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit),
-		"release":  e.store.Release(e.ctx, r.Key, wrong),
-	} {
-		require.ErrorIs(t, err, idem.ErrLeaseLost, name)
-		assert.Contains(t, err.Error(), r.Key.Hex(), "%s: the error names the key's hex ID", name)
+	held, done := s.req(e.key("held"), "p"), s.req(e.key("done"), "p")
+	requireTrue(t, e.claim(held).Claimed)
+	requireTrue(t, e.claim(done).Claimed)
+	requireNoError(t, e.store.Complete(e.ctx, done.Key, done.Token, succeeded("done"), 20*s.Unit))
+	absent, wrong := e.key("absent"), s.newToken()
+	longTenant, longOp := held.Key, held.Key
+	longTenant.Tenant = strings.Repeat("t", idem.MaxTenantLen+1)
+	longOp.Op = strings.Repeat("o", idem.MaxOpLen+1)
+	complete := func(k idem.Key, tok idem.Token) func() error {
+		return func() error { return e.store.Complete(e.ctx, k, tok, succeeded("x"), 20*s.Unit) }
 	}
-	big := r.Key
-	big.Tenant = strings.Repeat("t", idem.MaxTenantLen+1)
-	_, err := e.store.Claim(e.ctx, s.req(big, "p"))
-	require.ErrorIs(t, err, idem.ErrTooLarge)
-	assert.Contains(t, err.Error(), r.Key.Hex(), "claim: the error names the key's hex ID")
+	release := func(k idem.Key, tok idem.Token) func() error {
+		return func() error { return e.store.Release(e.ctx, k, tok) }
+	}
+	claim := func(k idem.Key) func() error {
+		return func() error { _, err := e.store.Claim(e.ctx, s.req(k, "p")); return err }
+	}
+	cases := []struct {
+		name     string
+		key      idem.Key
+		sentinel error
+		call     func() error
+	}{
+		{"Complete/ProcessingOtherToken", held.Key, idem.ErrLeaseLost, complete(held.Key, wrong)},
+		{"Release/ProcessingOtherToken", held.Key, idem.ErrLeaseLost, release(held.Key, wrong)},
+		{"Complete/FinalOtherToken", done.Key, idem.ErrLeaseLost, complete(done.Key, wrong)},
+		{"Release/FinalOtherToken", done.Key, idem.ErrLeaseLost, release(done.Key, wrong)},
+		{"Release/FinalOwnToken", done.Key, idem.ErrLeaseLost, release(done.Key, done.Token)},
+		{"Complete/Absent", absent, idem.ErrLeaseLost, complete(absent, wrong)},
+		{"Claim/TenantTooLarge", longTenant, idem.ErrTooLarge, claim(longTenant)},
+		{"Claim/OpTooLarge", longOp, idem.ErrTooLarge, claim(longOp)},
+	}
+	if rn, ok := e.store.(idem.Renewer); ok {
+		renew := func(k idem.Key, tok idem.Token) func() error {
+			return func() error { return rn.Renew(e.ctx, k, tok, 10*s.Unit) }
+		}
+		cases = append(cases, []struct {
+			name     string
+			key      idem.Key
+			sentinel error
+			call     func() error
+		}{
+			{"Renew/ProcessingOtherToken", held.Key, idem.ErrLeaseLost, renew(held.Key, wrong)},
+			{"Renew/FinalOtherToken", done.Key, idem.ErrLeaseLost, renew(done.Key, wrong)},
+			{"Renew/FinalOwnToken", done.Key, idem.ErrLeaseLost, renew(done.Key, done.Token)},
+			{"Renew/Absent", absent, idem.ErrLeaseLost, renew(absent, wrong)},
+		}...)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.call()
+			requireErrorIs(t, err, c.sentinel)
+			assertContains(t, err.Error(), c.key.Hex(), "the error names the key's hex ID")
+		})
+	}
 }
 
 // scheme: Record.Scheme is the scheme of the claim that created the record,
@@ -360,16 +401,16 @@ func (s *suite) scheme(t *testing.T) {
 		k := e.key("scheme", fmt.Sprint(sc))
 		r := s.req(k, "p")
 		r.Scheme = sc
-		require.True(t, e.claim(r).Claimed)
+		requireTrue(t, e.claim(r).Claimed)
 		c := e.claim(s.req(k, "p"))
-		require.False(t, c.Claimed)
-		assert.Equal(t, sc, c.Record.Scheme, "a PROCESSING record keeps its scheme")
-		require.NoError(t, e.store.Complete(e.ctx, k, r.Token, succeeded("x"), 20*s.Unit))
+		requireFalse(t, c.Claimed)
+		assertEqual(t, sc, c.Record.Scheme, "a PROCESSING record keeps its scheme")
+		requireNoError(t, e.store.Complete(e.ctx, k, r.Token, succeeded("x"), 20*s.Unit))
 		later := s.req(k, "p")
 		later.Scheme = sc + 1
 		c = e.claim(later)
-		require.False(t, c.Claimed)
-		assert.Equal(t, sc, c.Record.Scheme, "a final record keeps the scheme of its claim")
+		requireFalse(t, c.Claimed)
+		assertEqual(t, sc, c.Record.Scheme, "a final record keeps the scheme of its claim")
 	}
 }
 
@@ -388,18 +429,18 @@ func (s *suite) renew(t *testing.T) {
 	e := s.env(t)
 	rn := s.renewer(t, e)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, rn.Renew(e.ctx, r.Key, r.Token, 4*s.Unit))
-	require.NoError(t, rn.Renew(e.ctx, r.Key, r.Token, 4*s.Unit), "the same Renew repeated is the same success")
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, rn.Renew(e.ctx, r.Key, r.Token, 4*s.Unit))
+	requireNoError(t, rn.Renew(e.ctx, r.Key, r.Token, 4*s.Unit), "the same Renew repeated is the same success")
 	s.sleep(s.Unit + s.Unit/2)
 	c := e.claim(s.req(r.Key, "p"))
-	require.False(t, c.Claimed, "a renewed claim is not taken over at its old lease's end")
-	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
-	assert.Equal(t, r.Token, c.Record.Token)
-	assert.Greater(t, c.Record.LeaseLeft, time.Duration(0))
-	assert.LessOrEqual(t, c.Record.LeaseLeft, 4*s.Unit, "the lease runs from the store's now")
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("renewed"), 20*s.Unit))
-	assert.ErrorIs(t, rn.Renew(e.ctx, e.key("never-claimed"), r.Token, s.Unit), idem.ErrLeaseLost, "an absent record cannot be renewed")
+	requireFalse(t, c.Claimed, "a renewed claim is not taken over at its old lease's end")
+	assertEqual(t, idem.StatusProcessing, c.Record.Status)
+	assertEqual(t, r.Token, c.Record.Token)
+	assertGreater(t, c.Record.LeaseLeft, time.Duration(0))
+	assertLessOrEqual(t, c.Record.LeaseLeft, 4*s.Unit, "the lease runs from the store's now")
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("renewed"), 20*s.Unit))
+	assertErrorIs(t, rn.Renew(e.ctx, e.key("never-claimed"), r.Token, s.Unit), idem.ErrLeaseLost, "an absent record cannot be renewed")
 }
 
 // renewNeverBeyondExpiry: a lease is never renewed past the record's expiry.
@@ -408,15 +449,15 @@ func (s *suite) renewNeverBeyondExpiry(t *testing.T) {
 	rn := s.renewer(t, e)
 	r := s.req(e.key("a"), "p")
 	r.Lease, r.TTL = s.Unit, 3*s.Unit
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, rn.Renew(e.ctx, r.Key, r.Token, 100*s.Unit))
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, rn.Renew(e.ctx, r.Key, r.Token, 100*s.Unit))
 	c := e.claim(s.req(r.Key, "p"))
-	require.False(t, c.Claimed)
-	assert.LessOrEqual(t, c.Record.LeaseLeft, 3*s.Unit, "the lease ends at the latest with the record")
+	requireFalse(t, c.Claimed)
+	assertLessOrEqual(t, c.Record.LeaseLeft, 3*s.Unit, "the lease ends at the latest with the record")
 	s.sleep(4 * s.Unit)
 	c = e.claim(s.req(r.Key, "q"))
-	assert.True(t, c.Claimed, "the record expired on time despite the renewal")
-	assert.ErrorIs(t, rn.Renew(e.ctx, r.Key, r.Token, s.Unit), idem.ErrLeaseLost)
+	assertTrue(t, c.Claimed, "the record expired on time despite the renewal")
+	assertErrorIs(t, rn.Renew(e.ctx, r.Key, r.Token, s.Unit), idem.ErrLeaseLost)
 }
 
 // renewAfterTakeover: a claim that lapsed and was taken over cannot renew;
@@ -425,16 +466,16 @@ func (s *suite) renewAfterTakeover(t *testing.T) {
 	e := s.env(t)
 	rn := s.renewer(t, e)
 	zombie := s.req(e.key("a"), "p")
-	require.True(t, e.claim(zombie).Claimed)
+	requireTrue(t, e.claim(zombie).Claimed)
 	s.sleep(s.Unit + s.Unit/2)
 	heir := s.req(zombie.Key, "p")
 	c := e.claim(heir)
-	require.True(t, c.Claimed)
-	require.True(t, c.TakenOver)
-	assert.ErrorIs(t, rn.Renew(e.ctx, zombie.Key, zombie.Token, 10*s.Unit), idem.ErrLeaseLost, "a taken-over claim cannot renew")
-	require.NoError(t, rn.Renew(e.ctx, heir.Key, heir.Token, 10*s.Unit))
-	assert.ErrorIs(t, e.store.Complete(e.ctx, zombie.Key, zombie.Token, succeeded("zombie"), 20*s.Unit), idem.ErrLeaseLost)
-	require.NoError(t, e.store.Complete(e.ctx, heir.Key, heir.Token, succeeded("heir"), 20*s.Unit))
+	requireTrue(t, c.Claimed)
+	requireTrue(t, c.TakenOver)
+	assertErrorIs(t, rn.Renew(e.ctx, zombie.Key, zombie.Token, 10*s.Unit), idem.ErrLeaseLost, "a taken-over claim cannot renew")
+	requireNoError(t, rn.Renew(e.ctx, heir.Key, heir.Token, 10*s.Unit))
+	assertErrorIs(t, e.store.Complete(e.ctx, zombie.Key, zombie.Token, succeeded("zombie"), 20*s.Unit), idem.ErrLeaseLost)
+	requireNoError(t, e.store.Complete(e.ctx, heir.Key, heir.Token, succeeded("heir"), 20*s.Unit))
 }
 
 // capacity: a bounded store refuses new claims when full, with an error
@@ -453,42 +494,42 @@ func (s *suite) capacity(t *testing.T) {
 		reqs[i].Lease, reqs[i].TTL = 100*s.Unit, 100*s.Unit
 	}
 	for _, r := range reqs[:capacity] {
-		require.True(t, e.claim(r).Claimed)
+		requireTrue(t, e.claim(r).Claimed)
 	}
 	full := func(r idem.ClaimRequest, why string) {
 		t.Helper()
 		_, err := e.store.Claim(e.ctx, r)
-		require.ErrorIs(t, err, idem.ErrStoreFull, why)
+		requireErrorIs(t, err, idem.ErrStoreFull, why)
 	}
 	full(reqs[capacity], "a new claim beyond the capacity is refused")
-	assert.True(t, e.claim(reqs[0]).Claimed, "a full store still answers a claim repeated by its own token")
+	assertTrue(t, e.claim(reqs[0]).Claimed, "a full store still answers a claim repeated by its own token")
 	for i, r := range reqs[:capacity] {
 		c := e.claim(s.req(r.Key, "p"))
-		require.False(t, c.Claimed, "record %d", i)
-		assert.Equal(t, r.Token, c.Record.Token, "record %d: no live record is dropped to make room", i)
+		requireFalse(t, c.Claimed, "record %d", i)
+		assertEqual(t, r.Token, c.Record.Token, "record %d: no live record is dropped to make room", i)
 	}
 
 	// Final records inside their TTL keep their place.
 	for _, r := range reqs[:capacity/2] {
-		require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("done"), 2*s.Unit), "a full store stores outcomes")
+		requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("done"), 2*s.Unit), "a full store stores outcomes")
 	}
 	full(reqs[capacity], "an unexpired final record is not dropped to make room")
 	c := e.claim(s.req(reqs[0].Key, "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, []byte("done"), c.Record.Outcome.Body, "a full store still replays")
+	requireFalse(t, c.Claimed)
+	assertEqual(t, []byte("done"), c.Record.Outcome.Body, "a full store still replays")
 
 	// Expired records make room.
 	s.sleep(3 * s.Unit)
 	for _, r := range reqs[capacity : capacity+capacity/2] {
-		require.True(t, e.claim(r).Claimed, "expired records make room")
+		requireTrue(t, e.claim(r).Claimed, "expired records make room")
 	}
 	full(reqs[capacity+capacity/2], "full again")
-	require.NoError(t, e.store.Release(e.ctx, reqs[capacity/2].Key, reqs[capacity/2].Token))
-	require.True(t, e.claim(reqs[capacity+capacity/2]).Claimed, "a released record makes room")
+	requireNoError(t, e.store.Release(e.ctx, reqs[capacity/2].Key, reqs[capacity/2].Token))
+	requireTrue(t, e.claim(reqs[capacity+capacity/2]).Claimed, "a released record makes room")
 	for _, r := range reqs[capacity/2+1 : capacity] {
 		c := e.claim(s.req(r.Key, "p"))
-		require.False(t, c.Claimed)
-		assert.Equal(t, r.Token, c.Record.Token, "live records survive")
+		requireFalse(t, c.Claimed)
+		assertEqual(t, r.Token, c.Record.Token, "live records survive")
 	}
 }
 
@@ -503,51 +544,51 @@ func (s *suite) sweep(t *testing.T) {
 	for i := range expired {
 		r := s.req(e.key("old", fmt.Sprint(i)), "p")
 		r.Lease, r.TTL = s.Unit, 2*s.Unit
-		require.True(t, e.claim(r).Claimed)
+		requireTrue(t, e.claim(r).Claimed)
 		if i%2 == 0 {
-			require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("old"), 2*s.Unit))
+			requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("old"), 2*s.Unit))
 		}
 	}
 	live := make([]idem.ClaimRequest, 3)
 	for i := range live {
 		live[i] = s.req(e.key("live", fmt.Sprint(i)), "p")
 		live[i].Lease, live[i].TTL = 200*s.Unit, 200*s.Unit
-		require.True(t, e.claim(live[i]).Claimed)
+		requireTrue(t, e.claim(live[i]).Claimed)
 	}
-	require.NoError(t, e.store.Complete(e.ctx, live[0].Key, live[0].Token, succeeded("live"), 200*s.Unit))
+	requireNoError(t, e.store.Complete(e.ctx, live[0].Key, live[0].Token, succeeded("live"), 200*s.Unit))
 	s.sleep(3 * s.Unit)
 
 	n, err := s.Sweep(e.ctx, e.store, limit)
-	require.NoError(t, err)
-	require.Equal(t, limit, n, "with more expired records than limit, Sweep removes exactly limit")
+	requireNoError(t, err)
+	requireEqual(t, limit, n, "with more expired records than limit, Sweep removes exactly limit")
 	total := n
 	for i := 0; n == limit; i++ {
-		require.Less(t, i, 10000, "Sweep(limit) never returned less than limit")
+		requireLess(t, i, 10000, "Sweep(limit) never returned less than limit")
 		n, err = s.Sweep(e.ctx, e.store, limit)
-		require.NoError(t, err)
-		require.LessOrEqual(t, n, limit, "Sweep removes at most limit records")
-		require.GreaterOrEqual(t, n, 0)
+		requireNoError(t, err)
+		requireLessOrEqual(t, n, limit, "Sweep removes at most limit records")
+		requireGreaterOrEqual(t, n, 0)
 		total += n
 	}
-	assert.GreaterOrEqual(t, total, expired, "looping while Sweep returns limit removes every expired record")
+	assertGreaterOrEqual(t, total, expired, "looping while Sweep returns limit removes every expired record")
 
 	// limit <= 0 means every expired record, in every store.
 	for i := range expired {
 		r := s.req(e.key("old2", fmt.Sprint(i)), "p")
 		r.Lease, r.TTL = s.Unit, 2*s.Unit
-		require.True(t, e.claim(r).Claimed)
+		requireTrue(t, e.claim(r).Claimed)
 	}
 	s.sleep(3 * s.Unit)
 	n, err = s.Sweep(e.ctx, e.store, 0)
-	require.NoError(t, err)
-	assert.GreaterOrEqual(t, n, expired, "Sweep(ctx, 0) removes every expired record")
+	requireNoError(t, err)
+	assertGreaterOrEqual(t, n, expired, "Sweep(ctx, 0) removes every expired record")
 	n, err = s.Sweep(e.ctx, e.store, -1)
-	require.NoError(t, err)
-	assert.Zero(t, n, "nothing expired is left after Sweep(ctx, 0)")
+	requireNoError(t, err)
+	assertEqual(t, 0, n, "nothing expired is left after Sweep(ctx, 0)")
 	for i, r := range live {
 		c := e.claim(s.req(r.Key, "p"))
-		require.False(t, c.Claimed, "live record %d survives Sweep", i)
-		assert.Equal(t, r.Token, c.Record.Token)
+		requireFalse(t, c.Claimed, "live record %d survives Sweep", i)
+		assertEqual(t, r.Token, c.Record.Token)
 	}
 }
 
@@ -623,32 +664,32 @@ func (s *suite) doLostRepliesRetried(t *testing.T) {
 		runs.Add(1)
 		return "receipt-1", nil
 	})
-	require.NoError(t, err, "a claim and an outcome whose replies were lost and retried are the caller's success")
-	assert.Equal(t, "receipt-1", v)
+	requireNoError(t, err, "a claim and an outcome whose replies were lost and retried are the caller's success")
+	assertEqual(t, "receipt-1", v)
 	v, err = charge(e.ctx, ex, &m, "lost-1", "100", func(context.Context) (string, error) {
 		runs.Add(1)
 		return "receipt-2", nil
 	})
-	require.NoError(t, err)
-	assert.Equal(t, "receipt-1", v, "the outcome is replayed")
-	assert.Equal(t, int32(1), runs.Load())
+	requireNoError(t, err)
+	assertEqual(t, "receipt-1", v, "the outcome is replayed")
+	assertEqual(t, int32(1), runs.Load())
 
 	_, err = charge(e.ctx, ex, &m, "lost-2", "100", func(context.Context) (string, error) {
 		return "", fmt.Errorf("charge: %w", errDeclined)
 	})
-	require.ErrorIs(t, err, errDeclined)
+	requireErrorIs(t, err, errDeclined)
 	_, err = charge(e.ctx, ex, &m, "lost-2", "100", func(context.Context) (string, error) { return "ran", nil })
-	assert.ErrorIs(t, err, errDeclined, "a final error whose Complete was retried is replayed")
+	assertErrorIs(t, err, errDeclined, "a final error whose Complete was retried is replayed")
 
 	transient := errors.New("connection reset")
 	_, err = charge(e.ctx, ex, &m, "lost-3", "100", func(context.Context) (string, error) { return "", transient })
-	require.ErrorIs(t, err, transient)
+	requireErrorIs(t, err, transient)
 	v, err = charge(e.ctx, ex, &m, "lost-3", "100", func(context.Context) (string, error) { return "second", nil })
-	require.NoError(t, err, "a Release whose reply was lost and retried released the key")
-	assert.Equal(t, "second", v)
+	requireNoError(t, err, "a Release whose reply was lost and retried released the key")
+	assertEqual(t, "second", v)
 
-	assert.Empty(t, ev.failures(), "no lease lost and no store error for calls that succeeded")
-	assert.Positive(t, store.repeats.Load())
+	assertEqual(t, []error(nil), ev.failures(), "no lease lost and no store error for calls that succeeded")
+	assertGreater(t, store.repeats.Load(), 0, "the store saw repeated calls")
 }
 
 // losing is a store that applies a Complete and then loses its reply once,
@@ -685,12 +726,12 @@ func (s *suite) doLostCompleteReply(t *testing.T) {
 	runs := 0
 	fn := func(context.Context) (string, error) { runs++; return fmt.Sprint("receipt-", runs), nil }
 	v, err := charge(e.ctx, ex, &testMethod, "lost-complete", "100", fn)
-	require.NoError(t, err, "an outcome stored whose reply was lost is the caller's success")
-	assert.Equal(t, "receipt-1", v)
-	assert.GreaterOrEqual(t, store.lost.Load(), int64(2), "the executor retried the Complete")
+	requireNoError(t, err, "an outcome stored whose reply was lost is the caller's success")
+	assertEqual(t, "receipt-1", v)
+	assertGreaterOrEqual(t, store.lost.Load(), int64(2), "the executor retried the Complete")
 	v, err = charge(e.ctx, ex, &testMethod, "lost-complete", "100", fn)
-	require.NoError(t, err)
-	assert.Equal(t, "receipt-1", v)
-	assert.Equal(t, 1, runs)
-	assert.Empty(t, ev.failures())
+	requireNoError(t, err)
+	assertEqual(t, "receipt-1", v)
+	assertEqual(t, 1, runs)
+	assertEqual(t, []error(nil), ev.failures())
 }

@@ -1,4 +1,6 @@
 // Package idemtest is the conformance suite for idem.Store implementations.
+// It depends on the standard library's testing package alone, so that a
+// store's module inherits no assertion library from it.
 //
 // Every store in this module runs it, and a store of your own can too:
 //
@@ -23,9 +25,14 @@
 //     afresh from the store's now (never beyond the record's expiry), so a
 //     retry that arrives after the lease lapsed is not taken over from
 //     under it; a repeated Complete answers nil and keeps the first
-//     outcome, a Release of an absent record answers nil; another token gets idem.ErrLeaseLost; errors name the
-//     key's hex ID; through idem.Do, lost and retried replies leave the
-//     caller its success;
+//     outcome, a Release of an absent record answers nil; another token
+//     gets idem.ErrLeaseLost; through idem.Do, lost and retried replies
+//     leave the caller its success;
+//   - every error an operation returns for a call it refuses (another
+//     token, a final or absent record, a key over the size limits) wraps
+//     its sentinel (idem.ErrLeaseLost, idem.ErrTooLarge) and names the key
+//     by its hex ID (idem.Key.Hex): the ErrorsWrapSentinelAndNameKey case,
+//     one subtest per operation and state;
 //   - Record.Scheme round-trips;
 //   - Renew (for stores implementing idem.Renewer) extends a lease from the
 //     store's clock, never past the record's expiry, and is fenced;
@@ -46,9 +53,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -138,7 +142,7 @@ func Run(t *testing.T, o Options) {
 		{"CompleteTwiceSameToken", s.completeTwiceSameToken},
 		{"ReleaseAbsent", s.releaseAbsent},
 		{"OtherToken", s.otherToken},
-		{"ErrorsNameTheKey", s.errorsNameTheKey},
+		{"ErrorsWrapSentinelAndNameKey", s.errorsWrapSentinelAndNameKey},
 		{"Scheme", s.scheme},
 		{"Renew", s.renew},
 		{"RenewNeverBeyondExpiry", s.renewNeverBeyondExpiry},
@@ -187,7 +191,7 @@ func (s *suite) env(t *testing.T) *env {
 
 func (e *env) key(parts ...string) idem.Key {
 	k, err := idem.NewKey(e.tenant, "idemtest.Op", parts...)
-	require.NoError(e.t, err)
+	requireNoError(e.t, err)
 	return k
 }
 
@@ -207,7 +211,7 @@ func (s *suite) req(k idem.Key, f string) idem.ClaimRequest {
 func (e *env) claim(r idem.ClaimRequest) idem.Claim {
 	e.t.Helper()
 	c, err := e.store.Claim(e.ctx, r)
-	require.NoError(e.t, err)
+	requireNoError(e.t, err)
 	return c
 }
 
@@ -218,53 +222,53 @@ func succeeded(body string) idem.Outcome {
 func (s *suite) claimFreeKey(t *testing.T) {
 	e := s.env(t)
 	c := e.claim(s.req(e.key("a"), "p"))
-	assert.True(t, c.Claimed, "a claim on a free key must succeed")
-	assert.False(t, c.TakenOver)
+	assertTrue(t, c.Claimed, "a claim on a free key must succeed")
+	assertFalse(t, c.TakenOver)
 }
 
 func (s *suite) claimHeldKey(t *testing.T) {
 	e := s.env(t)
 	first := s.req(e.key("a"), "p")
-	require.True(t, e.claim(first).Claimed)
+	requireTrue(t, e.claim(first).Claimed)
 	c := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, c.Claimed, "a held key must not be claimed twice")
-	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
-	assert.Equal(t, first.Token, c.Record.Token, "the record keeps the holder's token")
-	assert.Equal(t, fp("p"), c.Record.Fingerprint)
-	assert.Greater(t, c.Record.LeaseLeft, time.Duration(0), "a live lease has time left")
-	assert.LessOrEqual(t, c.Record.LeaseLeft, s.Unit)
+	requireFalse(t, c.Claimed, "a held key must not be claimed twice")
+	assertEqual(t, idem.StatusProcessing, c.Record.Status)
+	assertEqual(t, first.Token, c.Record.Token, "the record keeps the holder's token")
+	assertEqual(t, fp("p"), c.Record.Fingerprint)
+	assertGreater(t, c.Record.LeaseLeft, time.Duration(0), "a live lease has time left")
+	assertLessOrEqual(t, c.Record.LeaseLeft, s.Unit)
 }
 
 func (s *suite) completeAndReplay(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded(`{"id":7}`), 20*s.Unit))
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded(`{"id":7}`), 20*s.Unit))
 
 	c := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, idem.StatusSucceeded, c.Record.Status)
-	assert.Equal(t, []byte(`{"id":7}`), c.Record.Outcome.Body)
-	assert.Equal(t, []byte(`{"status":201}`), c.Record.Outcome.Meta)
-	assert.Equal(t, idem.StatusSucceeded, c.Record.Outcome.Status)
-	assert.Equal(t, time.Duration(0), c.Record.LeaseLeft, "a final record has no lease")
+	requireFalse(t, c.Claimed)
+	assertEqual(t, idem.StatusSucceeded, c.Record.Status)
+	assertEqual(t, []byte(`{"id":7}`), c.Record.Outcome.Body)
+	assertEqual(t, []byte(`{"status":201}`), c.Record.Outcome.Meta)
+	assertEqual(t, idem.StatusSucceeded, c.Record.Outcome.Status)
+	assertEqual(t, time.Duration(0), c.Record.LeaseLeft, "a final record has no lease")
 
 	other := e.claim(s.req(e.key("a"), "q"))
-	require.False(t, other.Claimed, "another payload must not claim a completed key")
-	assert.Equal(t, fp("p"), other.Record.Fingerprint, "the stored fingerprint lets the caller see the conflict")
+	requireFalse(t, other.Claimed, "another payload must not claim a completed key")
+	assertEqual(t, fp("p"), other.Record.Fingerprint, "the stored fingerprint lets the caller see the conflict")
 }
 
 func (s *suite) finalOutcome(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	out := idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: "ErrInsufficientFunds", ErrMessage: "pay: insufficient funds"}
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit))
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, out, 20*s.Unit))
 	c := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, c.Claimed)
-	assert.Equal(t, idem.StatusFailedFinal, c.Record.Status)
-	assert.Equal(t, "ErrInsufficientFunds", c.Record.Outcome.ErrCode)
-	assert.Equal(t, "pay: insufficient funds", c.Record.Outcome.ErrMessage)
+	requireFalse(t, c.Claimed)
+	assertEqual(t, idem.StatusFailedFinal, c.Record.Status)
+	assertEqual(t, "ErrInsufficientFunds", c.Record.Outcome.ErrCode)
+	assertEqual(t, "pay: insufficient funds", c.Record.Outcome.ErrMessage)
 }
 
 func (s *suite) outcomeBytes(t *testing.T) {
@@ -275,120 +279,120 @@ func (s *suite) outcomeBytes(t *testing.T) {
 	}
 	for name, body := range map[string][]byte{"empty": nil, "binary": {0, 1, 0xff, 0, '"', '\\'}, "256KiB": big} {
 		r := s.req(e.key(name), "p")
-		require.True(t, e.claim(r).Claimed)
-		require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, 20*s.Unit))
+		requireTrue(t, e.claim(r).Claimed)
+		requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, 20*s.Unit))
 		c := e.claim(s.req(e.key(name), "p"))
-		require.False(t, c.Claimed)
-		assert.Equal(t, len(body), len(c.Record.Outcome.Body), name)
-		assert.True(t, string(body) == string(c.Record.Outcome.Body), "%s: body must round-trip byte for byte", name)
+		requireFalse(t, c.Claimed)
+		assertEqual(t, len(body), len(c.Record.Outcome.Body), name)
+		assertTrue(t, string(body) == string(c.Record.Outcome.Body), "%s: body must round-trip byte for byte", name)
 	}
 }
 
 func (s *suite) release(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, e.store.Release(e.ctx, r.Key, r.Token))
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, e.store.Release(e.ctx, r.Key, r.Token))
 	c := e.claim(s.req(e.key("a"), "p"))
-	assert.True(t, c.Claimed, "a released key must be claimable at once")
-	assert.False(t, c.TakenOver)
+	assertTrue(t, c.Claimed, "a released key must be claimable at once")
+	assertFalse(t, c.TakenOver)
 }
 
 func (s *suite) fencing(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	wrong := r.Token + 1
-	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
-	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
+	assertErrorIs(t, e.store.Complete(e.ctx, r.Key, wrong, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost)
+	assertErrorIs(t, e.store.Release(e.ctx, r.Key, wrong), idem.ErrLeaseLost)
 	c := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, c.Claimed, "a fenced-off call must not change the record")
-	assert.Equal(t, idem.StatusProcessing, c.Record.Status)
-	assert.Equal(t, r.Token, c.Record.Token)
+	requireFalse(t, c.Claimed, "a fenced-off call must not change the record")
+	assertEqual(t, idem.StatusProcessing, c.Record.Status)
+	assertEqual(t, r.Token, c.Record.Token)
 
 	missing := e.key("never-claimed")
-	assert.ErrorIs(t, e.store.Complete(e.ctx, missing, r.Token, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost,
+	assertErrorIs(t, e.store.Complete(e.ctx, missing, r.Token, succeeded("x"), 20*s.Unit), idem.ErrLeaseLost,
 		"an outcome for a record that is not there is not stored")
 }
 
 func (s *suite) completeTwice(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("first"), 20*s.Unit))
-	assert.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("second"), 20*s.Unit),
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("first"), 20*s.Unit))
+	assertNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("second"), 20*s.Unit),
 		"the token that completed the record is answered success again (a lost reply's retry)")
-	assert.ErrorIs(t, e.store.Release(e.ctx, r.Key, r.Token), idem.ErrLeaseLost, "a completed record is never released")
+	assertErrorIs(t, e.store.Release(e.ctx, r.Key, r.Token), idem.ErrLeaseLost, "a completed record is never released")
 	c := e.claim(s.req(e.key("a"), "p"))
-	assert.Equal(t, []byte("first"), c.Record.Outcome.Body, "a completed record is never overwritten")
-	assert.Equal(t, r.Token, c.Record.Token, "a completed record keeps the token that completed it")
+	assertEqual(t, []byte("first"), c.Record.Outcome.Body, "a completed record is never overwritten")
+	assertEqual(t, r.Token, c.Record.Token, "a completed record keeps the token that completed it")
 }
 
 func (s *suite) leaseTakeover(t *testing.T) {
 	e := s.env(t)
 	zombie := s.req(e.key("a"), "p")
-	require.True(t, e.claim(zombie).Claimed)
+	requireTrue(t, e.claim(zombie).Claimed)
 	s.sleep(s.Unit + s.Unit/2)
 
 	heir := s.req(e.key("a"), "p")
 	c := e.claim(heir)
-	require.True(t, c.Claimed, "a lapsed lease must be taken over")
-	assert.True(t, c.TakenOver)
+	requireTrue(t, c.Claimed, "a lapsed lease must be taken over")
+	assertTrue(t, c.TakenOver)
 
-	assert.ErrorIs(t, e.store.Complete(e.ctx, zombie.Key, zombie.Token, succeeded("zombie"), 20*s.Unit), idem.ErrLeaseLost,
+	assertErrorIs(t, e.store.Complete(e.ctx, zombie.Key, zombie.Token, succeeded("zombie"), 20*s.Unit), idem.ErrLeaseLost,
 		"the zombie must not complete after a takeover")
-	assert.ErrorIs(t, e.store.Release(e.ctx, zombie.Key, zombie.Token), idem.ErrLeaseLost,
+	assertErrorIs(t, e.store.Release(e.ctx, zombie.Key, zombie.Token), idem.ErrLeaseLost,
 		"the zombie must not release the heir's claim")
-	require.NoError(t, e.store.Complete(e.ctx, heir.Key, heir.Token, succeeded("heir"), 20*s.Unit))
+	requireNoError(t, e.store.Complete(e.ctx, heir.Key, heir.Token, succeeded("heir"), 20*s.Unit))
 	r := e.claim(s.req(e.key("a"), "p"))
-	require.False(t, r.Claimed)
-	assert.Equal(t, []byte("heir"), r.Record.Outcome.Body, "the stored outcome is the heir's")
+	requireFalse(t, r.Claimed)
+	assertEqual(t, []byte("heir"), r.Record.Outcome.Body, "the stored outcome is the heir's")
 }
 
 func (s *suite) lapsedLeaseOtherPayload(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	s.sleep(s.Unit + s.Unit/2)
 	c := e.claim(s.req(e.key("a"), "q"))
-	assert.False(t, c.Claimed, "a lapsed lease is taken over only by the same payload")
-	assert.Equal(t, fp("p"), c.Record.Fingerprint)
+	assertFalse(t, c.Claimed, "a lapsed lease is taken over only by the same payload")
+	assertEqual(t, fp("p"), c.Record.Fingerprint)
 }
 
 func (s *suite) expiry(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
-	require.True(t, e.claim(r).Claimed)
-	require.NoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("old"), 2*s.Unit))
+	requireTrue(t, e.claim(r).Claimed)
+	requireNoError(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("old"), 2*s.Unit))
 	c := e.claim(s.req(e.key("a"), "q"))
-	require.False(t, c.Claimed, "a record inside its TTL is live")
+	requireFalse(t, c.Claimed, "a record inside its TTL is live")
 	s.sleep(3 * s.Unit)
 	c = e.claim(s.req(e.key("a"), "q"))
-	assert.True(t, c.Claimed, "a record past its TTL behaves as absent, whatever its payload")
-	assert.False(t, c.TakenOver)
+	assertTrue(t, c.Claimed, "a record past its TTL behaves as absent, whatever its payload")
+	assertFalse(t, c.TakenOver)
 }
 
 func (s *suite) expiredProcessing(t *testing.T) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Lease, r.TTL = s.Unit, 2*s.Unit
-	require.True(t, e.claim(r).Claimed)
+	requireTrue(t, e.claim(r).Claimed)
 	s.sleep(3 * s.Unit)
 	c := e.claim(s.req(e.key("a"), "q"))
-	assert.True(t, c.Claimed, "an expired PROCESSING record behaves as absent")
-	assert.ErrorIs(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("late"), 20*s.Unit), idem.ErrLeaseLost)
+	assertTrue(t, c.Claimed, "an expired PROCESSING record behaves as absent")
+	assertErrorIs(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("late"), 20*s.Unit), idem.ErrLeaseLost)
 }
 
 func (s *suite) scoping(t *testing.T) {
 	e := s.env(t)
 	k1, err := idem.NewKey(e.tenant+"-1", "idemtest.Op", "a")
-	require.NoError(t, err)
+	requireNoError(t, err)
 	k2, err := idem.NewKey(e.tenant+"-2", "idemtest.Op", "a")
-	require.NoError(t, err)
+	requireNoError(t, err)
 	k3, err := idem.NewKey(e.tenant+"-1", "idemtest.Other", "a")
-	require.NoError(t, err)
+	requireNoError(t, err)
 	for _, k := range []idem.Key{k1, k2, k3} {
-		assert.True(t, e.claim(s.req(k, "p")).Claimed, "tenant and op scope a key: %s", k)
+		assertTrue(t, e.claim(s.req(k, "p")).Claimed, "tenant and op scope a key: %s", k)
 	}
 }
 
@@ -426,12 +430,12 @@ func (s *suite) raceOneKey(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		require.NoError(t, err)
+		requireNoError(t, err)
 	}
-	require.Equal(t, int32(1), wins.Load(), "exactly one of %d racing claims must win", s.Goroutines)
+	requireEqual(t, int32(1), wins.Load(), "exactly one of %d racing claims must win", s.Goroutines)
 	for i, tok := range seen {
 		if tok != 0 {
-			assert.Equal(t, idem.Token(winner.Load()), tok, "loser %d must see the winner's record", i)
+			assertEqual(t, idem.Token(winner.Load()), tok, "loser %d must see the winner's record", i)
 		}
 	}
 }
@@ -468,10 +472,10 @@ func (s *suite) raceManyKeys(t *testing.T) {
 	close(start)
 	wg.Wait()
 	if err, ok := failed.Load().(error); ok {
-		require.NoError(t, err)
+		requireNoError(t, err)
 	}
 	for k := range keys {
-		assert.Equal(t, int32(1), wins[k].Load(), "key %d: exactly one claim", k)
+		assertEqual(t, int32(1), wins[k].Load(), "key %d: exactly one claim", k)
 	}
 }
 
@@ -517,10 +521,10 @@ func (s *suite) doExactlyOnce(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	assert.Equal(t, int32(1), runs.Load(), "%d concurrent duplicates must execute the method exactly once", s.Goroutines)
+	assertEqual(t, int32(1), runs.Load(), "%d concurrent duplicates must execute the method exactly once", s.Goroutines)
 	for i := range results {
-		if assert.NoError(t, errs[i], "caller %d", i) {
-			assert.Equal(t, "receipt-1", results[i], "caller %d gets the first call's result", i)
+		if assertNoError(t, errs[i], "caller %d", i) {
+			assertEqual(t, "receipt-1", results[i], "caller %d gets the first call's result", i)
 		}
 	}
 }
@@ -531,14 +535,14 @@ func (s *suite) doReplayAndConflict(t *testing.T) {
 	runs := 0
 	fn := func(context.Context) (map[string]int, error) { runs++; return map[string]int{"amount": 100}, nil }
 	first, err := charge(e.ctx, ex, &testMethod, "order-2", "100", fn)
-	require.NoError(t, err)
+	requireNoError(t, err)
 	again, err := charge(e.ctx, ex, &testMethod, "order-2", "100", fn)
-	require.NoError(t, err)
-	assert.Equal(t, first, again, "a retry gets the first result")
-	assert.Equal(t, 1, runs)
+	requireNoError(t, err)
+	assertEqual(t, first, again, "a retry gets the first result")
+	assertEqual(t, 1, runs)
 	_, err = charge(e.ctx, ex, &testMethod, "order-2", "999", fn)
-	assert.ErrorIs(t, err, idem.ErrPayloadMismatch, "same key, other payload is a conflict")
-	assert.Equal(t, 1, runs)
+	assertErrorIs(t, err, idem.ErrPayloadMismatch, "same key, other payload is a conflict")
+	assertEqual(t, 1, runs)
 }
 
 func (s *suite) doFinalAndTransient(t *testing.T) {
@@ -549,12 +553,12 @@ func (s *suite) doFinalAndTransient(t *testing.T) {
 	runs := 0
 	declined := func(context.Context) (int, error) { runs++; return 0, fmt.Errorf("charge: %w", errDeclined) }
 	_, err := charge(e.ctx, ex, &m, "order-3", "100", declined)
-	require.ErrorIs(t, err, errDeclined)
+	requireErrorIs(t, err, errDeclined)
 	_, err = charge(e.ctx, ex, &m, "order-3", "100", declined)
-	assert.ErrorIs(t, err, errDeclined, "a replayed final error is errors.Is-equal to its sentinel")
-	assert.ErrorIs(t, err, idem.ErrFinal)
-	assert.Equal(t, "charge: card declined", err.Error())
-	assert.Equal(t, 1, runs, "a final error is replayed, not retried")
+	assertErrorIs(t, err, errDeclined, "a replayed final error is errors.Is-equal to its sentinel")
+	assertErrorIs(t, err, idem.ErrFinal)
+	assertEqual(t, "charge: card declined", err.Error())
+	assertEqual(t, 1, runs, "a final error is replayed, not retried")
 
 	runs = 0
 	flaky := func(context.Context) (int, error) {
@@ -565,19 +569,19 @@ func (s *suite) doFinalAndTransient(t *testing.T) {
 		return 42, nil
 	}
 	_, err = charge(e.ctx, ex, &m, "order-4", "100", flaky)
-	require.Error(t, err)
+	requireError(t, err)
 	v, err := charge(e.ctx, ex, &m, "order-4", "100", flaky)
-	require.NoError(t, err, "a transient failure releases the key")
-	assert.Equal(t, 42, v)
-	assert.Equal(t, 2, runs)
+	requireNoError(t, err, "a transient failure releases the key")
+	assertEqual(t, 42, v)
+	assertEqual(t, 2, runs)
 
 	func() {
-		defer func() { assert.NotNil(t, recover(), "a panic is re-raised") }()
+		defer func() { assertTrue(t, recover() != nil, "a panic is re-raised") }()
 		_, _ = charge(e.ctx, ex, &m, "order-5", "100", func(context.Context) (int, error) { panic("boom") })
 	}()
 	v, err = charge(e.ctx, ex, &m, "order-5", "100", func(context.Context) (int, error) { return 5, nil })
-	require.NoError(t, err, "a panic releases the key")
-	assert.Equal(t, 5, v)
+	requireNoError(t, err, "a panic releases the key")
+	assertEqual(t, 5, v)
 }
 
 func (s *suite) doZombieFenced(t *testing.T) {
@@ -607,22 +611,22 @@ func (s *suite) doZombieFenced(t *testing.T) {
 	if s.Transactional {
 		// The stalled worker's claim is an open transaction: it cannot lapse,
 		// so the duplicate is refused and the stalled worker's outcome stands.
-		require.ErrorIs(t, err, idem.ErrInProgress, "an open transaction is never taken over")
+		requireErrorIs(t, err, idem.ErrInProgress, "an open transaction is never taken over")
 		unblock()
 		<-done
-		require.NoError(t, zombieErr)
-		assert.Equal(t, "zombie", zombieV)
+		requireNoError(t, zombieErr)
+		assertEqual(t, "zombie", zombieV)
 		v, err = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "third", nil })
-		require.NoError(t, err)
-		assert.Equal(t, "zombie", v, "the committed outcome is replayed")
+		requireNoError(t, err)
+		assertEqual(t, "zombie", v, "the committed outcome is replayed")
 		return
 	}
-	require.NoError(t, err, "a lapsed lease is taken over")
-	assert.Equal(t, "heir", v)
+	requireNoError(t, err, "a lapsed lease is taken over")
+	assertEqual(t, "heir", v)
 	unblock()
 	<-done
-	assert.ErrorIs(t, zombieErr, idem.ErrLeaseLost, "the stalled worker must not complete")
+	assertErrorIs(t, zombieErr, idem.ErrLeaseLost, "the stalled worker must not complete")
 	v, err = charge(e.ctx, ex, &m, "order-6", "100", func(context.Context) (string, error) { return "third", nil })
-	require.NoError(t, err)
-	assert.Equal(t, "heir", v, "the stored outcome is the heir's")
+	requireNoError(t, err)
+	assertEqual(t, "heir", v, "the stored outcome is the heir's")
 }

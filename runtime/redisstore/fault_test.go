@@ -210,7 +210,7 @@ func TestRedisFull(t *testing.T) {
 	require.NoError(t, err, "a full Redis still replays (a refused SET falls back to GET)")
 	assert.Equal(t, []byte("r"), cl.Record.Outcome.Body)
 	require.NoError(t, s.Complete(ctx, held.Key, held.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("h")}, time.Hour),
-		"a full Redis still stores an outcome (its first write is a PEXPIRE, allowed at maxmemory)")
+		"a full Redis still stores an outcome (the complete script is flagged allow-oom)")
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: held.Key, Token: 5, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, []byte("h"), cl.Record.Outcome.Body)

@@ -33,11 +33,19 @@
 // the caller's own token (a retry whose first reply was lost: it is claimed
 // again, with its lease set afresh from the server's now, never beyond the
 // record's expiry), or returns the record with its lease left. Complete,
-// Release and Renew are each one Lua script fenced by the token
-// (redis.NewScript: EVALSHA, falling back to EVAL when the server does not
-// know the script yet), so each is atomic and costs one round trip. No
-// instant is ever computed from the client's clock: leases and expiries are
-// durations that the server counts down (PX, PTTL).
+// Release and Renew are each one Lua script fenced by the token, sent by
+// its SHA-1 (EVALSHA, falling back to EVAL when the server does not know
+// the script yet), so each is atomic and costs one round trip; Complete's
+// makes two Redis calls, a GETRANGE of the record's head and one SET of
+// the final record with its PX. No instant is ever computed from the
+// client's clock: leases and expiries are durations that the server counts
+// down (PX, PTTL).
+//
+// A claim of a free key is answered nil by SET … GET, which go-redis
+// reports as redis.Nil and runs through its retry classification (about 17
+// allocations, measured at about 2 µs a call here); a Lua claim that
+// answered otherwise would cost the server more than that (see
+// docs/decisions/redis-hot-paths.md).
 //
 // Every operation is idempotent for its caller's token, so that go-redis'
 // retry of a command whose reply was lost (and the executor's retry) meets
@@ -85,21 +93,49 @@
 // runtime/pgstore, whose unique index is the final line. Run Redis with
 // maxmemory-policy noeviction (or enough memory) when it holds records.
 //
-// Under noeviction a Redis server past its maxmemory refuses a script's
-// first write that may grow memory with an OOM error: a claim that would
-// create or take over a record is refused, with an error wrapping
-// idem.ErrStoreFull (no method is run, no record is dropped), while replays
-// (which write nothing), Complete and Release (whose first write, a PEXPIRE
-// or a DEL, is one Redis allows at maxmemory, after which it lets a script
-// finish) go on.
+// Under noeviction a Redis server past its maxmemory refuses a command, or
+// a script's first write, that may grow memory with an OOM error: a claim
+// that would create or take over a record is refused, with an error
+// wrapping idem.ErrStoreFull (no method is run, no record is dropped),
+// while replays (which write nothing), Complete (whose script is flagged
+// allow-oom, so that a method that ran gets its outcome stored) and Release
+// (whose only write, a DEL, Redis allows at maxmemory) go on.
+//
+// # Redis Cluster
+//
+// Pass a *redis.ClusterClient: each record and every script that touches
+// it live in the slot of the record's hash tag, and go-redis follows MOVED
+// and ASK while slots move. go-redis notices a failover only when it
+// reloads its slot map: on a MOVED or ASK reply, on a READONLY reply from a
+// demoted master, and otherwise when the map is older than
+// ClusterOptions.ClusterStateReloadInterval (default 60s), checked on the
+// next command. A refused connection to a dead master does not reload it,
+// so with the default the slots of a master that died are sent to its dead
+// address for up to a minute after its replica took over (every call on
+// those keys fails meanwhile; behind runtime/tiered they go to the durable
+// store). Set ClusterStateReloadInterval to a few seconds or less (the
+// example uses one second: one CLUSTER SLOTS per client and interval, and
+// only while it sends commands), or call ClusterClient.ReloadState when
+// calls fail with connection errors.
+//
+// # Client options
+//
+// Behind runtime/tiered, build the client with ContextTimeoutEnabled: true
+// (or read and write timeouts no longer than tiered's fast timeout): the
+// store's BoundedBy then says that its calls end at their context's
+// deadline, and tiered calls it on the caller's goroutine instead of
+// handing every call to a goroutine of its own (measured +50 µs on a
+// replay of about 35 µs on a loaded 2-core machine).
 package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -141,12 +177,13 @@ func New(client redis.UniversalClient, opts ...Option) *Store {
 	return s
 }
 
-// BoundedBy reports whether every call of the store returns promptly once its
-// context's deadline has passed, judged from the client's options: the
-// client was built with ContextTimeoutEnabled (go-redis then bounds each
-// socket read and write by the context's deadline), or its read and write
-// timeouts are both positive and no longer than d (then a call ends at most
-// about d after its deadline). Pool waits, dials and retry back-offs follow
+// BoundedBy implements idem.BoundedStore: it reports whether every call of
+// the store returns promptly once its context's deadline has passed, judged
+// from the client's options: the client was built with
+// ContextTimeoutEnabled (go-redis then bounds each socket read and write by
+// the context's deadline), or its read and write timeouts are both positive
+// and no longer than d (then a call ends at most about d after its
+// deadline). Pool waits, dials and retry back-offs follow
 // the context in either case. It is false for a client type it does not know
 // and for a client whose timeouts are longer or disabled: such a client may
 // block past the deadline until its own timeout. runtime/tiered calls the
@@ -174,14 +211,22 @@ func (s *Store) BoundedBy(d time.Duration) bool {
 // and tests (GET it to look at a record, DEL it to simulate a loss).
 func (s *Store) RedisKey(k idem.Key) string {
 	var b strings.Builder
-	b.Grow(len(s.prefix) + 3 + 2*len(k.ID))
+	b.Grow(len(s.prefix) + keyLen)
+	s.writeKey(&b, k)
+	return b.String()
+}
+
+// keyLen is the length of a record key without its prefix.
+const keyLen = 3 + 2*len(idem.Key{}.ID)
+
+// writeKey writes the Redis key of k to b.
+func (s *Store) writeKey(b *strings.Builder, k idem.Key) {
 	b.WriteString(s.prefix)
 	b.WriteString("r{")
-	var h [64]byte
+	var h [2 * len(k.ID)]byte
 	hex.Encode(h[:], k.ID[:])
 	b.Write(h[:])
 	b.WriteByte('}')
-	return b.String()
 }
 
 // headLen is the length of a record's fixed head: the status digit, the
@@ -199,7 +244,7 @@ const (
 // this token, whose lease it sets afresh from the server's now, never beyond
 // the record's expiry), 2 (taken over: the lease had lapsed by the key's
 // PTTL and the fingerprint is the same), or {record, lease left ms}.
-var contendedScript = redis.NewScript(`
+var contendedScript = newScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
 	redis.call('SET', KEYS[1], ARGV[5], 'PX', ARGV[4])
@@ -238,10 +283,14 @@ return {v, left}
 // final record's tail (lengths, fields and body). Returns 1, 2 when the
 // record is final under token already (a repeated Complete: the stored
 // outcome stays), or 0 when the record is absent or holds another token.
-// Its first write is a PEXPIRE, which Redis allows at maxmemory; the tail
-// is appended rather than concatenated in Lua, so a large body is not
-// copied twice.
-var completeScript = redis.NewScript(`
+//
+// It makes two Redis calls, a GETRANGE of the head and one SET of the whole
+// final record with its PX (each redis.call costs the server about as much
+// as the Lua around it). The allow-oom flag lets the SET through on a server
+// at maxmemory under noeviction, as Redis lets a script go on once it has
+// written: a claimed call's outcome is stored even then, while new claims
+// (which it refuses) keep the server from growing.
+var completeScript = newScript(`#!lua flags=allow-oom
 local h = redis.call('GETRANGE', KEYS[1], 0, 52)
 if #h < 42 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
@@ -253,15 +302,13 @@ local j = string.find(h, ':', 42, true)
 if not j then
 	return redis.error_reply('malformed record')
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1], ARGV[3] .. string.sub(h, 2, j), 'KEEPTTL')
-redis.call('APPEND', KEYS[1], ARGV[4])
+redis.call('SET', KEYS[1], ARGV[3] .. string.sub(h, 2, j) .. ARGV[4], 'PX', ARGV[2])
 return 1
 `)
 
 // releaseScript: KEYS[1] record; ARGV token. Returns 1 (released, or
 // absent), or 0 when the record is final or holds another token.
-var releaseScript = redis.NewScript(`
+var releaseScript = newScript(`
 local h = redis.call('GETRANGE', KEYS[1], 0, 40)
 if #h == 0 then
 	return 1
@@ -276,7 +323,7 @@ return 1
 // renewScript: KEYS[1] record; ARGV token, lease ms. Returns 1, or 0 when
 // the record is not PROCESSING under token. The lease ends lease from the
 // server's now, or with the record if that is sooner.
-var renewScript = redis.NewScript(`
+var renewScript = newScript(`
 local h = redis.call('GETRANGE', KEYS[1], 0, 52)
 if #h < 42 or string.byte(h, 1) ~= 49 or string.sub(h, 34, 41) ~= ARGV[1] then
 	return 0
@@ -293,7 +340,7 @@ return 1
 
 // seedScript: KEYS[1] record; ARGV ttl ms, the final record. Returns 1, or
 // 0 when a final record was kept.
-var seedScript = redis.NewScript(`
+var seedScript = newScript(`
 local s = redis.call('GETRANGE', KEYS[1], 0, 0)
 if s ~= '' and s ~= '1' then
 	return 0
@@ -302,29 +349,39 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1])
 return 1
 `)
 
-// appendHead appends a record's head: the status digit, fingerprint,
-// token, scheme and ':'.
-func appendHead(b []byte, st idem.Status, fp *idem.Fingerprint, token idem.Token, scheme uint32) []byte {
-	b = append(b, '0'+byte(st))
-	b = append(b, fp[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(token))
-	b = strconv.AppendUint(b, uint64(scheme), 10)
-	return append(b, ':')
+// writeHead writes a record's head: the status digit, fingerprint, token,
+// scheme and ':'.
+func writeHead(b *strings.Builder, st idem.Status, fp *idem.Fingerprint, token idem.Token, scheme uint32) {
+	b.WriteByte('0' + byte(st))
+	b.Write(fp[:])
+	writeToken(b, token)
+	writeInt(b, int64(scheme))
+	b.WriteByte(':')
 }
 
-// appendTail appends a final record's tail: the lengths of the error code,
+// writeTail writes a final record's tail: the lengths of the error code,
 // message and metadata, each followed by ':', those fields and the body.
-func appendTail(b []byte, out *idem.Outcome) []byte {
-	b = strconv.AppendInt(b, int64(len(out.ErrCode)), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(len(out.ErrMessage)), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(len(out.Meta)), 10)
-	b = append(b, ':')
-	b = append(b, out.ErrCode...)
-	b = append(b, out.ErrMessage...)
-	b = append(b, out.Meta...)
-	return append(b, out.Body...)
+func writeTail(b *strings.Builder, out *idem.Outcome) {
+	for _, n := range [...]int{len(out.ErrCode), len(out.ErrMessage), len(out.Meta)} {
+		writeInt(b, int64(n))
+		b.WriteByte(':')
+	}
+	b.WriteString(out.ErrCode)
+	b.WriteString(out.ErrMessage)
+	b.Write(out.Meta)
+	b.Write(out.Body)
+}
+
+// writeToken writes a token as 8 big-endian bytes, as records hold it.
+func writeToken(b *strings.Builder, t idem.Token) {
+	var buf [8]byte
+	binary.BigEndian.PutUint64(buf[:], uint64(t))
+	b.Write(buf[:])
+}
+
+func writeInt(b *strings.Builder, n int64) {
+	var buf [20]byte
+	b.Write(strconv.AppendInt(buf[:0], n, 10))
 }
 
 func outcomeLen(out *idem.Outcome) int {
@@ -334,8 +391,56 @@ func outcomeLen(out *idem.Outcome) int {
 // statusDigits are the stored status digits, boxed once.
 var statusDigits = [...]any{"0", "1", "2", "3"}
 
-func tokenBytes(t idem.Token) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(t))
+// script is a Lua script that eval runs by its SHA-1 (EVALSHA), sending
+// its source (EVAL) only when the server does not know it yet, as
+// redis.Script does.
+type script struct{ src, sha string }
+
+func newScript(src string) *script {
+	h := sha1.Sum([]byte(src))
+	return &script{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// call holds the arguments of one command, boxed once: args point at the
+// key, strings and integers beside them (go-redis writes *string and *int64
+// arguments as their values), so that a call costs one allocation for all
+// its arguments besides their one string (see Store.build), instead of one
+// per argument and one for the argument list.
+type call struct {
+	args [8]any
+	key  string
+	str  [3]string
+	n    [2]int64
+}
+
+// build returns a call whose key is the Redis key of k and whose strings
+// str[0] and str[1] are what write(b) writes after it, split where b's
+// length was the cut write returns: key and strings share one allocation.
+func (s *Store) build(k idem.Key, size int, write func(b *strings.Builder) (cut int)) *call {
+	var b strings.Builder
+	b.Grow(len(s.prefix) + keyLen + size)
+	s.writeKey(&b, k)
+	kn := b.Len()
+	cut := write(&b)
+	all := b.String()
+	return &call{key: all[:kn], str: [3]string{all[kn:cut], all[cut:]}}
+}
+
+// eval runs sc with args[3:] as its arguments after numkeys 1 (the key
+// first), as a command newCmd makes; it sets args[:3]. A command is never
+// given arguments another command was given (a hook may keep a command).
+func eval[C redis.Cmder](ctx context.Context, client redis.UniversalClient, sc *script, args []any,
+	newCmd func(context.Context, ...any) C) (C, error) {
+	args[0], args[1], args[2] = "evalsha", sc.sha, 1
+	cmd := newCmd(ctx, args...)
+	err := client.Process(ctx, cmd)
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args = slices.Clone(args)
+		args[0], args[1] = "eval", sc.src
+		cmd = newCmd(ctx, args...)
+		err = client.Process(ctx, cmd)
+	}
+	return cmd, err
 }
 
 // millis rounds d up to whole milliseconds, at least 1: Redis rejects a
@@ -362,10 +467,17 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	}
 	ttl := millis(req.TTL)
 	lease := min(millis(req.Lease), ttl)
-	rec := appendHead(make([]byte, 0, headLen+schemeMax+22), idem.StatusProcessing, &req.Fingerprint, req.Token, req.Scheme)
-	rec = strconv.AppendInt(rec, ttl-lease, 10)
-	key := s.RedisKey(req.Key)
-	cmd := redis.NewStringCmd(ctx, "set", key, rec, "px", ttl, "nx", "get")
+	c := s.build(req.Key, headLen+schemeMax+21, func(b *strings.Builder) int {
+		writeHead(b, idem.StatusProcessing, &req.Fingerprint, req.Token, req.Scheme)
+		writeInt(b, ttl-lease)
+		return b.Len()
+	})
+	// str[0] is the PROCESSING record; the contended script takes its
+	// fingerprint and token from it too.
+	c.str[1], c.str[2] = c.str[0][1:33], c.str[0][33:headLen]
+	c.n[0], c.n[1] = ttl, lease
+	c.args = [8]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
+	cmd := redis.NewStringCmd(ctx, c.args[:7]...)
 	err := s.client.Process(ctx, cmd)
 	if errors.Is(err, redis.Nil) {
 		return idem.Claim{Claimed: true}, nil
@@ -375,43 +487,45 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		// A server at maxmemory under noeviction refuses SET before
 		// looking at the key; a record it holds is still answered.
 		var gerr error
-		if stored, gerr = s.client.Get(ctx, key).Result(); gerr != nil {
+		if stored, gerr = s.client.Get(ctx, c.key).Result(); gerr != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
 	} else if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	var c idem.Claim
-	if err := decodeRecord(stored, &c.Record); err != nil {
+	var cl idem.Claim
+	if err := decodeRecord(stored, &cl.Record); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	if c.Record.Status != idem.StatusProcessing {
-		return c, nil
+	if cl.Record.Status != idem.StatusProcessing {
+		return cl, nil
 	}
-	res, err := contendedScript.Run(ctx, s.client, []string{key},
-		req.Fingerprint[:], tokenBytes(req.Token), lease, ttl, rec).Result()
+	res, err := eval(ctx, s.client, contendedScript, []any{3: &c.key, &c.str[1], &c.str[2], &c.n[1], &c.n[0], &c.str[0]}, redis.NewCmd)
 	if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	switch v := res.(type) {
+	switch v := res.Val().(type) {
 	case int64:
 		return idem.Claim{Claimed: true, TakenOver: v == 2}, nil
 	case []any:
-		c = idem.Claim{}
+		cl = idem.Claim{}
+		if len(v) != 2 {
+			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", v))
+		}
 		r, ok1 := v[0].(string)
 		left, ok2 := v[1].(int64)
-		if len(v) != 2 || !ok1 || !ok2 {
-			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", res))
+		if !ok1 || !ok2 {
+			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %v", v))
 		}
-		if err := decodeRecord(r, &c.Record); err != nil {
+		if err := decodeRecord(r, &cl.Record); err != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
-		if c.Record.Status == idem.StatusProcessing && left > 0 {
-			c.Record.LeaseLeft = time.Duration(left) * time.Millisecond
+		if cl.Record.Status == idem.StatusProcessing && left > 0 {
+			cl.Record.LeaseLeft = time.Duration(left) * time.Millisecond
 		}
-		return c, nil
+		return cl, nil
 	default:
-		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %T", res))
+		return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("unexpected reply %T", v))
 	}
 }
 
@@ -452,13 +566,19 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err := checkOutcome(out, ttl); err != nil {
 		return errorf("complete", key, err)
 	}
-	tail := appendTail(make([]byte, 0, 12+outcomeLen(&out)), &out)
-	n, err := completeScript.Run(ctx, s.client, []string{s.RedisKey(key)},
-		tokenBytes(token), millis(ttl), statusDigits[out.Status], tail).Int64()
+	c := s.build(key, 8+3*21+outcomeLen(&out), func(b *strings.Builder) int {
+		writeToken(b, token)
+		n := b.Len()
+		writeTail(b, &out)
+		return n
+	})
+	c.n[0] = millis(ttl)
+	c.args[3], c.args[4], c.args[5], c.args[6], c.args[7] = &c.key, &c.str[0], &c.n[0], statusDigits[out.Status], &c.str[1]
+	cmd, err := eval(ctx, s.client, completeScript, c.args[:8], redis.NewIntCmd)
 	if err != nil {
 		return errorf("complete", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("complete", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -468,11 +588,16 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 // record holding token. Releasing a record that is not there (released
 // already, or expired) answers nil; a final record is never released.
 func (s *Store) Release(ctx context.Context, key idem.Key, token idem.Token) error {
-	n, err := releaseScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token)).Int64()
+	c := s.build(key, 8, func(b *strings.Builder) int {
+		writeToken(b, token)
+		return b.Len()
+	})
+	c.args[3], c.args[4] = &c.key, &c.str[0]
+	cmd, err := eval(ctx, s.client, releaseScript, c.args[:5], redis.NewIntCmd)
 	if err != nil {
 		return errorf("release", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("release", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -485,11 +610,17 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 	if lease <= 0 {
 		return errorf("renew", key, fmt.Errorf("lease %v is not positive", lease))
 	}
-	n, err := renewScript.Run(ctx, s.client, []string{s.RedisKey(key)}, tokenBytes(token), millis(lease)).Int64()
+	c := s.build(key, 8, func(b *strings.Builder) int {
+		writeToken(b, token)
+		return b.Len()
+	})
+	c.n[0] = millis(lease)
+	c.args[3], c.args[4], c.args[5] = &c.key, &c.str[0], &c.n[0]
+	cmd, err := eval(ctx, s.client, renewScript, c.args[:6], redis.NewIntCmd)
 	if err != nil {
 		return errorf("renew", key, err)
 	}
-	if n == 0 {
+	if cmd.Val() == 0 {
 		return errorf("renew", key, idem.ErrLeaseLost)
 	}
 	return nil
@@ -508,9 +639,14 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	if rec.Status != rec.Outcome.Status {
 		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, rec.Outcome.Status))
 	}
-	v := appendHead(make([]byte, 0, headLen+schemeMax+13+outcomeLen(&rec.Outcome)), rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
-	v = appendTail(v, &rec.Outcome)
-	if err := seedScript.Run(ctx, s.client, []string{s.RedisKey(key)}, millis(ttl), v).Err(); err != nil {
+	c := s.build(key, headLen+schemeMax+1+3*21+outcomeLen(&rec.Outcome), func(b *strings.Builder) int {
+		writeHead(b, rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
+		writeTail(b, &rec.Outcome)
+		return b.Len()
+	})
+	c.n[0] = millis(ttl)
+	c.args[3], c.args[4], c.args[5] = &c.key, &c.n[0], &c.str[0]
+	if _, err := eval(ctx, s.client, seedScript, c.args[:6], redis.NewIntCmd); err != nil {
 		return errorf("seed", key, err)
 	}
 	return nil
@@ -583,6 +719,7 @@ func decodeRecord(v string, rec *idem.Record) error {
 }
 
 var (
-	_ idem.Renewer = (*Store)(nil)
-	_ idem.Seeder  = (*Store)(nil)
+	_ idem.Renewer      = (*Store)(nil)
+	_ idem.Seeder       = (*Store)(nil)
+	_ idem.BoundedStore = (*Store)(nil)
 )

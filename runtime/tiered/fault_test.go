@@ -33,6 +33,19 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// Redis in front of PostgreSQL in transactional mode: the claim, the
+// method's writes and the outcome are one PostgreSQL transaction.
+func TestConformanceTx(t *testing.T) {
+	c := redisClient(t)
+	pg := pgTxStore(t)
+	idemtest.Run(t, idemtest.Options{
+		NewStore: func(*testing.T) idem.Store {
+			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pg)
+		},
+		Transactional: true,
+	})
+}
+
 // uniqueTenant returns a tenant no other run of the test uses (the
 // PostgreSQL table outlives the test).
 func uniqueTenant(t *testing.T) string {
@@ -45,46 +58,66 @@ func executor(s idem.Store, tenant string) *idem.Executor {
 
 // The failover story: the first call's record vanishes from Redis before
 // the retry. The retry replays from PostgreSQL (the method runs once), and
-// the record is repaired into Redis, which serves the next retry alone.
+// the record is repaired into Redis, which serves the next retry alone: in
+// lease mode (Store) and in transactional mode (TxStore).
 func TestRedisKeyLost(t *testing.T) {
-	c := redisClient(t)
-	fast := redisstore.New(c, redisstore.WithPrefix("tiered-lost:"))
-	durable := &countingStore{Store: pgStore(t)}
-	var ev events
-	tn := uniqueTenant(t)
-	// A fast timeout no loaded machine reaches: every Redis call must
-	// answer, since the test counts repairs and the calls that reach
-	// PostgreSQL (with the default 100ms, a slow Redis call under load went
-	// to PostgreSQL and failed the count).
-	ex := executor(tiered.New(fast, durable, tiered.WithObserver(ev.observe), tiered.WithFastTimeout(10*time.Second)), tn)
-	m := idem.Method{Op: "Orders.Pay", TTL: time.Minute}
-	ctx := t.Context()
-	var runs atomic.Int32
-	pay := func(context.Context) (string, error) { return "receipt-" + strconv.Itoa(int(runs.Add(1))), nil }
+	for _, tx := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Lease", true: "Tx"}[tx], func(t *testing.T) {
+			c := redisClient(t)
+			fast := redisstore.New(c, redisstore.WithPrefix("tiered-lost:"))
+			var ev events
+			// A fast timeout no loaded machine reaches: every Redis call
+			// must answer, since the test counts repairs and the calls
+			// that reach PostgreSQL (with the default 100ms, a slow Redis
+			// call under load went to PostgreSQL and failed the count).
+			opts := []tiered.Option{tiered.WithObserver(ev.observe), tiered.WithFastTimeout(10 * time.Second)}
+			var store idem.Store
+			var claims *atomic.Int64
+			if tx {
+				durable := &countingTxStore{TxStore: pgTxStore(t)}
+				store, claims = tiered.NewTx(fast, durable, opts...), &durable.claims
+			} else {
+				durable := &countingStore{Store: pgStore(t)}
+				store, claims = tiered.New(fast, durable, opts...), &durable.claims
+			}
+			tn := uniqueTenant(t)
+			ex := executor(store, tn)
+			m := idem.Method{Op: "Orders.Pay", TTL: time.Minute}
+			ctx := t.Context()
+			var runs atomic.Int32
+			pay := func(context.Context) (string, error) { return "receipt-" + strconv.Itoa(int(runs.Add(1))), nil }
 
-	first, err := call(ctx, ex, &m, "order-1", "100", pay)
-	require.NoError(t, err)
-	key, err := idem.NewKey(tn, m.Op, "order-1")
-	require.NoError(t, err)
-	deleted, err := c.Del(ctx, fast.RedisKey(key)).Result()
-	require.NoError(t, err)
-	require.Equal(t, int64(1), deleted, "the record was in Redis")
+			first, err := call(ctx, ex, &m, "order-1", "100", pay)
+			require.NoError(t, err)
+			key, err := idem.NewKey(tn, m.Op, "order-1")
+			require.NoError(t, err)
+			require.Equal(t, int64(1), claims.Load())
+			before := claims.Load()
+			again, err := call(ctx, ex, &m, "order-1", "100", pay)
+			require.NoError(t, err)
+			assert.Equal(t, first, again)
+			assert.Equal(t, before, claims.Load(), "a replay found in Redis does not reach PostgreSQL")
 
-	again, err := call(ctx, ex, &m, "order-1", "100", pay)
-	require.NoError(t, err)
-	assert.Equal(t, first, again, "the retry replays the first outcome")
-	assert.Equal(t, int32(1), runs.Load(), "the method ran once")
-	assert.Equal(t, 1, ev.count(tiered.EventRepaired))
-	assert.Equal(t, int64(1), c.Exists(ctx, fast.RedisKey(key)).Val(), "the record is back in Redis")
+			deleted, err := c.Del(ctx, fast.RedisKey(key)).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(1), deleted, "the record was in Redis")
+			again, err = call(ctx, ex, &m, "order-1", "100", pay)
+			require.NoError(t, err)
+			assert.Equal(t, first, again, "the retry replays the first outcome")
+			assert.Equal(t, int32(1), runs.Load(), "the method ran once")
+			assert.Equal(t, 1, ev.count(tiered.EventRepaired))
+			assert.Equal(t, int64(1), c.Exists(ctx, fast.RedisKey(key)).Val(), "the record is back in Redis")
 
-	before := durable.claims.Load()
-	third, err := call(ctx, ex, &m, "order-1", "100", pay)
-	require.NoError(t, err)
-	assert.Equal(t, first, third)
-	assert.Equal(t, before, durable.claims.Load(), "a replay found in Redis does not reach PostgreSQL")
-	_, err = call(ctx, ex, &m, "order-1", "999", pay)
-	assert.ErrorIs(t, err, idem.ErrPayloadMismatch, "the repaired record keeps its fingerprint")
-	assert.Equal(t, int32(1), runs.Load())
+			before = claims.Load()
+			third, err := call(ctx, ex, &m, "order-1", "100", pay)
+			require.NoError(t, err)
+			assert.Equal(t, first, third)
+			assert.Equal(t, before, claims.Load(), "a replay found in Redis does not reach PostgreSQL")
+			_, err = call(ctx, ex, &m, "order-1", "999", pay)
+			assert.ErrorIs(t, err, idem.ErrPayloadMismatch, "the repaired record keeps its fingerprint")
+			assert.Equal(t, int32(1), runs.Load())
+		})
+	}
 }
 
 // fastClient is a client tuned to fail fast when its server is gone.

@@ -37,6 +37,21 @@ func pgStore(t testing.TB) *pgstore.Store {
 	return s
 }
 
+// pgTxStore returns a pgstore in transactional mode on the test PostgreSQL
+// server, on a table of this package's own.
+func pgTxStore(t testing.TB) *pgstore.TxStore {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := pgstore.NewTx(pool, pgstore.WithTable("idem_tiered_tx_test"))
+	require.NoError(t, s.Migrate(t.Context()))
+	return s
+}
+
 // redisServer is a redis-server of the test's own, which it may kill.
 type redisServer struct {
 	t    testing.TB
@@ -149,6 +164,23 @@ type countingStore struct {
 func (c *countingStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	c.claims.Add(1)
 	return c.Store.Claim(ctx, req)
+}
+
+// countingTxStore counts the claims, in and out of a transaction, that
+// reach a store in transactional mode.
+type countingTxStore struct {
+	idem.TxStore
+	claims atomic.Int64
+}
+
+func (c *countingTxStore) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
+	c.claims.Add(1)
+	return c.TxStore.Claim(ctx, req)
+}
+
+func (c *countingTxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
+	c.claims.Add(1)
+	return c.TxStore.ClaimTx(ctx, req, wait)
 }
 
 func id(i int) string { return fmt.Sprintf("order-%d", i) }
