@@ -198,6 +198,11 @@ func WithRepairTTL(d time.Duration) Option { return func(s *Store) { s.repairTTL
 // concurrent use.
 func WithObserver(f func(Event)) Option { return func(s *Store) { s.observe = f } }
 
+// WithClock sets the clock of the cool-down (time.Now by default), as the
+// stores' WithClock options do; tests pass a virtual one. Leases and expiry
+// are the stores' own.
+func WithClock(now func() time.Time) Option { return func(s *Store) { s.now = now } }
+
 // New returns a Store with fast in front of durable. Only the durable store
 // decides claims and fences outcomes; records are repaired into fast only if
 // it implements idem.Seeder (redisstore does).
