@@ -220,3 +220,60 @@ func TestOptionsValidated(t *testing.T) {
 	assert.PanicsWithValue(t, "memstore: WithMaxRecords(0): the bound must be positive", func() { memstore.New(memstore.WithMaxRecords(0)) })
 	assert.PanicsWithValue(t, "memstore: WithMaxBytes(-1): the bound must be positive", func() { memstore.New(memstore.WithMaxBytes(-1)) })
 }
+
+// benchKeys returns n distinct keys.
+func benchKeys(b *testing.B, n int) []idem.Key {
+	b.Helper()
+	keys := make([]idem.Key, n)
+	for i := range keys {
+		k, err := idem.NewKey("", "Service.Place", "order-"+strconv.Itoa(i), "pay")
+		require.NoError(b, err)
+		keys[i] = k
+	}
+	return keys
+}
+
+// BenchmarkFirstCall: what a first call asks of the store, a Claim of a
+// fresh key and the Complete of its outcome.
+func BenchmarkFirstCall(b *testing.B) {
+	keys := benchKeys(b, b.N)
+	s := memstore.New()
+	ctx := context.WithoutCancel(b.Context())
+	body := []byte(`{"order_id":"x","customer":"c-42","amount":4250,"currency":"EUR","status":"placed"}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := idem.ClaimRequest{Key: keys[i], Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		c, err := s.Claim(ctx, req)
+		if err != nil || !c.Claimed {
+			b.Fatal(c, err)
+		}
+		if err := s.Complete(ctx, req.Key, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, req.TTL); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplay: what a replay asks of the store, a Claim that finds the
+// completed record.
+func BenchmarkReplay(b *testing.B) {
+	keys := benchKeys(b, 256)
+	s := memstore.New()
+	ctx := context.WithoutCancel(b.Context())
+	body := []byte(`{"order_id":"x","customer":"c-42","amount":4250,"currency":"EUR","status":"placed"}`)
+	for i, k := range keys {
+		req := idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		_, err := s.Claim(ctx, req)
+		require.NoError(b, err)
+		require.NoError(b, s.Complete(ctx, k, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, req.TTL))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := idem.ClaimRequest{Key: keys[i%len(keys)], Token: idem.Token(i + 1000), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		c, err := s.Claim(ctx, req)
+		if err != nil || c.Claimed || c.Record.Status != idem.StatusSucceeded {
+			b.Fatal(c, err)
+		}
+	}
+}
