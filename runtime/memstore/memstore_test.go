@@ -84,6 +84,56 @@ func TestExpiredRecordsAreSweptByClaims(t *testing.T) {
 	assert.Less(t, s.Len(), 4096+4096/4, "claims sweep expired records as they go")
 }
 
+// TestClaimsSweepEveryExpiry: a shard is not swept while nothing in it can
+// have expired, and every way a record gets an expiry sooner than the
+// shard's others (a claim, a Complete, a Seed; kept by a full Sweep) brings
+// the claims' sweeping back once that expiry passes.
+func TestClaimsSweepEveryExpiry(t *testing.T) {
+	const long, short = 4096, 2048
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, s *memstore.Store)
+	}{
+		{"claim", func(t *testing.T, s *memstore.Store) { claimN(t, s, "short", short, time.Minute) }},
+		{"complete", func(t *testing.T, s *memstore.Store) {
+			for i := range short {
+				k, err := idem.NewKey("", "op", "short", strconv.Itoa(i))
+				require.NoError(t, err)
+				_, err = s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				require.NoError(t, s.Complete(t.Context(), k, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+			}
+		}},
+		{"seed", func(t *testing.T, s *memstore.Store) {
+			for i := range short {
+				k, err := idem.NewKey("", "op", "short", strconv.Itoa(i))
+				require.NoError(t, err)
+				out := idem.Outcome{Status: idem.StatusSucceeded}
+				require.NoError(t, s.Seed(t.Context(), k, idem.Record{Status: out.Status, Token: 1, Outcome: out}, time.Minute))
+			}
+		}},
+		{"claim, then a full sweep", func(t *testing.T, s *memstore.Store) {
+			claimN(t, s, "short", short, time.Minute)
+			n, err := s.Sweep(t.Context(), 0) // sees every shard whole, keeps all
+			require.NoError(t, err)
+			require.Zero(t, n)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+			s := memstore.New(memstore.WithClock(clock.Now))
+			claimN(t, s, "long", long, time.Hour)
+			tc.setup(t, s)
+			require.Equal(t, long+short, s.Len())
+			clock.Advance(2 * time.Minute)
+			claimN(t, s, "new", long, time.Hour)
+			t.Logf("%d records left of %d", s.Len(), 2*long+short)
+			assert.Less(t, s.Len(), 2*long+short*3/4, "claims sweep the records whose expiry passed")
+			assert.GreaterOrEqual(t, s.Len(), 2*long, "records inside their TTL stay")
+		})
+	}
+}
+
 // TestSweep: Sweep deletes expired records only, at most batch at a time.
 func TestSweep(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
