@@ -72,6 +72,7 @@ const (
 type Store struct {
 	clock      func() time.Time // WithClock's clock; nil: the monotonic clock
 	base       time.Time        // instant 0 of the store's clock (see now)
+	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
 	records    atomic.Int64 // records held, expired ones not yet removed included
@@ -114,7 +115,10 @@ func outcomeLen(out idem.Outcome) int64 {
 type Option func(*Store)
 
 // WithClock sets the store's clock (default time.Now); tests pass a fake one
-// to expire leases and records without sleeping.
+// to expire leases and records without sleeping. The store keeps instants
+// as offsets from the clock's first reading in a store call (not at New,
+// so that a fake clock may be set after New), which holds for readings
+// within about 290 years of it.
 func WithClock(now func() time.Time) Option { return func(s *Store) { s.clock = now } }
 
 // WithMaxRecords bounds the number of records the store holds (default
@@ -152,9 +156,7 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
-	if s.clock != nil {
-		s.base = s.clock()
-	} else {
+	if s.clock == nil {
 		s.base = time.Now()
 	}
 	return s
@@ -168,7 +170,9 @@ func (s *Store) now() int64 {
 	if s.clock == nil {
 		return int64(time.Since(s.base))
 	}
-	return int64(s.clock().Sub(s.base))
+	t := s.clock()
+	s.anchor.Do(func() { s.base = t })
+	return int64(t.Sub(s.base))
 }
 
 // after returns the instant d after now, saturating instead of overflowing

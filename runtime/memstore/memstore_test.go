@@ -134,6 +134,40 @@ func TestClaimsSweepEveryExpiry(t *testing.T) {
 	}
 }
 
+// TestFakeClockFarFromNew: a fake clock set after New (from the zero time
+// to a date two millennia later), and one that runs from the zero time,
+// both expire leases and records by their own readings.
+func TestFakeClockFarFromNew(t *testing.T) {
+	for _, start := range []time.Time{{}, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)} {
+		t.Run(start.Format(time.DateOnly), func(t *testing.T) {
+			clock := &fakeClock{}
+			s := memstore.New(memstore.WithClock(clock.Now))
+			clock.Advance(start.Sub(time.Time{}))
+			k, err := idem.NewKey("", "op", "k")
+			require.NoError(t, err)
+			ctx := t.Context()
+			c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 1, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.Claimed)
+			clock.Advance(500 * time.Millisecond)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.False(t, c.Claimed, "inside the lease")
+			assert.Equal(t, 500*time.Millisecond, c.Record.LeaseLeft)
+			clock.Advance(time.Second)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.TakenOver, "the lease lapsed")
+			require.NoError(t, s.Complete(ctx, k, 3, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+			clock.Advance(time.Minute)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 4, Fingerprint: idem.Fingerprint{1}, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.Claimed, "the record expired")
+			require.False(t, c.TakenOver)
+		})
+	}
+}
+
 // TestSweep: Sweep deletes expired records only, at most batch at a time.
 func TestSweep(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
