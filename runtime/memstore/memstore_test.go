@@ -84,6 +84,90 @@ func TestExpiredRecordsAreSweptByClaims(t *testing.T) {
 	assert.Less(t, s.Len(), 4096+4096/4, "claims sweep expired records as they go")
 }
 
+// TestClaimsSweepEveryExpiry: a shard is not swept while nothing in it can
+// have expired, and every way a record gets an expiry sooner than the
+// shard's others (a claim, a Complete, a Seed; kept by a full Sweep) brings
+// the claims' sweeping back once that expiry passes.
+func TestClaimsSweepEveryExpiry(t *testing.T) {
+	const long, short = 4096, 2048
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, s *memstore.Store)
+	}{
+		{"claim", func(t *testing.T, s *memstore.Store) { claimN(t, s, "short", short, time.Minute) }},
+		{"complete", func(t *testing.T, s *memstore.Store) {
+			for i := range short {
+				k, err := idem.NewKey("", "op", "short", strconv.Itoa(i))
+				require.NoError(t, err)
+				_, err = s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
+				require.NoError(t, err)
+				require.NoError(t, s.Complete(t.Context(), k, 1, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+			}
+		}},
+		{"seed", func(t *testing.T, s *memstore.Store) {
+			for i := range short {
+				k, err := idem.NewKey("", "op", "short", strconv.Itoa(i))
+				require.NoError(t, err)
+				out := idem.Outcome{Status: idem.StatusSucceeded}
+				require.NoError(t, s.Seed(t.Context(), k, idem.Record{Status: out.Status, Token: 1, Outcome: out}, time.Minute))
+			}
+		}},
+		{"claim, then a full sweep", func(t *testing.T, s *memstore.Store) {
+			claimN(t, s, "short", short, time.Minute)
+			n, err := s.Sweep(t.Context(), 0) // sees every shard whole, keeps all
+			require.NoError(t, err)
+			require.Zero(t, n)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
+			s := memstore.New(memstore.WithClock(clock.Now))
+			claimN(t, s, "long", long, time.Hour)
+			tc.setup(t, s)
+			require.Equal(t, long+short, s.Len())
+			clock.Advance(2 * time.Minute)
+			claimN(t, s, "new", long, time.Hour)
+			t.Logf("%d records left of %d", s.Len(), 2*long+short)
+			assert.Less(t, s.Len(), 2*long+short*3/4, "claims sweep the records whose expiry passed")
+			assert.GreaterOrEqual(t, s.Len(), 2*long, "records inside their TTL stay")
+		})
+	}
+}
+
+// TestFakeClockFarFromNew: a fake clock set after New (from the zero time
+// to a date two millennia later), and one that runs from the zero time,
+// both expire leases and records by their own readings.
+func TestFakeClockFarFromNew(t *testing.T) {
+	for _, start := range []time.Time{{}, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)} {
+		t.Run(start.Format(time.DateOnly), func(t *testing.T) {
+			clock := &fakeClock{}
+			s := memstore.New(memstore.WithClock(clock.Now))
+			clock.Advance(start.Sub(time.Time{}))
+			k, err := idem.NewKey("", "op", "k")
+			require.NoError(t, err)
+			ctx := t.Context()
+			c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 1, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.Claimed)
+			clock.Advance(500 * time.Millisecond)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.False(t, c.Claimed, "inside the lease")
+			assert.Equal(t, 500*time.Millisecond, c.Record.LeaseLeft)
+			clock.Advance(time.Second)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.TakenOver, "the lease lapsed")
+			require.NoError(t, s.Complete(ctx, k, 3, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute))
+			clock.Advance(time.Minute)
+			c, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 4, Fingerprint: idem.Fingerprint{1}, Lease: time.Second, TTL: time.Minute})
+			require.NoError(t, err)
+			require.True(t, c.Claimed, "the record expired")
+			require.False(t, c.TakenOver)
+		})
+	}
+}
+
 // TestSweep: Sweep deletes expired records only, at most batch at a time.
 func TestSweep(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)}
@@ -219,4 +303,61 @@ func TestCapacityRace(t *testing.T) {
 func TestOptionsValidated(t *testing.T) {
 	assert.PanicsWithValue(t, "memstore: WithMaxRecords(0): the bound must be positive", func() { memstore.New(memstore.WithMaxRecords(0)) })
 	assert.PanicsWithValue(t, "memstore: WithMaxBytes(-1): the bound must be positive", func() { memstore.New(memstore.WithMaxBytes(-1)) })
+}
+
+// benchKeys returns n distinct keys.
+func benchKeys(b *testing.B, n int) []idem.Key {
+	b.Helper()
+	keys := make([]idem.Key, n)
+	for i := range keys {
+		k, err := idem.NewKey("", "Service.Place", "order-"+strconv.Itoa(i), "pay")
+		require.NoError(b, err)
+		keys[i] = k
+	}
+	return keys
+}
+
+// BenchmarkFirstCall: what a first call asks of the store, a Claim of a
+// fresh key and the Complete of its outcome.
+func BenchmarkFirstCall(b *testing.B) {
+	keys := benchKeys(b, b.N)
+	s := memstore.New()
+	ctx := context.WithoutCancel(b.Context())
+	body := []byte(`{"order_id":"x","customer":"c-42","amount":4250,"currency":"EUR","status":"placed"}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := idem.ClaimRequest{Key: keys[i], Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		c, err := s.Claim(ctx, req)
+		if err != nil || !c.Claimed {
+			b.Fatal(c, err)
+		}
+		if err := s.Complete(ctx, req.Key, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, req.TTL); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkReplay: what a replay asks of the store, a Claim that finds the
+// completed record.
+func BenchmarkReplay(b *testing.B) {
+	keys := benchKeys(b, 256)
+	s := memstore.New()
+	ctx := context.WithoutCancel(b.Context())
+	body := []byte(`{"order_id":"x","customer":"c-42","amount":4250,"currency":"EUR","status":"placed"}`)
+	for i, k := range keys {
+		req := idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		_, err := s.Claim(ctx, req)
+		require.NoError(b, err)
+		require.NoError(b, s.Complete(ctx, k, req.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: body}, req.TTL))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		req := idem.ClaimRequest{Key: keys[i%len(keys)], Token: idem.Token(i + 1000), Lease: 30 * time.Second, TTL: 5 * time.Minute}
+		c, err := s.Claim(ctx, req)
+		if err != nil || c.Claimed || c.Record.Status != idem.StatusSucceeded {
+			b.Fatal(c, err)
+		}
+	}
 }
