@@ -116,6 +116,9 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, nil, err
 	}
+	if err := s.partitionsFor(ctx, req.TTL); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
 	start := time.Now()
 	conn, err := s.acquireConn(ctx, wait)
 	if err != nil {
