@@ -29,8 +29,9 @@ var PartitionedSchema string
 const MinPartitionInterval = time.Minute
 
 // partitionsAhead is how many intervals beyond the longest TTL a store has
-// seen Sweep and Migrate keep partitions created for.
-const partitionsAhead = 4
+// seen Sweep and Migrate keep partitions created for (a claim looks into
+// every partition ahead: keep it small).
+const partitionsAhead = 2
 
 // ddlLockTimeout bounds how long a statement that creates or detaches a
 // partition waits for a lock, so that partition maintenance never queues
@@ -78,13 +79,46 @@ type partitioning struct {
 	// mu makes one caller create the partitions that concurrent claims
 	// need, while the others wait for it.
 	mu sync.Mutex
+	// claimFast is the lease-mode claim of the usual cases (see
+	// fastClaimSQL).
+	claimFast string
 }
 
 func newPartitioning(interval time.Duration, table pgx.Identifier) *partitioning {
 	if interval < MinPartitionInterval || interval%time.Second != 0 {
 		panic(fmt.Sprintf("pgstore: WithPartitions(%v): the interval must be a whole number of seconds, at least %v", interval, MinPartitionInterval))
 	}
-	return &partitioning{interval: interval, name: table[len(table)-1]}
+	return &partitioning{interval: interval, name: table[len(table)-1], claimFast: fastClaimSQL(table.Sanitize(), interval)}
+}
+
+// fastClaimSQL is the claim of the usual cases, a new key or a live record
+// (a replay, a duplicate in progress), with no UPDATE or DELETE of the
+// partitioned table: PostgreSQL sets one up for every partition whenever
+// the statement starts, which cost a replay more than its lookup. It
+// returns no row in the other cases (this caller's own claim repeated, a
+// lapsed lease to take over, the key's lock not taken): the caller then
+// runs the full claim, with the lock.
+func fastClaimSQL(t string, interval time.Duration) string {
+	return fmt.Sprintf(`WITH rec AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, c.lease_until - %[2]s AS lease_left,
+		c.body, c.err_code, c.err_message, c.meta,
+		c.status = 1 AND (c.token = $2::bigint OR c.lease_until <= %[2]s) AND c.fingerprint = $6::bytea AS full_claim
+	FROM %[1]s c
+	WHERE c.key = $1::bytea AND c.part_at > %[2]s AND c.expires_at > %[2]s
+), ins AS (
+	INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
+		lease_until, created_at, expires_at, part_at)
+	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
+		%[2]s + %[3]s, %[2]s, %[2]s + %[4]s, %[2]s + %[4]s + interval '%[5]d seconds'
+	WHERE current_setting('idemgen.key_locked', true) = 'on' AND NOT EXISTS (SELECT 1 FROM rec)
+	RETURNING false AS taken_over
+)
+SELECT true, ins.taken_over, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
+FROM ins
+UNION ALL
+SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_code, err_message, meta
+FROM rec WHERE NOT full_claim`, t, ts, us("$7"), us("$8"), int64(interval/time.Second))
 }
 
 // keyLockSQL is the key's advisory lock (keyLock) computed in SQL from the
@@ -101,30 +135,37 @@ func buildPartitionStatements(table, archive pgx.Identifier, interval time.Durat
 	t := st.table
 	iv := fmt.Sprintf("interval '%d seconds'", int64(interval/time.Second))
 	live := func(r string) string { return r + ".part_at > " + ts + " AND " + r + ".expires_at > " + ts }
-	// The claim. own: this caller's own live claim, repeated (a fresh
-	// lease). cur: the key's live record, if any, other than own. gone: a
-	// live record whose lease lapsed (same payload) is deleted, re-checked
-	// on its latest version under the row lock, and replaced by the new
-	// claim, which keeps its created_at (taken over). ins: the new claim,
-	// only under the key's lock, only when there is no live record or the
-	// lapsed one is gone. No row comes back when the lapsed record changed
-	// under the claim (completed, renewed or released meanwhile) or the
-	// key's lock was not taken (a final record that was visible expired):
-	// the caller runs it again, with the lock.
-	claim := fmt.Sprintf(`WITH own AS (
-	UPDATE %[1]s o SET lease_until = LEAST(%[2]s + %[3]s, o.expires_at)
-	WHERE o.key = $1::bytea AND %[5]s AND o.token = $2::bigint AND o.status = 1 AND o.fingerprint = $6::bytea
-	RETURNING true
-), cur AS MATERIALIZED (
+	// The claim. rec: the key's live records, one scan of the partitions
+	// that may hold one (at most one is live). own: this caller's own live
+	// claim, repeated (a fresh lease). cur: the live record, if any, other
+	// than own. gone: a live record whose lease lapsed (same payload) is
+	// deleted, re-checked on its latest version under the row lock, and
+	// replaced by the new claim, which keeps its created_at (taken over).
+	// ins: the new claim, only under the key's lock, only when there is no
+	// live record or the lapsed one is gone. own and gone run only when rec
+	// says they have a row to change (a replay scans the partitions once).
+	// No row comes back when the lapsed record changed under the claim
+	// (completed, renewed or released meanwhile) or the key's lock was not
+	// taken (a final record that was visible expired): the caller runs it
+	// again, with the lock.
+	claim := fmt.Sprintf(`WITH rec AS MATERIALIZED (
 	SELECT c.status, c.fingerprint, c.scheme, c.token, c.lease_until - %[2]s AS lease_left,
 		c.body, c.err_code, c.err_message, c.meta,
+		c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea AS mine,
 		c.status = 1 AND c.lease_until <= %[2]s AND c.fingerprint = $6::bytea AS lapsed
 	FROM %[1]s c
 	WHERE c.key = $1::bytea AND %[6]s
-		AND NOT (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea)
+), own AS (
+	UPDATE %[1]s o SET lease_until = LEAST(%[2]s + %[3]s, o.expires_at)
+	WHERE EXISTS (SELECT 1 FROM rec WHERE mine)
+		AND o.key = $1::bytea AND %[5]s AND o.token = $2::bigint AND o.status = 1 AND o.fingerprint = $6::bytea
+	RETURNING true
+), cur AS (
+	SELECT * FROM rec WHERE NOT mine
 ), gone AS (
 	DELETE FROM %[1]s g
-	WHERE g.key = $1::bytea AND %[7]s AND g.token = (SELECT token FROM cur WHERE lapsed)
+	WHERE EXISTS (SELECT 1 FROM rec WHERE lapsed AND NOT mine)
+		AND g.key = $1::bytea AND %[7]s AND g.token = (SELECT token FROM cur WHERE lapsed)
 		AND g.status = 1 AND g.lease_until <= %[2]s AND g.fingerprint = $6::bytea
 		AND current_setting('idemgen.key_locked', true) = 'on'
 	RETURNING g.created_at
@@ -486,12 +527,41 @@ func (s *Store) migratePartitioned(ctx context.Context) error {
 	return nil
 }
 
+// In partitioned mode, the store's statements run with generic plans: a
+// custom plan (PostgreSQL's choice for them) plans every partition at each
+// execution, since the partitions that may hold a live record are known
+// only at run time (part_at > statement_timestamp()), which cost a claim
+// more than the claim itself with a dozen partitions; a generic plan prunes
+// them when it starts. The caller's setting is saved and, in transactional
+// mode, restored after the claim, so that the method's own statements run
+// under it.
+const (
+	planGenericSQL = `SELECT set_config('idemgen.saved_plan_cache_mode', current_setting('plan_cache_mode'), true),
+	set_config('plan_cache_mode', 'force_generic_plan', true)`
+	planRestoreSQL = `SELECT set_config('plan_cache_mode', current_setting('idemgen.saved_plan_cache_mode'), true)`
+)
+
+// queuePlanGeneric queues planGenericSQL in partitioned mode.
+func (s *Store) queuePlanGeneric(b *pgx.Batch) {
+	if s.part != nil {
+		b.Queue(planGenericSQL)
+	}
+}
+
+// queuePlanRestore queues planRestoreSQL in partitioned mode.
+func (s *Store) queuePlanRestore(b *pgx.Batch) {
+	if s.part != nil {
+		b.Queue(planRestoreSQL)
+	}
+}
+
 // lockedExec runs sql in a transaction of its own, under the key's advisory
 // lock (and the store's lock timeout), in one round trip: in partitioned
 // mode, every write that may extend a live record does.
 func (s *Store) lockedExec(ctx context.Context, key idem.Key, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(planGenericSQL)
 	if s.lockTimeout > 0 {
 		b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
 	}
@@ -510,8 +580,9 @@ func (s *Store) lockedExec(ctx context.Context, key idem.Key, sql string, args .
 
 // claimPartitioned is Claim in partitioned mode: in one round trip, a
 // transaction that takes the key's advisory lock unless a final record is
-// visible (a replay takes none), runs the claim and commits. A claim that
-// returns no row (see buildPartitionStatements) runs again with the lock.
+// visible (a replay takes none), runs the fast claim (fastClaimSQL) and
+// commits. A claim that returns no row runs again with the lock and the
+// full claim (see buildPartitionStatements).
 // A claim whose reply was lost is settled as in plain mode.
 func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := s.partitionsFor(ctx, req.TTL); err != nil {
@@ -531,11 +602,16 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 		)
 		b := &pgx.Batch{}
 		b.Queue("BEGIN")
+		b.Queue(planGenericSQL)
 		if s.lockTimeout > 0 {
 			b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
 		}
 		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
-		b.Queue(s.sql.claim, args...).Query(func(r pgx.Rows) error {
+		claim := s.part.claimFast
+		if attempt > 0 {
+			claim = s.sql.claim
+		}
+		b.Queue(claim, args...).Query(func(r pgx.Rows) error {
 			var serr error
 			c, ok, serr = scanClaim(r)
 			return serr

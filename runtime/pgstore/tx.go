@@ -146,6 +146,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	// own index and heap locks, the method's writes) runs under the short
 	// timeout, and a lock timeout means exactly "the key is held".
 	b.Queue(saveLockTimeout)
+	s.queuePlanGeneric(b)
 	b.Queue(setLockTimeout, lockTimeoutValue(wait))
 	b.Queue(s.sql.keyLock, lockArgs(false)...)
 	b.Queue(restoreLockTimeout)
@@ -158,6 +159,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		claim, ok, err = scanClaim(rows)
 		return err
 	})
+	s.queuePlanRestore(b)
 	b.Queue(savepointSQL)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -175,6 +177,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			break
 		}
 		b := &pgx.Batch{}
+		s.queuePlanGeneric(b)
 		b.Queue(setLockTimeout, lockTimeoutValue(wait))
 		b.Queue(s.sql.keyLock, lockArgs(true)...)
 		b.Queue(restoreLockTimeout)
@@ -183,6 +186,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			claim, ok, err = scanClaim(rows)
 			return err
 		})
+		s.queuePlanRestore(b)
 		b.Queue(savepointSQL)
 		err = conn.SendBatch(ctx, b).Close()
 	}
@@ -323,6 +327,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		b.Queue(rollbackToSQL)
 	}
 	var updated, committed bool
+	t.store.queuePlanGeneric(b)
 	b.Queue(t.store.sql.complete, args...).Exec(func(ct pgconn.CommandTag) error {
 		updated = ct.RowsAffected() == 1
 		if !updated {
