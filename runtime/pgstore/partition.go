@@ -58,6 +58,15 @@ const ddlLockTimeout = 2 * time.Second
 // on the key first (the lock transactional mode already takes): a key is
 // claimed at most once while it is live, as in the plain table.
 //
+// Sweep, in this mode, detaches (CONCURRENTLY: claims go on) and drops
+// every partition whose upper bound has passed, whatever its number of
+// records (limit does not bound it: a drop costs the same for any), and
+// creates the partitions ahead; it returns the number of records dropped as
+// PostgreSQL's statistics estimate it (exact with WithArchive, which copies
+// them first). Run it (or an idem.Sweeper) at least once an interval. A
+// claim whose TTL reaches beyond the partitions created ahead creates the
+// ones it needs first.
+//
 // interval must be a whole number of seconds and at least
 // MinPartitionInterval; New panics otherwise. The table's layout differs
 // from the plain one (PartitionedSchema): create it with Migrate, never on

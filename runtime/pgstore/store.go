@@ -792,7 +792,9 @@ ALTER TABLE %[1]s ALTER COLUMN sweep_at SET NOT NULL`, name)
 // claims. Each statement looks at no more rows than it may remove: it
 // follows the sweep_at index, and a record it finds still live (its outcome
 // was stored later than its claim) is moved to its own expiry and not looked
-// at again before then.
+// at again before then. In partitioned mode (WithPartitions) it drops whole
+// partitions instead, whatever their number of records, and creates the
+// partitions ahead; limit does not bound it (see WithPartitions).
 func (s *Store) Sweep(ctx context.Context, limit int) (removed int, err error) {
 	if s.part != nil {
 		return s.sweepPartitions(ctx)

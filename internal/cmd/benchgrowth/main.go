@@ -268,7 +268,7 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 		}
 		grown.rows -= r.sweep.removed
 		out = append(out, r)
-		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s×, p99 %s×; replay p50 %s×, p99 %s×; sweep %d in %.2fs, claim p99 %s×\n",
+		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s, p99 %s; replay p50 %s, p99 %s; sweep %d in %.2fs, claim p99 %s\n",
 			layout, n, ratio(r.first[1].p50, r.first[0].p50), ratio(r.first[1].p99, r.first[0].p99),
 			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99),
 			r.sweep.removed, r.sweep.dur.Seconds(), ratio(r.sweep.with.p99, r.sweep.without.p99))
