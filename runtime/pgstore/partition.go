@@ -89,15 +89,18 @@ type partitioning struct {
 	// need, while the others wait for it.
 	mu sync.Mutex
 	// claimFast is the lease-mode claim of the usual cases (see
-	// fastClaimSQL).
-	claimFast string
+	// fastClaimSQL); claim the full claim and keyLock the key's lock (see
+	// buildPartitionStatements), which both modes run.
+	claimFast, claim, keyLock string
 }
 
 func newPartitioning(interval time.Duration, table pgx.Identifier) *partitioning {
 	if interval < MinPartitionInterval || interval%time.Second != 0 {
 		panic(fmt.Sprintf("pgstore: WithPartitions(%v): the interval must be a whole number of seconds, at least %v", interval, MinPartitionInterval))
 	}
-	return &partitioning{interval: interval, name: table[len(table)-1], claimFast: fastClaimSQL(table.Sanitize(), interval)}
+	p := &partitioning{interval: interval, name: table[len(table)-1], claimFast: fastClaimSQL(table.Sanitize(), interval)}
+	p.claim, p.keyLock = claimSQL(table.Sanitize(), interval)
+	return p
 }
 
 // fastClaimSQL is the claim of the usual cases, a new key or a live record
@@ -136,14 +139,16 @@ func keyLockSQL(p string) string {
 	return "('x' || encode(substring(" + p + "::bytea from 1 for 8), 'hex'))::bit(64)::bigint"
 }
 
-// buildPartitionStatements returns the statements of partitioned mode; the
-// parameters of each are those of the plain statement of the same name, so
-// that lease and transactional mode run them unchanged.
-func buildPartitionStatements(table, archive pgx.Identifier, interval time.Duration) statements {
-	st := buildStatements(table, archive)
-	t := st.table
+// live is the condition of a live record r of the partitioned table, which
+// prunes the partitions that hold only expired records.
+func live(r string) string { return r + ".part_at > " + ts + " AND " + r + ".expires_at > " + ts }
+
+// claimSQL returns the full claim and the key's lock of partitioned mode,
+// for table t: the claim's parameters are those of the plain claim, the
+// lock's those of the plain keyLock ($1 the key's lock, $2 key ID, $3
+// force, $4 and $5 the payload lock).
+func claimSQL(t string, interval time.Duration) (claim, keyLock string) {
 	iv := fmt.Sprintf("interval '%d seconds'", int64(interval/time.Second))
-	live := func(r string) string { return r + ".part_at > " + ts + " AND " + r + ".expires_at > " + ts }
 	// The claim. rec: the key's live records, one scan of the partitions
 	// that may hold one (at most one is live). own: this caller's own live
 	// claim, repeated (a fresh lease). cur: the live record, if any, other
@@ -157,7 +162,7 @@ func buildPartitionStatements(table, archive pgx.Identifier, interval time.Durat
 	// (completed, renewed or released meanwhile) or the key's lock was not
 	// taken (a final record that was visible expired): the caller runs it
 	// again, with the lock.
-	claim := fmt.Sprintf(`WITH rec AS MATERIALIZED (
+	claim = fmt.Sprintf(`WITH rec AS MATERIALIZED (
 	SELECT c.status, c.fingerprint, c.scheme, c.token, c.lease_until - %[2]s AS lease_left,
 		c.body, c.err_code, c.err_message, c.meta,
 		c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea AS mine,
@@ -198,10 +203,19 @@ FROM own
 UNION ALL
 SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_code, err_message, meta
 FROM cur WHERE NOT lapsed`, t, ts, us("$7"), us("$8"), live("o"), live("c"), live("g"), iv)
-	st.claim, st.claimTx = claim, claim
-	st.keyLock = fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
+	keyLock = fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
 	set_config('idemgen.key_locked', 'on', true)
 WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s c WHERE c.key = $2::bytea AND c.status <> 1 AND %[2]s)`, t, live("c"))
+	return claim, keyLock
+}
+
+// buildPartitionStatements returns the statements of partitioned mode that
+// the code of both layouts runs (the claims are the partitioning's); the
+// parameters of each are those of the plain statement of the same name.
+func buildPartitionStatements(table, archive pgx.Identifier, interval time.Duration) statements {
+	st := buildStatements(table, archive)
+	t := st.table
+	iv := fmt.Sprintf("interval '%d seconds'", int64(interval/time.Second))
 	st.final = fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, c.lease_until - %[2]s,
 	c.body, c.err_code, c.err_message, c.meta
 FROM %[1]s c WHERE c.key = $1::bytea AND c.status <> 1 AND %[3]s`, t, ts, live("c"))
@@ -557,13 +571,6 @@ func (s *Store) queuePlanGeneric(b *pgx.Batch) {
 	}
 }
 
-// queuePlanRestore queues planRestoreSQL in partitioned mode.
-func (s *Store) queuePlanRestore(b *pgx.Batch) {
-	if s.part != nil {
-		b.Queue(planRestoreSQL)
-	}
-}
-
 // lockedExec runs sql in a transaction of its own, under the key's advisory
 // lock (and the store's lock timeout), in one round trip: in partitioned
 // mode, every write that may extend a live record does.
@@ -615,10 +622,10 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 		if s.lockTimeout > 0 {
 			b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
 		}
-		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
+		b.Queue(s.part.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
 		claim := s.part.claimFast
 		if attempt > 0 {
-			claim = s.sql.claim
+			claim = s.part.claim
 		}
 		b.Queue(claim, args...).Query(func(r pgx.Rows) error {
 			var serr error
@@ -648,4 +655,89 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 		s.claimRetries.Add(1)
 	}
 	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+}
+
+// claimTxPartitioned is ClaimTx in partitioned mode, as in plain mode (see
+// ClaimTx) with the partitioned statements: in one round trip, it begins a
+// transaction, takes the key's lock unless a final record is visible
+// (waiting at most wait, through lock_timeout), runs the full claim under
+// generic plans (the caller's plan_cache_mode and lock_timeout are
+// restored after it) and sets the savepoint.
+func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
+	if err := s.partitionsFor(ctx, req.TTL); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	start := time.Now()
+	conn, err := s.acquireConn(ctx, wait)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			st := s.pool.Stat()
+			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
+				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
+		}
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	if wait > 0 {
+		wait = max(wait-time.Since(start), time.Millisecond)
+	} else {
+		wait = s.noWait
+	}
+	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	var (
+		claim idem.Claim
+		ok    bool
+		tx    pgx.Tx
+	)
+	for attempt := 0; !ok; attempt++ {
+		if attempt >= maxClaimAttempts {
+			end(ctx, conn)
+			return idem.Claim{}, nil, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+		}
+		if attempt > 0 {
+			// The final record that made keyLock skip the lock expired
+			// before the claim, or the lapsed record changed under it:
+			// take the lock and claim again, in the same transaction.
+			s.claimRetries.Add(1)
+		}
+		b := &pgx.Batch{}
+		if attempt == 0 {
+			b.BeginTx(pgx.TxOptions{})
+		}
+		b.Queue(saveLockTimeout)
+		b.Queue(planGenericSQL)
+		b.Queue(setLockTimeout, lockTimeoutValue(wait))
+		b.Queue(s.part.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
+		b.Queue(restoreLockTimeout)
+		b.Queue(s.part.claim, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, ok, err = scanClaim(rows)
+			return err
+		})
+		b.Queue(planRestoreSQL)
+		b.Queue(savepointSQL)
+		br := conn.SendBatch(ctx, b)
+		if attempt == 0 {
+			tx = br.Tx()
+		}
+		if err = br.Close(); err != nil {
+			break
+		}
+	}
+	if err != nil {
+		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
+			// Another transaction holds the key and did not finish in time.
+			return s.heldBy(ctx, conn, req), nil, nil
+		}
+		end(ctx, conn)
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	if !claim.Claimed {
+		end(ctx, conn)
+		return claim, nil, nil
+	}
+	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
+	t.mtx = &methodTx{Tx: tx, owner: t}
+	s.open.Store(req.Token, req.Key.ID)
+	return claim, t, nil
 }

@@ -116,8 +116,8 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, nil, err
 	}
-	if err := s.partitionsFor(ctx, req.TTL); err != nil {
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	if s.part != nil {
+		return s.claimTxPartitioned(ctx, req, wait)
 	}
 	start := time.Now()
 	conn, err := s.acquireConn(ctx, wait)
@@ -146,7 +146,6 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	// own index and heap locks, the method's writes) runs under the short
 	// timeout, and a lock timeout means exactly "the key is held".
 	b.Queue(saveLockTimeout)
-	s.queuePlanGeneric(b)
 	b.Queue(setLockTimeout, lockTimeoutValue(wait))
 	b.Queue(s.sql.keyLock, lockArgs(false)...)
 	b.Queue(restoreLockTimeout)
@@ -159,7 +158,6 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		claim, ok, err = scanClaim(rows)
 		return err
 	})
-	s.queuePlanRestore(b)
 	b.Queue(savepointSQL)
 	br := conn.SendBatch(ctx, b)
 	tx := br.Tx()
@@ -177,7 +175,6 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			break
 		}
 		b := &pgx.Batch{}
-		s.queuePlanGeneric(b)
 		b.Queue(setLockTimeout, lockTimeoutValue(wait))
 		b.Queue(s.sql.keyLock, lockArgs(true)...)
 		b.Queue(restoreLockTimeout)
@@ -186,7 +183,6 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			claim, ok, err = scanClaim(rows)
 			return err
 		})
-		s.queuePlanRestore(b)
 		b.Queue(savepointSQL)
 		err = conn.SendBatch(ctx, b).Close()
 	}
