@@ -85,6 +85,9 @@ func run(ctx context.Context, c config) error {
 			return fmt.Errorf("-layouts: %q is neither plain nor partitioned", l)
 		}
 	}
+	if c.ttl < 8*time.Hour {
+		return fmt.Errorf("-ttl %v: at least 8h (loaded records expire no sooner than TTL/8, after the run)", c.ttl)
+	}
 	if c.samples < 100 {
 		return fmt.Errorf("-samples %d: at least 100 (a p99 needs them)", c.samples)
 	}
@@ -313,8 +316,9 @@ func bodyOf(k idem.Key) []byte {
 }
 
 // load grows t to live records and expired records, with COPY; the live
-// ones expire over the TTL from now, the expired ones expired over the last
-// 12 intervals (in partitions of the past, in the partitioned mode).
+// ones expire over the last seven eighths of the TTL from now, the expired
+// ones expired over the last 12 intervals (in partitions of the past, in
+// the partitioned mode).
 func load(ctx context.Context, pool *pgxpool.Pool, c config, layout string, t *table, live, expired int) (int, error) {
 	if layout == "partitioned" && expired > t.exp {
 		if err := pastPartitions(ctx, pool, t.name, c.interval); err != nil {
@@ -335,7 +339,9 @@ func load(ctx context.Context, pool *pgxpool.Pool, c config, layout string, t *t
 		case i < live:
 			k := keyOf(t.tenant, i)
 			i++
-			exp := now.Add(time.Minute + time.Duration(rng.Int64N(int64(c.ttl-time.Minute))))
+			// Expiries spread over the TTL, but not in its first eighth, so
+			// that no loaded record expires while the benchmark runs.
+			exp := now.Add(c.ttl/8 + time.Duration(rng.Int64N(int64(c.ttl-c.ttl/8))))
 			return rec{k, exp, exp.Add(c.interval)}, true
 		case e < expired:
 			k := keyOf(t.tenant+"-expired", e)
