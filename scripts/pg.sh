@@ -114,6 +114,11 @@ start() {
 	*) die "IDEM_PG_DURABLE=$IDEM_PG_DURABLE: want 1 (durable server) or 0 (fast test server)" ;;
 	esac
 	opts+=" -c max_connections=200 -c shared_buffers=128MB"
+	# pg_stat_statements, when installed (postgresql-contrib), lets the
+	# benchmarks report server time per statement (internal/benchcmp).
+	if [[ -e "$bin/../lib/pg_stat_statements.so" ]]; then
+		opts+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
+	fi
 	if ! as_owner "$bin/pg_ctl" -D "$data" -l "$dir/postgres.log" -w -t 60 -o "$opts" start >&2; then
 		tail -n 30 "$dir/postgres.log" >&2 || true
 		die "pg_ctl start failed"

@@ -10,8 +10,10 @@ import (
 )
 
 // PGCounter counts PostgreSQL round trips as pgx sends them: one per query
-// or exec outside a batch, one per batch, one per explicit or cache-miss
-// prepare. It is a pgx QueryTracer, BatchTracer and PrepareTracer.
+// or exec outside a batch, one per batch, one per explicit prepare that
+// reaches the server. (The prepares pgx makes inside a batch for statements
+// its cache misses are not seen; runtime/pgstore's TestRoundTrips counts
+// network round trips.) It is a pgx QueryTracer, BatchTracer and PrepareTracer.
 type PGCounter struct{ n atomic.Int64 }
 
 // Load returns the count so far.
@@ -33,11 +35,17 @@ func (t *PGCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQu
 func (t *PGCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 func (t *PGCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
-	t.n.Add(1)
 	return ctx
 }
 
-func (t *PGCounter) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+// TracePrepareEnd counts a prepare that went to the server: not one of a
+// statement the connection had already prepared under that name (pgx
+// answers those from its map).
+func (t *PGCounter) TracePrepareEnd(_ context.Context, _ *pgx.Conn, data pgx.TracePrepareEndData) {
+	if !data.AlreadyPrepared {
+		t.n.Add(1)
+	}
+}
 
 // RedisCounter counts Redis round trips: one per command, one per pipeline
 // (a go-redis hook). A NOSCRIPT fallback of a script shows as two.

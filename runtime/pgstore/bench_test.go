@@ -34,6 +34,8 @@ type benchEnv struct {
 	done    string
 	claimTx string
 	keyLock string
+	fguard  string
+	guard   string
 	seq     atomic.Int64
 	prefix  string
 }
@@ -44,7 +46,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	e := &benchEnv{pool: pool, lease: pgstore.New(pool, pgstore.WithTable(table)),
 		tx: pgstore.NewTx(pool, pgstore.WithTable(table)), prefix: randHex(4)}
 	e.claim, e.done, _ = e.lease.SQL()
-	e.claimTx, e.keyLock = e.lease.TxSQL()
+	e.claimTx, e.keyLock, e.fguard, e.guard = e.lease.TxSQL()
 	return e
 }
 
@@ -74,6 +76,7 @@ func rawClaimArgs(id string) []any {
 func scanRaw(rows pgx.Rows) error {
 	var (
 		claimed, taken bool
+		slow           bool
 		status         int16
 		fp, body, meta []byte
 		scheme         int32
@@ -81,7 +84,7 @@ func scanRaw(rows pgx.Rows) error {
 		left           pgtype.Interval
 		code, msg      []byte
 	)
-	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta}, func() error { return nil })
+	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, &slow}, func() error { return nil })
 	return err
 }
 
@@ -108,9 +111,11 @@ func (e *benchEnv) rawLeaseReplay(id string) error {
 	return scanRaw(rows)
 }
 
-// rawTx is the transactional path by hand: BEGIN, the key lock under a
-// short lock_timeout, the claim and the savepoint in one batch, then the outcome and COMMIT (first call) or a
-// ROLLBACK (replay).
+// rawTx is the transactional path by hand: the key lock under a short
+// lock_timeout, the final record's guard, the claim, the claim's guard,
+// BEGIN and the savepoint in one batch, then the outcome and COMMIT (first
+// call); a replay ends with the batch (a guard failed its implicit
+// transaction).
 func (e *benchEnv) rawTx(id string, first bool) error {
 	ctx := context.Background()
 	conn, err := e.pool.Acquire(ctx)
@@ -120,18 +125,20 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	defer conn.Release()
 	args := rawClaimArgs(id)
 	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	b.Queue(pgstore.SaveLockTimeout)
-	b.Queue(pgstore.SetLockTimeout, "1ms")
-	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2))
-	b.Queue(pgstore.RestoreLockTimeout)
+	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2), "1ms").Query(scanRaw)
+	b.Queue(e.fguard, args[0])
 	b.Queue(e.claimTx, args...).Query(scanRaw)
+	b.Queue(e.guard, args[0])
+	b.Queue("BEGIN")
 	b.Queue(pgstore.SavepointSQL)
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
+	err = conn.SendBatch(ctx, b).Close()
 	if !first {
-		_, err := conn.Exec(ctx, "ROLLBACK")
+		if !pgstore.IsGuard(err) {
+			return fmt.Errorf("a replay passed the guard: %v", err)
+		}
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	b = &pgx.Batch{}

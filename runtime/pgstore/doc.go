@@ -120,14 +120,21 @@
 //
 // With warm statement caches (pgx's default QueryExecModeCacheStatement):
 // lease mode takes one round trip per claim and one per outcome (two for a
-// first call, one for a replay); transactional mode batches BEGIN, the key
-// and payload locks, the claim and the savepoint into one round trip and
-// the outcome with COMMIT into another (two for a first call, plus the
-// method's own statements; two for a replay, whose second is the ROLLBACK).
-// The first use of a statement on a connection adds one round trip to
-// prepare it. Only the rare paths add one: a Complete or Release that
-// changed nothing (to tell a repeat from a lost lease), a duplicate whose
-// wait ran out (to read pg_locks), a claim or COMMIT whose reply was lost.
+// first call, one for a replay); transactional mode batches the key and
+// payload locks, the claim, a guard, BEGIN and the savepoint into one round
+// trip and the outcome with COMMIT into another (two for a first call, plus
+// the method's own statements; one for a replay: when nothing is claimed,
+// the guard fails the batch's implicit transaction on purpose, and the
+// server ends it with the batch, without a ROLLBACK; the server log shows
+// that failure as an ERROR, "invalid input syntax for type integer:
+// "idemgen guard: key …: not claimed … (not a failure)"", one per replay or
+// duplicate). The first use of a statement on a connection adds one round
+// trip to prepare it. Only the rare paths add one: a claim that takes an
+// expired record or a lapsed lease over, or repeats the caller's own claim
+// (the first claim statement only inserts or reads; the full one takes
+// over), a Complete or Release that changed nothing (to tell a repeat from
+// a lost lease), a duplicate whose wait ran out (to read pg_locks), a claim
+// or COMMIT whose reply was lost.
 //
 // Use one mode per table.
 package pgstore

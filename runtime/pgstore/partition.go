@@ -559,6 +559,11 @@ func (s *Store) migratePartitioned(ctx context.Context) error {
 // mode, restored after the claim, so that the method's own statements run
 // under it.
 const (
+	// The caller's lock_timeout is saved before the key's lock is waited
+	// for under the claim's own, and restored after it.
+	partSaveLockTimeout    = "SELECT set_config('idemgen.saved_lock_timeout', current_setting('lock_timeout'), true)"
+	partRestoreLockTimeout = "SELECT set_config('lock_timeout', current_setting('idemgen.saved_lock_timeout'), true)"
+
 	planGenericSQL = `SELECT set_config('idemgen.saved_plan_cache_mode', current_setting('plan_cache_mode'), true),
 	set_config('plan_cache_mode', 'force_generic_plan', true)`
 	planRestoreSQL = `SELECT set_config('plan_cache_mode', current_setting('idemgen.saved_plan_cache_mode'), true)`
@@ -628,8 +633,12 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 			claim = s.part.claim
 		}
 		b.Queue(claim, args...).Query(func(r pgx.Rows) error {
-			var serr error
-			c, ok, serr = scanClaim(r)
+			var (
+				serr error
+				res  claimResult
+			)
+			c, res, serr = scanClaim(r, false)
+			ok = res == claimAnswered
 			return serr
 		})
 		b.Queue("COMMIT")
@@ -704,14 +713,18 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 		if attempt == 0 {
 			b.BeginTx(pgx.TxOptions{})
 		}
-		b.Queue(saveLockTimeout)
+		b.Queue(partSaveLockTimeout)
 		b.Queue(planGenericSQL)
 		b.Queue(setLockTimeout, lockTimeoutValue(wait))
 		b.Queue(s.part.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
-		b.Queue(restoreLockTimeout)
+		b.Queue(partRestoreLockTimeout)
 		b.Queue(s.part.claim, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			claim, ok, err = scanClaim(rows)
+			var (
+				err error
+				res claimResult
+			)
+			claim, res, err = scanClaim(rows, false)
+			ok = res == claimAnswered
 			return err
 		})
 		b.Queue(planRestoreSQL)

@@ -144,9 +144,13 @@ type Store struct {
 
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
-	claimTx, keyLock, holder, final                                             string // transactional mode
-	table, index, archive                                                       string // sanitized identifiers
-	indexName                                                                   string // unquoted
+	fast                                                                        string // lease mode's first claim statement
+	claimTx, fastTx, keyLock, finalGuard, guard, holder, final                  string // transactional mode
+	// txNames: the statements of ClaimTx's batch by the names ClaimTx
+	// prepares them under on each connection (see TxStore.batchQueries).
+	txNames, txText       txQueries
+	table, index, archive string // sanitized identifiers
+	indexName             string // unquoted
 }
 
 // New returns a store in lease mode on pool. The table must exist: run
@@ -261,31 +265,114 @@ func buildStatements(table, archive pgx.Identifier) statements {
 	WHERE %[8]s
 	RETURNING r.created_at < %[4]s AS taken_over
 )
-SELECT true, ins.taken_over, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+SELECT %[9]s, ins.taken_over, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
 	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
 FROM ins
 UNION ALL
-SELECT true, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+SELECT %[9]s, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
 	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea
 FROM own
 UNION ALL
 SELECT status = 1 AND token = $2::bigint AND fingerprint = $6::bytea, false, status, fingerprint,
 	scheme, token, lease_left, body, err_code, err_message, meta
 FROM cur`
-	st.claim = fmt.Sprintf(claim, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
+	st.claim = fmt.Sprintf(claim, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"),
+		takeable("r", "excluded.fingerprint"), "true")
+	// fast is the claim statement a call runs first: one index probe for
+	// the key's row and, when there is none, a plain insert. It answers
+	// alone for the usual cases, a fresh key (claimed) and a live record
+	// (returned: a replay, a mismatch, a call in progress), with the
+	// columns of claim and a twelfth, slow. It writes nothing when a row
+	// exists, and never updates: when the row is takeable (expired, or a
+	// lapsed lease of the same payload) or is this caller's own claim
+	// repeated, it returns slow = true and the caller runs claim, the
+	// statement that takes over and renews. No row at all means a
+	// conflicting row committed after the statement's snapshot (the insert
+	// did nothing): the caller runs claim too, whose next snapshot sees it.
+	fast := `WITH cur AS (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, %[3]s AS lease_left,
+		c.body, c.err_code, c.err_message, c.meta,
+		%[5]s OR (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea) AS slow
+	FROM %[1]s c
+	WHERE c.key = $1::bytea
+), ins AS (
+	INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
+		lease_until, created_at, expires_at, sweep_at)
+	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
+		%[4]s + %[6]s, %[4]s, %[4]s + %[7]s, %[4]s + %[7]s
+	WHERE NOT EXISTS (SELECT 1 FROM cur)%[2]s
+	ON CONFLICT (key) DO NOTHING
+	RETURNING 1
+)
+SELECT %[8]s, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
+	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, false
+FROM ins
+UNION ALL
+SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_code, err_message, meta, slow
+FROM cur`
+	st.fast = fmt.Sprintf(fast, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
 	// Transactional mode: the claim inserts (or takes over) only under the
 	// key's advisory lock, which keyLock takes unless a final record is
 	// visible (a replay needs no lock, and concurrent replays must not queue
 	// on it). Without the lock and without a visible record (it expired in
 	// between) the claim returns no row and runs again with the lock.
-	st.claimTx = fmt.Sprintf(claim, t, "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'", leaseLeft, ts,
-		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"))
+	// A transactional claim also marks the transaction as holding the
+	// claim (idemgen.claimed), for the guard.
+	locked := "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'"
+	claimed := "set_config('idemgen.claimed', 'on', true) = 'on'"
+	st.claimTx = fmt.Sprintf(claim, t, locked, leaseLeft, ts,
+		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), claimed)
+	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), claimed)
 	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
 	// that names the claimer's payload (see payloadLock), taken first and
-	// shared, so that whoever holds the key's lock also holds its payload's.
-	st.keyLock = fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
-	set_config('idemgen.key_locked', 'on', true)
-WHERE $3::bool OR NOT EXISTS (SELECT 1 FROM %[1]s WHERE key = $2::bytea AND status <> 1 AND expires_at > %[2]s)`, t, ts)
+	// shared, so that whoever holds the key's lock also holds its payload's;
+	// $6 the lock_timeout of the wait. In one statement: unless $3 is
+	// false and a final record is visible (f: a replay, which returns the
+	// record, in the columns of claim, marks it in idemgen.final for
+	// finalGuard, and locks and sets nothing), it sets lock_timeout to $6
+	// for the wait on the locks, and back to the caller's value after, so
+	// that nothing else in the transaction (the claim's own index and heap
+	// locks, the method's writes) runs under the short timeout, and a lock
+	// timeout means exactly "the key is held". The LATERAL reference to w
+	// (materialized: read once, before) makes the wait run after w has saved
+	// and set the timeout; the last branch reads l (it returns no row) so
+	// that l runs.
+	st.keyLock = fmt.Sprintf(`WITH f AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
+	FROM %[1]s c
+	WHERE c.key = $2::bytea AND c.status <> 1 AND c.expires_at > %[2]s AND NOT $3::bool
+), w AS MATERIALIZED (
+	SELECT current_setting('lock_timeout') AS saved, set_config('lock_timeout', $6::text, true) AS waiting
+	WHERE NOT EXISTS (SELECT 1 FROM f)
+), l AS MATERIALIZED (
+	SELECT set_config('lock_timeout', w.saved, true) AS restored
+	FROM w, LATERAL (
+		SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
+			set_config('idemgen.key_locked', 'on', true)
+		WHERE w.waiting IS NOT NULL
+	) x
+)
+SELECT set_config('idemgen.final', 'on', true) <> 'on', false, status, fingerprint, scheme, token, interval '0',
+	body, err_code, err_message, meta
+FROM f
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM l WHERE l.restored IS NULL`, t, ts)
+	// The guards fail, on purpose, so that PostgreSQL rolls back the
+	// implicit transaction the batch's statements ran in when the batch
+	// ends, and the connection is free without a ROLLBACK round trip (see
+	// ClaimTx). finalGuard follows keyLock: it fails when keyLock returned
+	// a final record (a replay), so that the claim statement does not run.
+	// guard follows the claim, before BEGIN: it fails when the claim did
+	// not claim (a live record, a retry). format() is stable, so the
+	// planner never folds the failing branch. $1 key ID.
+	failing := `format('` + guardMarker + ` %s: not claimed, the claim''s transaction ends here (not a failure)',
+		encode($1::bytea, 'hex'))::int`
+	st.finalGuard = `SELECT CASE WHEN current_setting('idemgen.final', true) = 'on' THEN ` + failing + ` ELSE 0 END`
+	st.guard = `SELECT CASE WHEN current_setting('idemgen.claimed', true) = 'on' THEN 0 ELSE ` + failing + ` END`
+	st.txText = txQueries{keyLock: st.keyLock, finalGuard: st.finalGuard, fast: st.fastTx, claim: st.claimTx, guard: st.guard,
+		begin: beginSQL, savepoint: savepointSQL}
+	st.txNames = st.txText.names()
 	// holder: whether a session holds the key's lock ($1, $2: its two
 	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
 	// it holds the payload lock $3, $4 (the same payload) or another
@@ -385,12 +472,27 @@ func claimArgs(req idem.ClaimRequest) []any {
 		req.Fingerprint[:], micros(req.Lease), micros(req.TTL), int32(req.Scheme)}
 }
 
-// scanClaim reads the one row of the claim statement; ok is false when it
-// returned none (a concurrent commit the snapshot missed: run it again).
-func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
+// claimResult is what a claim statement's reply says.
+type claimResult int
+
+const (
+	// claimAnswered: the reply is the answer (claimed, or the live record).
+	claimAnswered claimResult = iota
+	// claimAgain: no row; a conflicting row was committed after the
+	// statement's snapshot: run the full claim statement, whose snapshot
+	// sees it.
+	claimAgain
+	// claimSlow: the fast statement found a row that the full claim
+	// statement must handle (takeover, the caller's own claim repeated).
+	claimSlow
+)
+
+// scanClaim reads the one row of a claim statement: claim, claimTx and final
+// (eleven columns), or fast and fastTx (withSlow: a twelfth, slow).
+func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err error) {
 	defer rows.Close()
 	if !rows.Next() {
-		return c, false, rows.Err()
+		return c, claimAgain, rows.Err()
 	}
 	var (
 		status    int16
@@ -400,19 +502,27 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 		leaseLeft pgtype.Interval
 		code, msg []byte
 		out       idem.Outcome
+		slow      bool
 	)
-	if err := rows.Scan(&c.Claimed, &c.TakenOver, &status, &fp, &scheme, &token, &leaseLeft,
-		&out.Body, &code, &msg, &out.Meta); err != nil {
-		return c, false, err
+	dst := []any{&c.Claimed, &c.TakenOver, &status, &fp, &scheme, &token, &leaseLeft,
+		&out.Body, &code, &msg, &out.Meta}
+	if withSlow {
+		dst = append(dst, &slow)
+	}
+	if err := rows.Scan(dst...); err != nil {
+		return c, claimAgain, err
 	}
 	if rows.Next() {
-		return c, false, errors.New("claim returned more than one row")
+		return c, claimAgain, errors.New("claim returned more than one row")
 	}
 	if err := rows.Err(); err != nil {
-		return c, false, err
+		return c, claimAgain, err
+	}
+	if slow {
+		return idem.Claim{}, claimSlow, nil
 	}
 	if c.Claimed {
-		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, true, nil
+		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, claimAnswered, nil
 	}
 	rec := &c.Record
 	rec.Status = idem.Status(status)
@@ -427,16 +537,21 @@ func scanClaim(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 		out.ErrCode, out.ErrMessage = string(code), string(msg)
 		rec.Outcome = out
 	}
-	return c, true, nil
+	return c, claimAnswered, nil
 }
 
-// Claim implements idem.Store: one statement that creates the PROCESSING
-// record, takes over an expired record or a lapsed lease of the same
-// payload, or returns the live record. The same request repeated (same
-// token, same payload) while its record is PROCESSING is claimed again, so a
-// caller may retry a claim whose reply it lost.
+// Claim implements idem.Store. It runs one statement for the usual cases:
+// a fresh key is claimed by a plain insert, and a live record (a replay, a
+// call in progress, another payload) is read by one index probe. Only when
+// the key's row is takeable (expired, or a lapsed lease of the same
+// payload), is the caller's own claim repeated, or was committed after the
+// statement's snapshot, does it run a second statement: the full claim,
+// which takes an expired record or a lapsed lease over, or returns the
+// live record. The same request repeated (same token, same payload) while
+// its record is PROCESSING is claimed again, so a caller may retry a claim
+// whose reply it lost.
 //
-// When the statement was sent but its reply did not arrive (ctx expired, the
+// When a statement was sent but its reply did not arrive (ctx expired, the
 // connection broke), the claim may have committed after all, and the caller
 // is told it failed: Claim then closes the connection, waits until the
 // server session that received the statement has ended, and releases the
@@ -450,51 +565,65 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		return s.claimPartitioned(ctx, req)
 	}
 	args := claimArgs(req)
+	sql, withSlow := s.sql.fast, true
 	for range maxClaimAttempts {
-		conn, err := s.pool.Acquire(ctx)
+		c, res, err := s.claimOnce(ctx, req, sql, withSlow, args)
 		if err != nil {
-			return idem.Claim{}, fail("claim", req.Key, err)
+			return idem.Claim{}, err
 		}
-		pid := conn.Conn().PgConn().PID()
-		var (
-			c  idem.Claim
-			ok bool
-		)
-		if s.lockTimeout > 0 {
-			b := &pgx.Batch{}
-			b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
-			b.Queue(s.sql.claim, args...).Query(func(r pgx.Rows) error {
-				var serr error
-				c, ok, serr = scanClaim(r)
-				return serr
-			})
-			err = conn.SendBatch(ctx, b).Close()
-		} else {
-			var rows pgx.Rows
-			if rows, err = conn.Query(ctx, s.sql.claim, args...); err == nil {
-				c, ok, err = scanClaim(rows)
-			}
-		}
-		if err != nil {
-			lost := uncertain(err)
-			if lost {
-				// Hang up, so that the server session ends once it has
-				// run what it received.
-				_ = conn.Conn().Close(context.WithoutCancel(ctx))
-			}
-			conn.Release()
-			if lost {
-				s.settle(ctx, req.Key, req.Token, pid)
-			}
-			return idem.Claim{}, fail("claim", req.Key, err)
-		}
-		conn.Release()
-		if ok {
+		if res == claimAnswered {
 			return c, nil
 		}
-		s.claimRetries.Add(1)
+		if res == claimAgain {
+			s.claimRetries.Add(1)
+		}
+		sql, withSlow = s.sql.claim, false
 	}
 	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+}
+
+// claimOnce runs one claim statement on a connection of its own, with SET
+// LOCAL lock_timeout in the same round trip when the store has one.
+func (s *Store) claimOnce(ctx context.Context, req idem.ClaimRequest, sql string, withSlow bool, args []any) (idem.Claim, claimResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return idem.Claim{}, claimAgain, fail("claim", req.Key, err)
+	}
+	pid := conn.Conn().PgConn().PID()
+	var (
+		c   idem.Claim
+		res claimResult
+	)
+	if s.lockTimeout > 0 {
+		b := &pgx.Batch{}
+		b.Queue(setLockTimeout, lockTimeoutValue(s.lockTimeout))
+		b.Queue(sql, args...).Query(func(r pgx.Rows) error {
+			var serr error
+			c, res, serr = scanClaim(r, withSlow)
+			return serr
+		})
+		err = conn.SendBatch(ctx, b).Close()
+	} else {
+		var rows pgx.Rows
+		if rows, err = conn.Query(ctx, sql, args...); err == nil {
+			c, res, err = scanClaim(rows, withSlow)
+		}
+	}
+	if err != nil {
+		lost := uncertain(err)
+		if lost {
+			// Hang up, so that the server session ends once it has
+			// run what it received.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+		conn.Release()
+		if lost {
+			s.settle(ctx, req.Key, req.Token, pid)
+		}
+		return idem.Claim{}, claimAgain, fail("claim", req.Key, err)
+	}
+	conn.Release()
+	return c, res, nil
 }
 
 // uncertain reports whether a statement that failed with err may have been

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,14 +51,17 @@ func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 // savepoint is set after the claim: a final error rolls the method's writes
 // back to it and keeps the claim.
 const (
+	beginSQL      = "BEGIN"
 	savepointSQL  = "SAVEPOINT idem_method"
 	rollbackToSQL = "ROLLBACK TO SAVEPOINT idem_method"
 	commitSQL     = "COMMIT"
 	rollbackSQL   = "ROLLBACK"
 	lockNotAvail  = "55P03" // lock_not_available: lock_timeout fired
 
-	saveLockTimeout    = "SELECT set_config('idemgen.saved_lock_timeout', current_setting('lock_timeout'), true)"
-	restoreLockTimeout = "SELECT set_config('lock_timeout', current_setting('idemgen.saved_lock_timeout'), true)"
+	// invalidTextRepresentation is the code of the guard's failure, whose
+	// message holds guardMarker.
+	invalidTextRepresentation = "22P02"
+	guardMarker               = "idemgen guard: key"
 )
 
 // keyLock is the transaction-scoped advisory lock that a claim holds on its
@@ -87,13 +92,24 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // ClaimTx implements idem.TxStore. It takes a connection from the pool;
 // when all of them are in use, it waits at most wait or, when that is
 // shorter, the store's acquire timeout (WithAcquireTimeout): when none frees
-// up it returns an error wrapping idem.ErrStoreFull, having claimed nothing. Then, in one round
-// trip, it begins a transaction, takes the key's transaction-scoped advisory
-// lock unless a final record is already visible (a replay takes no lock),
-// waiting for what is left of wait (through lock_timeout; WithLockTimeout's
-// value, default 1ms, when wait is 0), runs the claim statement and sets a
-// savepoint. When the key is claimed the returned Txn owns the transaction
-// and its connection, and the lock is held until it ends.
+// up it returns an error wrapping idem.ErrStoreFull, having claimed nothing.
+//
+// Then, in one round trip, one batch reads the key's final record if one is
+// visible (a replay, which takes no lock) or else takes the key's
+// transaction-scoped advisory lock, waiting for what is left of wait
+// (through lock_timeout; WithLockTimeout's value, default 1ms, when wait is
+// 0), and runs a guard, the claim statement, a second guard, BEGIN and a
+// savepoint. PostgreSQL runs a batch's statements as one transaction,
+// implicit until BEGIN makes it explicit, keeping the lock and the claim
+// (with the simple protocol too: one query string). When the key is
+// claimed, the returned Txn owns that transaction and its connection, and
+// the lock is held until it ends. When it is not (a replay, a live record,
+// another payload), a guard fails on purpose (for a replay, the first: the
+// claim statement does not run), so that the server rolls the implicit
+// transaction back when the batch ends: a replay costs that one round
+// trip, and no ROLLBACK (the server logs the guard's failure as an ERROR whose message
+// starts with "invalid input syntax for type integer: "idemgen guard: key"
+// and says it is not a failure).
 //
 // A duplicate of a call whose transaction is still open waits on that lock:
 // when the transaction commits, the duplicate gets the committed record;
@@ -136,72 +152,136 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	lockArgs := func(force bool) []any { return []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb} }
-
-	b := &pgx.Batch{}
-	b.BeginTx(pgx.TxOptions{})
-	// Wait for a transaction holding the key on the key's advisory lock,
-	// under lock_timeout = wait; the caller's lock_timeout is saved first and
-	// restored after, so that nothing else in the transaction (the claim's
-	// own index and heap locks, the method's writes) runs under the short
-	// timeout, and a lock timeout means exactly "the key is held".
-	b.Queue(saveLockTimeout)
-	b.Queue(setLockTimeout, lockTimeoutValue(wait))
-	b.Queue(s.sql.keyLock, lockArgs(false)...)
-	b.Queue(restoreLockTimeout)
-	var (
-		claim idem.Claim
-		ok    bool
-	)
-	b.Queue(s.sql.claimTx, args...).Query(func(rows pgx.Rows) error {
-		var err error
-		claim, ok, err = scanClaim(rows)
-		return err
-	})
-	b.Queue(savepointSQL)
-	br := conn.SendBatch(ctx, b)
-	tx := br.Tx()
-	err = br.Close()
-	for attempt := 1; err == nil && !ok; attempt++ {
-		// Either the final record that made keyLock skip the lock expired
-		// before the claim, or a conflicting row was committed after the
-		// claim's snapshot was taken (by a lease-mode writer): take the lock
-		// now and claim again; a new statement in this (read committed)
-		// transaction sees the committed row. The savepoint must follow
-		// the claim, so it is set again.
-		s.claimRetries.Add(1)
-		if attempt >= maxClaimAttempts {
-			err = errors.New("the record kept changing under concurrent claims")
-			break
-		}
-		b := &pgx.Batch{}
-		b.Queue(setLockTimeout, lockTimeoutValue(wait))
-		b.Queue(s.sql.keyLock, lockArgs(true)...)
-		b.Queue(restoreLockTimeout)
-		b.Queue(s.sql.claimTx, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			claim, ok, err = scanClaim(rows)
-			return err
-		})
-		b.Queue(savepointSQL)
-		err = conn.SendBatch(ctx, b).Close()
-	}
+	timeout := lockTimeoutValue(wait)
+	q, err := s.batchQueries(ctx, conn.Conn())
 	if err != nil {
-		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
-			// Another transaction holds the key and did not finish in time.
-			return s.heldBy(ctx, conn, req), nil, nil
-		}
 		end(ctx, conn)
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
-	if !claim.Claimed {
-		end(ctx, conn)
-		return claim, nil, nil
+	sql, withSlow, force := q.fast, true, false
+	for attempt := 1; ; attempt++ {
+		var (
+			claim, final idem.Claim
+			res, fres    claimResult
+		)
+		b := &pgx.Batch{}
+		// The batch's statements run in one transaction, implicit until
+		// BEGIN makes it explicit (PostgreSQL runs what a pipeline sends
+		// before its Sync as one transaction, and a BEGIN inside it keeps
+		// what ran before): the key lock, the claim and the guard are
+		// part of the method's transaction. pgx's Tx for it comes from
+		// Batch.BeginTx, whose begin query is here the key lock.
+		b.BeginTx(pgx.TxOptions{BeginQuery: q.keyLock})
+		b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout}
+		b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
+			var err error
+			final, fres, err = scanClaim(rows, false)
+			return err
+		})
+		b.Queue(q.finalGuard, req.Key.ID[:])
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, res, err = scanClaim(rows, withSlow)
+			return err
+		})
+		b.Queue(q.guard, req.Key.ID[:])
+		b.Queue(q.begin)
+		b.Queue(q.savepoint)
+		br := conn.SendBatch(ctx, b)
+		tx := br.Tx()
+		err = br.Close()
+		if isGuard(err) {
+			// Not claimed: a guard failed the implicit transaction,
+			// which PostgreSQL rolled back at the end of the batch.
+			err = nil
+			if fres == claimAnswered {
+				claim, res = final, fres // keyLock found the final record
+			}
+			if res == claimAnswered && claim.Claimed {
+				err = errors.New("the guard failed a claimed transaction")
+			}
+		}
+		if err != nil {
+			if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
+				// Another transaction holds the key and did not finish in time.
+				return s.heldBy(ctx, conn, req), nil, nil
+			}
+			end(ctx, conn)
+			return idem.Claim{}, nil, fail("claim", req.Key, err)
+		}
+		if res == claimAnswered {
+			if !claim.Claimed {
+				end(ctx, conn)
+				return claim, nil, nil
+			}
+			t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
+			t.mtx = &methodTx{Tx: tx, owner: t}
+			s.open.Store(req.Token, req.Key.ID)
+			return claim, t, nil
+		}
+		// claimAgain: a conflicting row was committed after the claim's
+		// snapshot was taken (by a lease-mode writer), or the claim ran
+		// without the key's lock. claimSlow: the row is takeable, or is
+		// this caller's own claim. Either way: the full claim, under the
+		// key's lock (force), in a new batch (the guard ended this one's
+		// transaction).
+		if res == claimAgain {
+			s.claimRetries.Add(1)
+		}
+		if attempt >= maxClaimAttempts {
+			end(ctx, conn)
+			return idem.Claim{}, nil, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+		}
+		sql, withSlow, force = q.claim, false, true
 	}
-	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
-	t.mtx = &methodTx{Tx: tx, owner: t}
-	s.open.Store(req.Token, req.Key.ID)
-	return claim, t, nil
+}
+
+// txQueries are the statements of ClaimTx's batch: their SQL, or the names
+// of their prepared statements.
+type txQueries struct{ keyLock, finalGuard, fast, claim, guard, begin, savepoint string }
+
+func (q txQueries) all() []string {
+	return []string{q.keyLock, q.finalGuard, q.fast, q.claim, q.guard, q.begin, q.savepoint}
+}
+
+// names returns the names ClaimTx prepares q's statements under: idemgen_
+// and 24 hex digits of the SHA-256 of the SQL.
+func (q txQueries) names() txQueries {
+	n := func(sql string) string {
+		sum := sha256.Sum256([]byte(sql))
+		return "idemgen_" + hex.EncodeToString(sum[:12])
+	}
+	return txQueries{n(q.keyLock), n(q.finalGuard), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
+}
+
+// batchQueries returns what ClaimTx's batch queues on c: with pgx's default
+// QueryExecModeCacheStatement, the names of the statements, prepared on the
+// connection's first use of them (one round trip each, once); in the other
+// modes (chosen for poolers that keep no prepared statements), their SQL.
+// They are prepared by name because pgx drops every statement of a batch
+// that failed from its statement cache (and prepares it again on its next
+// use, one more round trip), and a replay's batch fails on purpose (a
+// guard); statements prepared by name are not in that cache. (With
+// QueryExecModeCacheDescribe, the description cache is dropped likewise: a
+// call after a replay on the same connection describes its statements
+// again.)
+func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, error) {
+	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		return s.sql.txText, nil
+	}
+	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
+	for i, name := range names {
+		if _, err := c.Prepare(ctx, name, sqls[i]); err != nil {
+			return txQueries{}, err
+		}
+	}
+	return s.sql.txNames, nil
+}
+
+// isGuard reports whether err is the guard's failure (see buildStatements).
+func isGuard(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pgErr.Code == invalidTextRepresentation && strings.Contains(pgErr.Message, guardMarker)
 }
 
 // acquireConn takes a connection from the pool. When every connection of
@@ -219,8 +299,7 @@ func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool
 	return s.pool.Acquire(actx)
 }
 
-// heldBy answers a duplicate whose wait for the key's lock ran out: it ends
-// the aborted transaction and asks pg_locks whether the session holding the
+// heldBy answers a duplicate whose wait for the key's lock ran out: it asks pg_locks whether the session holding the
 // key holds the duplicate's payload lock too. The answer is a PROCESSING
 // record with the duplicate's fingerprint (the same request is running, or
 // the holder just finished) or, when the holder runs another payload, with a
@@ -228,8 +307,12 @@ func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool
 func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.ClaimRequest) idem.Claim {
 	defer conn.Release()
 	c := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	if _, err := conn.Exec(ctx, rollbackSQL); err != nil {
-		return c
+	// The lock wait failed the batch's implicit transaction, which ended
+	// with the batch; a transaction still open is rolled back first.
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		if _, err := conn.Exec(ctx, rollbackSQL); err != nil {
+			return c
+		}
 	}
 	k := uint64(keyLock(req.Key))
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
@@ -248,7 +331,9 @@ func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.Claim
 	})
 	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
 		var err error
-		rec, final, err = scanClaim(rows)
+		var res claimResult
+		rec, res, err = scanClaim(rows, false)
+		final = res == claimAnswered
 		return err
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
@@ -298,7 +383,7 @@ type txn struct {
 	done  atomic.Bool
 }
 
-var errTxnDone = errors.New("pgstore: transaction already completed or released")
+var errTxnDone = errors.New("transaction already completed or released")
 
 // Context implements idem.Txn: ctx carrying the transaction for TxFrom.
 func (t *txn) Context(ctx context.Context) context.Context {
@@ -309,7 +394,7 @@ func (t *txn) Context(ctx context.Context) context.Context {
 // savepoint (with discardWrites), stores out in the claimed row and commits.
 func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
 	if !t.done.CompareAndSwap(false, true) {
-		return errTxnDone
+		return fail("complete", t.key, errTxnDone)
 	}
 	t.mtx.closed.Store(true)
 	t.store.open.Delete(t.token)
@@ -373,7 +458,7 @@ func (s *Store) committed(ctx context.Context, key idem.Key, token idem.Token) b
 // rollback: the server rolls its transaction back and commits nothing.
 func (t *txn) Release(ctx context.Context) error {
 	if !t.done.CompareAndSwap(false, true) {
-		return errTxnDone
+		return fail("release", t.key, errTxnDone)
 	}
 	t.mtx.closed.Store(true)
 	t.store.open.Delete(t.token)
@@ -385,7 +470,7 @@ func (t *txn) Release(ctx context.Context) error {
 		if t.conn.Conn().IsClosed() {
 			return nil
 		}
-		return fail("rollback", t.key, err)
+		return fail("release", t.key, err)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -157,6 +158,21 @@ func runRuntime(ctx context.Context, log func(string, ...any), stores []string, 
 	benchcmp.RuntimeTable(os.Stdout, results)
 	fmt.Printf("\n### Memory: what the wrapper adds\n\n")
 	benchcmp.MemoryAimTable(os.Stdout, results)
+	if slices.Contains(stores, "postgres") && env.Pool != nil {
+		log("runtime: postgres server time")
+		start := time.Now()
+		rep, err := env.PGServerTime(ctx, 1000)
+		if err != nil {
+			return fmt.Errorf("postgres server time: %w", err)
+		}
+		fmt.Printf("\n### PostgreSQL: server time and HOT updates\n\n"+
+			"One caller on a pool of its own, wrapper and floor alternating call by call, 1,000 calls per side after 16 to warm up; "+
+			"server time is planning plus execution of each side's store statements, from pg_stat_statements (the business INSERT, "+
+			"BEGIN and COMMIT are the same on both sides and left out, as is the wait for the commit's WAL flush); updates from "+
+			"pg_stat_user_tables over the calls and the warm-up, read once the sessions have ended. %s (%s)\n\n",
+			env.PGDurability(), time.Since(start).Round(time.Second))
+		benchcmp.PGServerTable(os.Stdout, rep)
+	}
 	return nil
 }
 
