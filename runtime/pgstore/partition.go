@@ -383,7 +383,7 @@ func (s *Store) createPartitions(ctx context.Context, tx pgx.Tx, from, to time.T
 	}
 	iv := int64(s.part.interval / time.Second)
 	schema := s.table[:len(s.table)-1]
-	for k := floorDiv(from.Unix(), iv); k*iv < to.Unix(); k++ {
+	for k := floorDiv(from.Unix(), iv); time.Unix(k*iv, 0).Before(to); k++ {
 		lo, hi := time.Unix(k*iv, 0).UTC(), time.Unix((k+1)*iv, 0).UTC()
 		for _, e := range existing {
 			if e.lower.Before(hi) && e.upper.After(lo) { // overlaps

@@ -388,7 +388,7 @@ func TestPartitionSweep(t *testing.T) {
 			assert.Less(t, len(after), len(before), "due partitions were dropped")
 			assert.False(t, after[0][0].After(now), "the present is covered")
 			assert.False(t, after[len(after)-1][1].Before(now.Add(10*time.Minute+2*partInterval)),
-				"partitions are created ahead for the longest TTL and two intervals")
+				"partitions are created ahead for the longest TTL and two intervals: the last ends at %v, now is %v", after[len(after)-1][1], now)
 			for i := 1; i < len(after); i++ {
 				assert.Equal(t, after[i-1][1], after[i][0], "no gap between partitions")
 			}
