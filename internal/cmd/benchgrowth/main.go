@@ -114,15 +114,13 @@ func run(ctx context.Context, c config) error {
 	}
 	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n\n",
 		c.ttl, c.interval, c.samples)
-	var results []result
 	for _, layout := range c.layouts {
 		r, err := runLayout(ctx, pool, c, layout, sizes)
+		printResults(r) // what was measured, even when a later size failed
 		if err != nil {
 			return fmt.Errorf("%s: %w", layout, err)
 		}
-		results = append(results, r...)
 	}
-	printResults(results)
 	return nil
 }
 
@@ -234,15 +232,15 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 		start := time.Now()
 		loaded, err := load(ctx, pool, c, layout, grown, n, n/10)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		r := result{layout: layout, records: n, loadDur: time.Since(start), loaded: loaded}
 		if _, err := pool.Exec(ctx, "ANALYZE "+grown.name); err != nil {
-			return nil, err
+			return out, err
 		}
 		r.rows = grown.rows
 		if r.bytes, err = measureSizes(ctx, pool, layout, grown); err != nil {
-			return nil, err
+			return out, err
 		}
 		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: measuring\n", layout, n)
 		tables := [2]*table{base, grown}
@@ -253,12 +251,12 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 				k := (i + j) % 2
 				d, err := firstCall(ctx, c, t)
 				if err != nil {
-					return nil, err
+					return out, err
 				}
 				first[k] = append(first[k], d)
 				d, err = replayCall(ctx, t, rng)
 				if err != nil {
-					return nil, err
+					return out, err
 				}
 				replay[k] = append(replay[k], d)
 			}
@@ -267,7 +265,7 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 			r.first[k], r.replay[k] = summarize(first[k]), summarize(replay[k])
 		}
 		if r.sweep, err = sweepBeside(ctx, pool, c, layout, base, grown); err != nil {
-			return nil, err
+			return out, err
 		}
 		grown.rows -= r.sweep.removed
 		out = append(out, r)
