@@ -60,6 +60,7 @@ type config struct {
 	archiveSet     bool
 	lockTimeout    time.Duration
 	acquireTimeout time.Duration
+	partitions     time.Duration // WithPartitions
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -135,6 +136,7 @@ type Store struct {
 	lockTimeout time.Duration
 	acquire     time.Duration
 	sql         statements
+	part        *partitioning // nil in plain mode (see WithPartitions)
 	// claimRetries counts claim statements run again because a concurrent
 	// claim committed after the statement's snapshot (for tests).
 	claimRetries atomic.Int64
@@ -173,6 +175,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		}
 	}
 	s.sql = buildStatements(s.table, s.archive)
+	if c.partitions != 0 {
+		s.part = newPartitioning(c.partitions, s.table)
+		s.sql = buildPartitionStatements(s.table, s.archive, c.partitions)
+	}
 	return s
 }
 
@@ -555,6 +561,9 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
+	if s.part != nil {
+		return s.claimPartitioned(ctx, req)
+	}
 	args := claimArgs(req)
 	sql, withSlow := s.sql.fast, true
 	for range maxClaimAttempts {
@@ -724,7 +733,16 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	if err != nil {
 		return err
 	}
-	tag, err := s.exec(ctx, s.sql.complete, args...)
+	exec := s.exec
+	if s.part != nil {
+		if err := s.partitionsFor(ctx, ttl); err != nil {
+			return fail("complete", key, err)
+		}
+		exec = func(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+			return s.lockedExec(ctx, key, sql, args...)
+		}
+	}
+	tag, err := exec(ctx, s.sql.complete, args...)
 	if err != nil {
 		return fail("complete", key, err)
 	}
@@ -792,6 +810,9 @@ const migrateLockID int64 = 0x6964656d67656e
 // suffix _sweep_at_idx; when that would exceed 63 bytes, the table name is
 // cut and followed by 8 hex digits of its SHA-256.
 func (s *Store) MigrationSQL() string {
+	if s.part != nil {
+		return s.partitionedSQL()
+	}
 	pairs := []string{"idem_records_sweep_at_idx", s.sql.index}
 	if s.archive != nil {
 		pairs = append(pairs, "idem_records_archive", s.sql.archive)
@@ -811,6 +832,9 @@ func (s *Store) MigrationSQL() string {
 // to call from several processes at once: a transaction-scoped advisory lock
 // serializes them.
 func (s *Store) Migrate(ctx context.Context) error {
+	if s.part != nil {
+		return s.migratePartitioned(ctx)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: migrate: %w", err)
@@ -897,8 +921,13 @@ ALTER TABLE %[1]s ALTER COLUMN sweep_at SET NOT NULL`, name)
 // claims. Each statement looks at no more rows than it may remove: it
 // follows the sweep_at index, and a record it finds still live (its outcome
 // was stored later than its claim) is moved to its own expiry and not looked
-// at again before then.
+// at again before then. In partitioned mode (WithPartitions) it drops whole
+// partitions instead, whatever their number of records, and creates the
+// partitions ahead; limit does not bound it (see WithPartitions).
 func (s *Store) Sweep(ctx context.Context, limit int) (removed int, err error) {
+	if s.part != nil {
+		return s.sweepPartitions(ctx)
+	}
 	all := limit <= 0
 	for all || removed < limit {
 		n := DefaultSweepBatch

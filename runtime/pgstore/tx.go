@@ -132,6 +132,9 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, nil, err
 	}
+	if s.part != nil {
+		return s.claimTxPartitioned(ctx, req, wait)
+	}
 	start := time.Now()
 	conn, err := s.acquireConn(ctx, wait)
 	if err != nil {
@@ -405,6 +408,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		b.Queue(rollbackToSQL)
 	}
 	var updated, committed bool
+	t.store.queuePlanGeneric(b)
 	b.Queue(t.store.sql.complete, args...).Exec(func(ct pgconn.CommandTag) error {
 		updated = ct.RowsAffected() == 1
 		if !updated {
