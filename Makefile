@@ -61,7 +61,7 @@ vet:
 	$(GO) vet $(PKGS)
 
 # Every module's `go` line is the floor its dependencies force, no higher
-# (docs/decisions/api-go-version.md): go vet's stdversion analyzer and the
+# (docs/decisions/go-version.md): go vet's stdversion analyzer and the
 # compiler's -lang then hold the code to that Go version.
 go-floor:
 	scripts/go-floor.sh . $(NESTED) bench

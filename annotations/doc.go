@@ -41,7 +41,7 @@
 // for the templates (KeyPart.Encoding, NilCheck and Conv, Step.NilCheck,
 // Method.Fingerprint and Scheme, and the types Encoding, Conversion,
 // HashParam and HashValue), and the wording of error messages (their
-// positions are kept). See docs/decisions/gen-api.md.
+// positions are kept). See docs/decisions/generator-api.md.
 //
 // # Grammar
 //

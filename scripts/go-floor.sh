@@ -4,7 +4,7 @@
 # modules of its build list. A lower line is refused by the go command
 # itself; a higher one would turn away users that the dependencies accept.
 # Prints the floor and the toolchain the tests run on (docs/decisions/
-# api-go-version.md says what that does and does not prove).
+# go-version.md says what that does and does not prove).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0

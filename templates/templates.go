@@ -17,7 +17,7 @@
 // FileName, Header, BuildTag, RuntimePath and WrapperNames. The bytes
 // RenderFiles writes are not API: they follow the runtime's generated-code
 // contract (idem.GeneratedCodeVersion1), and change with it and with the
-// wording of the generated doc comments. See docs/decisions/gen-api.md.
+// wording of the generated doc comments. See docs/decisions/generator-api.md.
 package templates
 
 import (

@@ -19,7 +19,7 @@
 -- across partitions only on a key that contains part_at. pgstore makes a key
 -- live at most once by taking a transaction-scoped advisory lock on it for
 -- every write that creates or extends a live record (see partition.go and
--- docs/decisions/growth-partitions.md). Write to this table only through
+-- docs/decisions/pgstore-partitions.md). Write to this table only through
 -- pgstore.
 CREATE TABLE IF NOT EXISTS idem_records (
     key         bytea       NOT NULL CHECK (octet_length(key) = 32),
