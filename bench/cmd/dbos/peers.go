@@ -88,12 +88,25 @@ func (t *tracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBa
 func (t *tracer) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (t *tracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
+// TracePrepareStart keeps the statement for TracePrepareEnd, which counts
+// it only if it went to the server: a statement the connection has already
+// prepared under its name is answered from pgx's map, no round trip (pgstore
+// prepares its transactional batch by name, so every call "prepares").
 func (t *tracer) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
-	t.count(ctx, func() string { return "prepare: " + d.SQL })
-	return ctx
+	return context.WithValue(ctx, prepareSQL{}, d.SQL)
 }
 
-func (t *tracer) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+// TracePrepareEnd counts a prepare that reached the server.
+func (t *tracer) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareEndData) {
+	if d.AlreadyPrepared {
+		return
+	}
+	sql, _ := ctx.Value(prepareSQL{}).(string)
+	t.count(ctx, func() string { return "prepare: " + sql })
+}
+
+// prepareSQL is the context key of the statement a prepare traces.
+type prepareSQL struct{}
 
 // peer is one way of placing an order idempotently.
 type peer struct {
