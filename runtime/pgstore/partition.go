@@ -504,17 +504,7 @@ const partitionColumns = "key, token, lease_until, expires_at, part_at, created_
 func (s *Store) partitionedSQL() string {
 	idx := derivedIdent(s.part.name, "_key_idx")
 	schema := s.table[:len(s.table)-1]
-	pairs := []string{"idem_records_key_idx", append(append(pgx.Identifier{}, schema...), idx).Sanitize()}
-	if s.archive != nil {
-		pairs = append(pairs, "idem_records_archive", s.sql.archive)
-	}
-	pairs = append(pairs, "idem_records", s.sql.table)
-	r := strings.NewReplacer(pairs...)
-	sql := r.Replace(PartitionedSchema)
-	if s.archive != nil {
-		sql += "\n" + r.Replace(ArchiveSchema)
-	}
-	return sql
+	return s.schemaSQL(PartitionedSchema, "idem_records_key_idx", append(append(pgx.Identifier{}, schema...), idx).Sanitize())
 }
 
 // migratePartitioned is Migrate in partitioned mode: it refuses a table of
@@ -676,20 +666,9 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 	if err := s.partitionsFor(ctx, req.TTL); err != nil {
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
-	start := time.Now()
-	conn, err := s.acquireConn(ctx, wait)
+	conn, wait, err := s.acquireConn(ctx, wait)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			st := s.pool.Stat()
-			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
-				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
-		}
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
-	}
-	if wait > 0 {
-		wait = max(wait-time.Since(start), time.Millisecond)
-	} else {
-		wait = s.noWait
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)

@@ -813,13 +813,20 @@ func (s *Store) MigrationSQL() string {
 	if s.part != nil {
 		return s.partitionedSQL()
 	}
-	pairs := []string{"idem_records_sweep_at_idx", s.sql.index}
+	return s.schemaSQL(Schema, "idem_records_sweep_at_idx", s.sql.index)
+}
+
+// schemaSQL returns schema, plus ArchiveSchema with WithArchive, with the
+// default names replaced by the store's (quoted) ones: index, the default
+// name of the schema's index, by indexName.
+func (s *Store) schemaSQL(schema, index, indexName string) string {
+	pairs := []string{index, indexName}
 	if s.archive != nil {
 		pairs = append(pairs, "idem_records_archive", s.sql.archive)
 	}
 	pairs = append(pairs, "idem_records", s.sql.table)
 	r := strings.NewReplacer(pairs...)
-	sql := r.Replace(Schema)
+	sql := r.Replace(schema)
 	if s.archive != nil {
 		sql += "\n" + r.Replace(ArchiveSchema)
 	}

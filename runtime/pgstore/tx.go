@@ -135,20 +135,9 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if s.part != nil {
 		return s.claimTxPartitioned(ctx, req, wait)
 	}
-	start := time.Now()
-	conn, err := s.acquireConn(ctx, wait)
+	conn, wait, err := s.acquireConn(ctx, wait)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			st := s.pool.Stat()
-			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
-				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
-		}
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
-	}
-	if wait > 0 {
-		wait = max(wait-time.Since(start), time.Millisecond)
-	} else {
-		wait = s.noWait
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
@@ -284,19 +273,37 @@ func isGuard(err error) bool {
 	return ok && pgErr.Code == invalidTextRepresentation && strings.Contains(pgErr.Message, guardMarker)
 }
 
-// acquireConn takes a connection from the pool. When every connection of
-// the pool is in use (held by running calls), it waits for one at most
-// max(wait, the store's acquire timeout); while the pool may still open a
-// connection, only ctx bounds the wait (opening one takes as long as it
-// takes, and a full pool is what makes a duplicate hang).
-func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool.Conn, error) {
-	st := s.pool.Stat()
-	if st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
-		return s.pool.Acquire(ctx)
+// acquireConn takes a connection from the pool for a claim and returns
+// what is left of the claim's wait for the key's lock (the store's no-wait
+// timeout when wait is 0). When every connection of the pool is in use
+// (held by running calls), it waits for one at most max(wait, the store's
+// acquire timeout), then fails with an error wrapping idem.ErrStoreFull;
+// while the pool may still open a connection, only ctx bounds the wait
+// (opening one takes as long as it takes, and a full pool is what makes a
+// duplicate hang).
+func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool.Conn, time.Duration, error) {
+	start := time.Now()
+	var conn *pgxpool.Conn
+	var err error
+	if st := s.pool.Stat(); st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
+		conn, err = s.pool.Acquire(ctx)
+	} else {
+		actx, cancel := context.WithTimeout(ctx, max(wait, s.acquire))
+		conn, err = s.pool.Acquire(actx)
+		cancel()
 	}
-	actx, cancel := context.WithTimeout(ctx, max(wait, s.acquire))
-	defer cancel()
-	return s.pool.Acquire(actx)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			st := s.pool.Stat()
+			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
+				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
+		}
+		return nil, 0, err
+	}
+	if wait > 0 {
+		return conn, max(wait-time.Since(start), time.Millisecond), nil
+	}
+	return conn, s.noWait, nil
 }
 
 // heldBy answers a duplicate whose wait for the key's lock ran out: it asks pg_locks whether the session holding the
