@@ -52,6 +52,10 @@ type config struct {
 	interval   time.Duration
 	layouts    []string
 	keep       bool
+	window     time.Duration
+	sweepBatch int
+	sweepDuty  float64
+	sweepPause time.Duration
 }
 
 func main() {
@@ -62,10 +66,14 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 3*time.Hour, "partition interval of the partitioned mode")
 	layouts := flag.String("layouts", "plain,partitioned", "layouts to measure")
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
+	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
+	flag.IntVar(&c.sweepBatch, "sweep-batch", 1000, "the paced sweeper's batch (idem.WithSweepBatch)")
+	flag.Float64Var(&c.sweepDuty, "sweep-duty", 0.25, "the paced sweeper's duty cycle (idem.WithSweepDutyCycle)")
+	flag.DurationVar(&c.sweepPause, "sweep-pause", 0, "the paced sweeper's least pause between batches (idem.WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
 	if *quick {
-		c.maxRecords, c.samples = min(c.maxRecords, 100_000), 200
+		c.maxRecords, c.samples, c.window = min(c.maxRecords, 100_000), 200, 2*time.Second
 	}
 	c.layouts = strings.Split(*layouts, ",")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -87,6 +95,13 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.ttl < 8*time.Hour {
 		return fmt.Errorf("-ttl %v: at least 8h (loaded records expire no sooner than TTL/8, after the run)", c.ttl)
+	}
+	if c.window <= 0 {
+		return fmt.Errorf("-sweep-window %v: must be > 0", c.window)
+	}
+	if c.sweepBatch <= 0 || !(c.sweepDuty > 0 && c.sweepDuty <= 1) || c.sweepPause < 0 {
+		return fmt.Errorf("-sweep-batch %d, -sweep-duty %v, -sweep-pause %v: want a batch > 0, a duty cycle in (0, 1], a pause >= 0",
+			c.sweepBatch, c.sweepDuty, c.sweepPause)
 	}
 	if c.samples < 100 {
 		return fmt.Errorf("-samples %d: at least 100 (a p99 needs them)", c.samples)
@@ -112,8 +127,10 @@ func run(ctx context.Context, c config) error {
 	for n := baseSize; n <= c.maxRecords; n *= 10 {
 		sizes = append(sizes, n)
 	}
-	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n\n",
+	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n",
 		c.ttl, c.interval, c.samples)
+	fmt.Printf("expiry windows ≥ %v; paced sweeper: WithSweepBatch(%d), WithSweepDutyCycle(%v), WithSweepPause(%v)\n\n",
+		c.window, c.sweepBatch, c.sweepDuty, c.sweepPause)
 	for _, layout := range c.layouts {
 		r, err := runLayout(ctx, pool, c, layout, sizes)
 		printResults(r) // what was measured, even when a later size failed
@@ -168,14 +185,25 @@ type result struct {
 }
 
 type sweepResult struct {
-	removed  int
-	dur      time.Duration
-	wal      int64
-	without  stats // first calls on the grown table just before
-	with     stats // first calls on the grown table while the sweep ran
-	baseWith stats // first calls on the 10⁴ table while the sweep ran
-	baseNo   stats
-	calls    int // first calls on the grown table during the sweep
+	without stats // first calls on the grown table in a window without expiry
+	baseNo  stats // the same on the 10⁴ table
+	callsNo int   // first calls on the grown table in that window
+	runs    []expiry
+}
+
+// expiry is one expiry of the expired tenth and the first calls of the
+// window that began with it.
+type expiry struct {
+	mode        string // loop or paced
+	removed     int
+	dur         time.Duration // the expiry's
+	window      time.Duration // the window's: at least -sweep-window and dur
+	wal         int64
+	with        stats // first calls on the grown table in the window
+	baseWith    stats // the same on the 10⁴ table
+	calls       int
+	withDuring  stats // first calls on the grown table while expiry ran
+	callsDuring int
 }
 
 type stats struct{ p50, p99 time.Duration }
@@ -267,12 +295,14 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 		if r.sweep, err = sweepBeside(ctx, pool, c, layout, base, grown); err != nil {
 			return out, err
 		}
-		grown.rows -= r.sweep.removed
 		out = append(out, r)
-		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s, p99 %s; replay p50 %s, p99 %s; sweep %d in %.2fs, claim p99 %s\n",
+		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s, p99 %s; replay p50 %s, p99 %s\n",
 			layout, n, ratio(r.first[1].p50, r.first[0].p50), ratio(r.first[1].p99, r.first[0].p99),
-			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99),
-			r.sweep.removed, r.sweep.dur.Seconds(), ratio(r.sweep.with.p99, r.sweep.without.p99))
+			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99))
+		for _, e := range r.sweep.runs {
+			fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: %s expiry of %d in %.2fs, claim p99 %s (%d calls)\n",
+				layout, n, e.mode, e.removed, e.dur.Seconds(), ratio(e.with.p99, r.sweep.without.p99), e.calls)
+		}
 	}
 	return out, nil
 }
@@ -424,76 +454,140 @@ func replayCall(ctx context.Context, t *table, rng *rand.Rand) (time.Duration, e
 }
 
 // sweepBeside measures first calls on the grown table (and the base one,
-// alternating) while expiry removes the expired records: plain, Sweep(1000)
-// again and again, as a sweeper that has fallen behind does; partitioned,
-// one Sweep, which drops the partitions of the past. The calls without the
-// sweep are measured just before, the same way.
+// alternating) through a window of fixed length without expiry, then
+// through one that starts with each kind of expiry of the expired tenth
+// and lasts at least as long as it does (the expired tenth is loaded again
+// before the second): "loop", Sweep(DefaultSweepBatch) again and again
+// until done, as a bare loop that fell behind does (in partitioned mode one
+// Sweep drops every partition of the past); "paced", an idem.Sweeper with
+// the settings of -sweep-batch, -sweep-duty and -sweep-pause, its rounds
+// back to back until one ends with nothing left.
 func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout string, base, grown *table) (*sweepResult, error) {
 	r := &sweepResult{}
-	calls := func(n int, done <-chan struct{}) (b, g []time.Duration, err error) {
-		for i := 0; i < n || done != nil; i++ {
+	type sample struct {
+		d      time.Duration
+		during bool
+	}
+	// calls runs first calls, alternating, until the window has passed and
+	// done (if any) is closed; a call is during the expiry if done was
+	// open when it began.
+	calls := func(done <-chan struct{}) (b, g []sample, err error) {
+		end := time.Now().Add(c.window)
+		for {
+			during := false
 			if done != nil {
 				select {
 				case <-done:
-					return b, g, nil
 				default:
+					during = true
 				}
+			}
+			if !during && time.Now().After(end) {
+				return b, g, nil
 			}
 			d, err := firstCall(ctx, c, base)
 			if err != nil {
 				return nil, nil, err
 			}
-			b = append(b, d)
+			b = append(b, sample{d, during})
 			if d, err = firstCall(ctx, c, grown); err != nil {
 				return nil, nil, err
 			}
-			g = append(g, d)
+			g = append(g, sample{d, during})
 		}
-		return b, g, nil
 	}
-	b, g, err := calls(c.samples/2, nil)
-	if err != nil {
-		return nil, err
-	}
-	r.baseNo, r.without = summarize(b), summarize(g)
-	var lsn0 string
-	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn0); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	start := time.Now()
-	go func() {
-		defer close(done)
-		var err error
-		if layout == "partitioned" {
-			r.removed, err = grown.store.Sweep(ctx, 0)
-		} else {
-			for {
-				var n int
-				if n, err = grown.store.Sweep(ctx, pgstore.DefaultSweepBatch); err != nil || n < pgstore.DefaultSweepBatch {
-					r.removed += n
-					break
-				}
-				r.removed += n
+	pick := func(ss []sample, duringOnly bool) []time.Duration {
+		var out []time.Duration
+		for _, s := range ss {
+			if s.during || !duringOnly {
+				out = append(out, s.d)
 			}
 		}
-		r.dur = time.Since(start)
-		errc <- err
-	}()
-	b, g, err = calls(0, done)
-	<-done
+		return out
+	}
+	b, g, err := calls(nil)
 	if err != nil {
 		return nil, err
 	}
-	if err := <-errc; err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
+	r.baseNo, r.without, r.callsNo = summarize(pick(b, false)), summarize(pick(g, false)), len(g)
+	for i, mode := range []string{"loop", "paced"} {
+		if i > 0 {
+			// The expired tenth again, for this expiry to remove.
+			expired := grown.exp
+			grown.exp = 0
+			if _, err := load(ctx, pool, c, layout, grown, grown.live, expired); err != nil {
+				return nil, err
+			}
+			if _, err := pool.Exec(ctx, "ANALYZE "+grown.name); err != nil {
+				return nil, err
+			}
+		}
+		e := expiry{mode: mode}
+		var lsn0 string
+		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn0); err != nil {
+			return nil, err
+		}
+		done := make(chan struct{})
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			defer close(done)
+			var err error
+			if mode == "paced" {
+				e.removed, err = pacedExpiry(ctx, c, grown.store)
+			} else {
+				e.removed, err = loopExpiry(ctx, grown.store)
+			}
+			e.dur = time.Since(start)
+			errc <- err
+		}()
+		b, g, err = calls(done)
+		<-done
+		if err != nil {
+			return nil, err
+		}
+		if err := <-errc; err != nil {
+			return nil, fmt.Errorf("%s expiry: %w", mode, err)
+		}
+		if err := pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn0).Scan(&e.wal); err != nil {
+			return nil, err
+		}
+		e.window = time.Since(start)
+		e.baseWith, e.with, e.calls = summarize(pick(b, false)), summarize(pick(g, false)), len(g)
+		during := pick(g, true)
+		e.withDuring, e.callsDuring = summarize(during), len(during)
+		grown.rows -= e.removed
+		r.runs = append(r.runs, e)
 	}
-	if err := pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn0).Scan(&r.wal); err != nil {
-		return nil, err
-	}
-	r.baseWith, r.with, r.calls = summarize(b), summarize(g), len(g)
 	return r, nil
+}
+
+// loopExpiry is expiry without pacing: Sweep(DefaultSweepBatch) again
+// while it removes its limit.
+func loopExpiry(ctx context.Context, st *pgstore.Store) (removed int, err error) {
+	for {
+		n, err := st.Sweep(ctx, pgstore.DefaultSweepBatch)
+		removed += n
+		if err != nil || n < pgstore.DefaultSweepBatch {
+			return removed, err
+		}
+	}
+}
+
+// pacedExpiry is expiry as a service runs it: an idem.Sweeper's rounds,
+// back to back (as one that fell behind would run them, but for its
+// interval), until a round ends with nothing left.
+func pacedExpiry(ctx context.Context, c config, st *pgstore.Store) (removed int, err error) {
+	more := false
+	sw := idem.NewSweeper(st, idem.WithSweepBatch(c.sweepBatch), idem.WithSweepDutyCycle(c.sweepDuty),
+		idem.WithSweepPause(c.sweepPause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
+	for {
+		n, err := sw.Round(ctx)
+		removed += n
+		if err != nil || !more {
+			return removed, err
+		}
+	}
 }
 
 type sizes struct{ heap, pk, other int64 }
@@ -535,15 +629,22 @@ func printResults(rs []result) {
 			ms(r.replay[0].p99), ms(r.replay[1].p99), ratio(r.replay[1].p99, r.replay[0].p99))
 	}
 	fmt.Println()
-	fmt.Println("## First calls while expiry removes the expired tenth (ms; plain: Sweep(1000) in a loop; partitioned: one Sweep)")
+	fmt.Println("## First calls while expiry removes the expired tenth (ms; loop: Sweep(1000) again and again, one Sweep when")
+	fmt.Println("## partitioned; paced: idem.Sweeper; window: from the expiry's start, at least -sweep-window and the expiry)")
 	fmt.Println()
-	fmt.Println("| layout | records | removed | sweep time | WAL | calls during | p50 without / with | p99 without / with | p99 ratio (aim ≤ 1.5×) | 10⁴ table p99 without / with |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---|---|---:|---|")
+	fmt.Println("| layout | records | expiry | removed | took | rows/s | WAL | window | calls without / in window / during | p50 without / with | p99 without / with | p99 ratio (aim ≤ 1.5×) | p99 during | 10⁴ table p99 without / with |")
+	fmt.Println("|---|---:|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|")
 	for _, r := range rs {
 		s := r.sweep
-		fmt.Printf("| %s | %d | %d | %.2fs | %.1f MiB | %d | %s / %s | %s / %s | %s | %s / %s |\n", r.layout, r.records, s.removed,
-			s.dur.Seconds(), float64(s.wal)/(1<<20), s.calls, ms(s.without.p50), ms(s.with.p50), ms(s.without.p99), ms(s.with.p99),
-			ratio(s.with.p99, s.without.p99), ms(s.baseNo.p99), ms(s.baseWith.p99))
+		if s == nil {
+			continue
+		}
+		for _, e := range s.runs {
+			fmt.Printf("| %s | %d | %s | %d | %.2fs | %.0f | %.1f MiB | %.1fs | %d / %d / %d | %s / %s | %s / %s | %s | %s | %s / %s |\n",
+				r.layout, r.records, e.mode, e.removed, e.dur.Seconds(), float64(e.removed)/e.dur.Seconds(), float64(e.wal)/(1<<20),
+				e.window.Seconds(), s.callsNo, e.calls, e.callsDuring, ms(s.without.p50), ms(e.with.p50), ms(s.without.p99), ms(e.with.p99),
+				ratio(e.with.p99, s.without.p99), ratio(e.withDuring.p99, s.without.p99), ms(s.baseNo.p99), ms(e.baseWith.p99))
+		}
 	}
 	fmt.Println()
 	fmt.Println("## Bytes per row of the grown table, before the sweep (200-byte outcome; rows = live + expired + first calls)")
