@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,9 +54,41 @@ type config struct {
 	layouts    []string
 	keep       bool
 	window     time.Duration
-	sweepBatch int
-	sweepDuty  float64
-	sweepPause time.Duration
+	minRecords int
+	paced      []pacing
+}
+
+// pacing is the settings of a paced sweeper (-paced).
+type pacing struct {
+	batch int
+	duty  float64
+	pause time.Duration
+}
+
+func (p pacing) String() string { return fmt.Sprintf("%d:%v:%v", p.batch, p.duty, p.pause) }
+
+// parsePacing reads -paced: batch:duty:pause entries separated by commas.
+func parsePacing(v string) ([]pacing, error) {
+	var out []pacing
+	for e := range strings.SplitSeq(v, ",") {
+		f := strings.Split(e, ":")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("-paced %q: want batch:duty:pause, e.g. 1000:0.25:0s", e)
+		}
+		var p pacing
+		var err error
+		if p.batch, err = strconv.Atoi(f[0]); err != nil || p.batch <= 0 {
+			return nil, fmt.Errorf("-paced %q: batch must be an integer > 0", e)
+		}
+		if p.duty, err = strconv.ParseFloat(f[1], 64); err != nil || !(p.duty > 0 && p.duty <= 1) {
+			return nil, fmt.Errorf("-paced %q: duty cycle must be in (0, 1]", e)
+		}
+		if p.pause, err = time.ParseDuration(f[2]); err != nil || p.pause < 0 {
+			return nil, fmt.Errorf("-paced %q: pause must be a duration >= 0", e)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func main() {
@@ -67,15 +100,20 @@ func main() {
 	layouts := flag.String("layouts", "plain,partitioned", "layouts to measure")
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
 	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
-	flag.IntVar(&c.sweepBatch, "sweep-batch", 1000, "the paced sweeper's batch (idem.WithSweepBatch)")
-	flag.Float64Var(&c.sweepDuty, "sweep-duty", 0.25, "the paced sweeper's duty cycle (idem.WithSweepDutyCycle)")
-	flag.DurationVar(&c.sweepPause, "sweep-pause", 0, "the paced sweeper's least pause between batches (idem.WithSweepPause)")
+	flag.IntVar(&c.minRecords, "min-records", baseSize, "smallest grown table measured")
+	paced := flag.String("paced", "1000:0.25:0s",
+		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
 	if *quick {
 		c.maxRecords, c.samples, c.window = min(c.maxRecords, 100_000), 200, 2*time.Second
 	}
 	c.layouts = strings.Split(*layouts, ",")
+	var err error
+	if c.paced, err = parsePacing(*paced); err != nil {
+		fmt.Fprintf(os.Stderr, "benchgrowth: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -99,9 +137,8 @@ func run(ctx context.Context, c config) error {
 	if c.window <= 0 {
 		return fmt.Errorf("-sweep-window %v: must be > 0", c.window)
 	}
-	if c.sweepBatch <= 0 || !(c.sweepDuty > 0 && c.sweepDuty <= 1) || c.sweepPause < 0 {
-		return fmt.Errorf("-sweep-batch %d, -sweep-duty %v, -sweep-pause %v: want a batch > 0, a duty cycle in (0, 1], a pause >= 0",
-			c.sweepBatch, c.sweepDuty, c.sweepPause)
+	if c.minRecords < baseSize || c.minRecords > c.maxRecords {
+		return fmt.Errorf("-min-records %d: between %d and -max-records", c.minRecords, baseSize)
 	}
 	if c.samples < 100 {
 		return fmt.Errorf("-samples %d: at least 100 (a p99 needs them)", c.samples)
@@ -125,12 +162,14 @@ func run(ctx context.Context, c config) error {
 	}
 	var sizes []int
 	for n := baseSize; n <= c.maxRecords; n *= 10 {
+		if n < c.minRecords {
+			continue
+		}
 		sizes = append(sizes, n)
 	}
 	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n",
 		c.ttl, c.interval, c.samples)
-	fmt.Printf("expiry windows ≥ %v; paced sweeper: WithSweepBatch(%d), WithSweepDutyCycle(%v), WithSweepPause(%v)\n\n",
-		c.window, c.sweepBatch, c.sweepDuty, c.sweepPause)
+	fmt.Printf("expiry windows ≥ %v; paced sweepers (batch:duty cycle:pause): %v\n\n", c.window, c.paced)
 	for _, layout := range c.layouts {
 		r, err := runLayout(ctx, pool, c, layout, sizes)
 		printResults(r) // what was measured, even when a later size failed
@@ -170,6 +209,7 @@ type table struct {
 	rows   int // rows in the table (live, first calls, expired not yet swept)
 	next   int // first calls so far
 	exp    int // expired records loaded so far
+	swept  int // expired records 0..swept-1 were swept
 }
 
 type result struct {
@@ -185,16 +225,16 @@ type result struct {
 }
 
 type sweepResult struct {
-	without stats // first calls on the grown table in a window without expiry
-	baseNo  stats // the same on the 10⁴ table
-	callsNo int   // first calls on the grown table in that window
-	runs    []expiry
+	runs []expiry
 }
 
 // expiry is one expiry of the expired tenth and the first calls of the
 // window that began with it.
 type expiry struct {
 	mode        string // loop or paced
+	without     stats  // first calls on the grown table in the window without expiry just before
+	baseNo      stats  // the same on the 10⁴ table
+	callsNo     int    // first calls on the grown table in that window
 	removed     int
 	dur         time.Duration // the expiry's
 	window      time.Duration // the window's: at least -sweep-window and dur
@@ -301,7 +341,7 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99))
 		for _, e := range r.sweep.runs {
 			fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: %s expiry of %d in %.2fs, claim p99 %s (%d calls)\n",
-				layout, n, e.mode, e.removed, e.dur.Seconds(), ratio(e.with.p99, r.sweep.without.p99), e.calls)
+				layout, n, e.mode, e.removed, e.dur.Seconds(), ratio(e.with.p99, e.without.p99), e.calls)
 		}
 	}
 	return out, nil
@@ -454,14 +494,14 @@ func replayCall(ctx context.Context, t *table, rng *rand.Rand) (time.Duration, e
 }
 
 // sweepBeside measures first calls on the grown table (and the base one,
-// alternating) through a window of fixed length without expiry, then
-// through one that starts with each kind of expiry of the expired tenth
-// and lasts at least as long as it does (the expired tenth is loaded again
-// before the second): "loop", Sweep(DefaultSweepBatch) again and again
-// until done, as a bare loop that fell behind does (in partitioned mode one
-// Sweep drops every partition of the past); "paced", an idem.Sweeper with
-// the settings of -sweep-batch, -sweep-duty and -sweep-pause, its rounds
-// back to back until one ends with nothing left.
+// alternating), for each kind of expiry of the expired tenth, through a
+// window of fixed length without expiry, then through one that starts with
+// the expiry and lasts at least as long as it does (the expired tenth is
+// loaded again before each but the first): "loop", Sweep(DefaultSweepBatch) again and
+// again until done, as a bare loop that fell behind does (in partitioned
+// mode one Sweep drops every partition of the past); then "paced", an
+// idem.Sweeper with each of the settings of -paced, its rounds back to
+// back until one ends with nothing left.
 func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout string, base, grown *table) (*sweepResult, error) {
 	r := &sweepResult{}
 	type sample struct {
@@ -505,24 +545,36 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		}
 		return out
 	}
-	b, g, err := calls(nil)
-	if err != nil {
-		return nil, err
+	pending := grown.exp - grown.swept // expired records loaded and not swept yet
+	modes := []string{"loop"}
+	for _, p := range c.paced {
+		modes = append(modes, "paced "+p.String())
 	}
-	r.baseNo, r.without, r.callsNo = summarize(pick(b, false)), summarize(pick(g, false)), len(g)
-	for i, mode := range []string{"loop", "paced"} {
+	for i, mode := range modes {
 		if i > 0 {
-			// The expired tenth again, for this expiry to remove.
-			expired := grown.exp
+			// As many expired records again (keys swept already), for
+			// this expiry to remove.
+			exp := grown.exp
 			grown.exp = 0
-			if _, err := load(ctx, pool, c, layout, grown, grown.live, expired); err != nil {
+			if _, err := load(ctx, pool, c, layout, grown, grown.live, pending); err != nil {
 				return nil, err
 			}
-			if _, err := pool.Exec(ctx, "ANALYZE "+grown.name); err != nil {
+			grown.exp = exp
+		}
+		// Every expiry starts from the same state: the table vacuumed
+		// and analyzed, a checkpoint just made (so the expiry's first
+		// touch of a page writes its full image, as in production), and
+		// a window of calls without expiry, its own baseline.
+		for _, sql := range []string{"VACUUM (ANALYZE) " + grown.name, "CHECKPOINT"} {
+			if _, err := pool.Exec(ctx, sql); err != nil {
 				return nil, err
 			}
 		}
-		e := expiry{mode: mode}
+		b, g, err := calls(nil)
+		if err != nil {
+			return nil, err
+		}
+		e := expiry{mode: mode, baseNo: summarize(pick(b, false)), without: summarize(pick(g, false)), callsNo: len(g)}
 		var lsn0 string
 		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn0); err != nil {
 			return nil, err
@@ -533,8 +585,8 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		go func() {
 			defer close(done)
 			var err error
-			if mode == "paced" {
-				e.removed, err = pacedExpiry(ctx, c, grown.store)
+			if i > 0 {
+				e.removed, err = pacedExpiry(ctx, c.paced[i-1], grown.store)
 			} else {
 				e.removed, err = loopExpiry(ctx, grown.store)
 			}
@@ -557,6 +609,7 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		during := pick(g, true)
 		e.withDuring, e.callsDuring = summarize(during), len(during)
 		grown.rows -= e.removed
+		grown.swept = grown.exp
 		r.runs = append(r.runs, e)
 	}
 	return r, nil
@@ -577,10 +630,10 @@ func loopExpiry(ctx context.Context, st *pgstore.Store) (removed int, err error)
 // pacedExpiry is expiry as a service runs it: an idem.Sweeper's rounds,
 // back to back (as one that fell behind would run them, but for its
 // interval), until a round ends with nothing left.
-func pacedExpiry(ctx context.Context, c config, st *pgstore.Store) (removed int, err error) {
+func pacedExpiry(ctx context.Context, p pacing, st *pgstore.Store) (removed int, err error) {
 	more := false
-	sw := idem.NewSweeper(st, idem.WithSweepBatch(c.sweepBatch), idem.WithSweepDutyCycle(c.sweepDuty),
-		idem.WithSweepPause(c.sweepPause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
+	sw := idem.NewSweeper(st, idem.WithSweepBatch(p.batch), idem.WithSweepDutyCycle(p.duty),
+		idem.WithSweepPause(p.pause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
 	for {
 		n, err := sw.Round(ctx)
 		removed += n
@@ -642,8 +695,8 @@ func printResults(rs []result) {
 		for _, e := range s.runs {
 			fmt.Printf("| %s | %d | %s | %d | %.2fs | %.0f | %.1f MiB | %.1fs | %d / %d / %d | %s / %s | %s / %s | %s | %s | %s / %s |\n",
 				r.layout, r.records, e.mode, e.removed, e.dur.Seconds(), float64(e.removed)/e.dur.Seconds(), float64(e.wal)/(1<<20),
-				e.window.Seconds(), s.callsNo, e.calls, e.callsDuring, ms(s.without.p50), ms(e.with.p50), ms(s.without.p99), ms(e.with.p99),
-				ratio(e.with.p99, s.without.p99), ratio(e.withDuring.p99, s.without.p99), ms(s.baseNo.p99), ms(e.baseWith.p99))
+				e.window.Seconds(), e.callsNo, e.calls, e.callsDuring, ms(e.without.p50), ms(e.with.p50), ms(e.without.p99), ms(e.with.p99),
+				ratio(e.with.p99, e.without.p99), ratio(e.withDuring.p99, e.without.p99), ms(e.baseNo.p99), ms(e.baseWith.p99))
 		}
 	}
 	fmt.Println()
