@@ -31,9 +31,10 @@ const (
 	// DefaultSweepDutyCycle is the share of a round's time its batches may
 	// take: after a batch of duration b the sweeper rests b×(1−f)/f
 	// before the next, so that a sweeper that fell behind catches up at a
-	// bounded rate instead of saturating the store's disk (see
-	// docs/decisions/sweep-pacing.md).
-	DefaultSweepDutyCycle = 1.0
+	// bounded rate instead of saturating the store's disk: on pgstore
+	// it kept first-call p99 within 1.33× while a tenth of 10⁶ records
+	// expired, against 5.4× flat out (docs/decisions/sweep-pacing.md).
+	DefaultSweepDutyCycle = 0.1
 )
 
 // Sweeper removes a store's expired records on an interval (Run, Start):

@@ -238,8 +238,9 @@ func (s *slowSweep) Sweep(ctx context.Context, limit int) (int, error) {
 
 // TestSweeperPacing: between two batches of a round the sweeper rests the
 // pause, or b×(1−f)/f after a batch of duration b with duty cycle f if
-// longer; never after the last batch of a round, nor with neither option;
-// and the rests make the batches take the duty cycle's share of the time.
+// longer (DefaultSweepDutyCycle without options); never after the last
+// batch of a round, nor with duty cycle 1 and no pause; and the rests make
+// the batches take the duty cycle's share of the time.
 func TestSweeperPacing(t *testing.T) {
 	ms := time.Millisecond
 	for _, c := range []struct {
@@ -248,7 +249,7 @@ func TestSweeperPacing(t *testing.T) {
 		took  []time.Duration
 		rests []time.Duration
 	}{
-		{"no pacing by default", nil, []time.Duration{30 * ms}, nil},
+		{"the default duty cycle", nil, []time.Duration{30 * ms}, []time.Duration{270 * ms, 270 * ms, 270 * ms}},
 		{"duty cycle 1/4", []idem.SweepOption{idem.WithSweepDutyCycle(0.25)},
 			[]time.Duration{30 * ms}, []time.Duration{90 * ms, 90 * ms, 90 * ms}},
 		{"each rest from its own batch", []idem.SweepOption{idem.WithSweepDutyCycle(0.5)},
