@@ -40,7 +40,11 @@ const (
 // Sweeper removes a store's expired records on an interval (Run, Start):
 // each round calls the store's Sweep with a bounded batch, again while a
 // batch removes its limit, up to a cap of batches per round, so that one
-// round never holds the store for long. The wait before each round is the
+// round never holds the store for long; between two batches it rests in
+// proportion to the batch's own duration (WithSweepDutyCycle, default
+// DefaultSweepDutyCycle) or a fixed pause (WithSweepPause), so that a
+// sweeper that fell behind catches up at a bounded rate instead of taking
+// the store's disk from the calls beside it. The wait before each round is the
 // interval moved at random by up to the jitter either way (from the
 // sweeper's own seeded source), so that replicas started together do not
 // sweep in step.

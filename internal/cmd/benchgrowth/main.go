@@ -101,7 +101,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
 	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
 	flag.IntVar(&c.minRecords, "min-records", baseSize, "smallest grown table measured")
-	paced := flag.String("paced", "1000:0.25:0s",
+	paced := flag.String("paced", "1000:0.1:0s", // idem.NewSweeper's defaults
 		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
