@@ -6,10 +6,11 @@
 // for the plain table and the partitioned mode (pgstore.WithPartitions);
 // the latency of first calls while expiry removes a tenth of the records
 // beside them (row by row in the plain table, whole partitions in the
-// partitioned one), against the same calls without it; and the bytes each
-// record costs (heap, primary key, other indexes).
+// partitioned one), by a bare loop of Sweep and by the paced idem.Sweeper
+// of each -paced setting, each against a window of the same calls without
+// it; and the bytes each record costs (heap, primary key, other indexes).
 //
-//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-quick]
+//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-min-records N] [-paced 1000:0.1:0s,...] [-quick]
 //
 // Records are loaded with COPY: final outcomes of a 200-byte body, their
 // expiries spread over the TTL. Each size adds a tenth more records that
