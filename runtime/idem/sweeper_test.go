@@ -249,7 +249,7 @@ func TestSweeperPacing(t *testing.T) {
 		took  []time.Duration
 		rests []time.Duration
 	}{
-		{"the default duty cycle", nil, []time.Duration{30 * ms}, []time.Duration{270 * ms, 270 * ms, 270 * ms}},
+		{"the default duty cycle", nil, []time.Duration{30 * ms}, []time.Duration{570 * ms, 570 * ms, 570 * ms}},
 		{"duty cycle 1/4", []idem.SweepOption{idem.WithSweepDutyCycle(0.25)},
 			[]time.Duration{30 * ms}, []time.Duration{90 * ms, 90 * ms, 90 * ms}},
 		{"each rest from its own batch", []idem.SweepOption{idem.WithSweepDutyCycle(0.5)},

@@ -10,7 +10,7 @@
 // of each -paced setting, each against a window of the same calls without
 // it; and the bytes each record costs (heap, primary key, other indexes).
 //
-//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-min-records N] [-paced 1000:0.1:0s,...] [-quick]
+//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-min-records N] [-paced 1000:0.05:0s,...] [-quick]
 //
 // Records are loaded with COPY: final outcomes of a 200-byte body, their
 // expiries spread over the TTL. Each size adds a tenth more records that
@@ -102,7 +102,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
 	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
 	flag.IntVar(&c.minRecords, "min-records", baseSize, "smallest grown table measured")
-	paced := flag.String("paced", "1000:0.1:0s", // idem.NewSweeper's defaults
+	paced := flag.String("paced", "1000:0.05:0s", // idem.NewSweeper's defaults
 		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
