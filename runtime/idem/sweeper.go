@@ -28,12 +28,24 @@ const (
 	DefaultSweepBatch = 1000
 	// DefaultSweepMaxBatches caps the Sweep calls of one round.
 	DefaultSweepMaxBatches = 100
+	// DefaultSweepDutyCycle is the share of a round's time its batches may
+	// take: after a batch of duration b the sweeper rests b×(1−f)/f
+	// before the next, so that a sweeper that fell behind catches up at a
+	// bounded rate instead of saturating the store's disk: on pgstore
+	// it kept first-call p99 within 1.05–1.41× while a tenth of 10⁶
+	// records expired, against 4.3–5.9× flat out
+	// (docs/decisions/sweep-pacing.md).
+	DefaultSweepDutyCycle = 0.05
 )
 
 // Sweeper removes a store's expired records on an interval (Run, Start):
 // each round calls the store's Sweep with a bounded batch, again while a
 // batch removes its limit, up to a cap of batches per round, so that one
-// round never holds the store for long. The wait before each round is the
+// round never holds the store for long; between two batches it rests in
+// proportion to the batch's own duration (WithSweepDutyCycle, default
+// DefaultSweepDutyCycle) or a fixed pause (WithSweepPause), so that a
+// sweeper that fell behind catches up at a bounded rate instead of taking
+// the store's disk from the calls beside it. The wait before each round is the
 // interval moved at random by up to the jitter either way (from the
 // sweeper's own seeded source), so that replicas started together do not
 // sweep in step.
@@ -48,6 +60,8 @@ type Sweeper struct {
 	jitter     float64
 	batch      int
 	maxBatches int
+	pause      time.Duration
+	duty       float64
 	clock      Clock
 	observe    func(SweepEvent)
 	seed       uint64
@@ -69,8 +83,12 @@ type SweepEvent struct {
 	// next round (raise the batch, the cap or the frequency if it stays
 	// true).
 	More bool
-	// Elapsed is the round's duration by the sweeper's clock.
+	// Elapsed is the round's duration by the sweeper's clock, its rests
+	// between batches included.
 	Elapsed time.Duration
+	// Rested is how long the round rested between its batches
+	// (WithSweepPause, WithSweepDutyCycle).
+	Rested time.Duration
 	// Err is the error that ended the round early, if any; the sweeper
 	// goes on with the next round.
 	Err error
@@ -128,6 +146,35 @@ func WithSweepMaxBatches(n int) SweepOption {
 	}
 }
 
+// WithSweepPause sets the least rest between two batches of a round
+// (default 0); it must not be negative. The rest is the longer of it and
+// the one WithSweepDutyCycle asks.
+func WithSweepPause(d time.Duration) SweepOption {
+	return func(s *Sweeper) {
+		if d < 0 {
+			s.invalid("WithSweepPause(%v): pause must be >= 0", d)
+			return
+		}
+		s.pause = d
+	}
+}
+
+// WithSweepDutyCycle sets the share f in (0, 1] of a round's time that
+// its batches may take (default DefaultSweepDutyCycle): after a batch that
+// took b by the sweeper's clock, the sweeper rests b×(1−f)/f before the
+// next one. A batch that is slow because the store is busy thus makes the
+// next rest longer, and a round removes at most f of what the store could
+// remove flat out. With f = 1 batches follow each other at once.
+func WithSweepDutyCycle(f float64) SweepOption {
+	return func(s *Sweeper) {
+		if !(f > 0 && f <= 1) {
+			s.invalid("WithSweepDutyCycle(%v): duty cycle must be in (0, 1]", f)
+			return
+		}
+		s.duty = f
+	}
+}
+
 // WithSweepClock sets the clock that paces the rounds and measures them
 // (default SystemClock).
 func WithSweepClock(c Clock) SweepOption {
@@ -176,6 +223,7 @@ func NewSweeper(store Sweepable, opts ...SweepOption) *Sweeper {
 		jitter:     DefaultSweepJitter,
 		batch:      DefaultSweepBatch,
 		maxBatches: DefaultSweepMaxBatches,
+		duty:       DefaultSweepDutyCycle,
 		clock:      SystemClock{},
 	}
 	for _, o := range opts {
@@ -192,12 +240,15 @@ func NewSweeper(store Sweepable, opts ...SweepOption) *Sweeper {
 }
 
 // Round runs one round now: Sweep with the batch limit, again while a call
-// removes its limit, at most the cap of calls. It returns how many records
-// it removed and the error that ended it, and tells the observer.
+// removes its limit, at most the cap of calls, resting between calls as
+// WithSweepPause and WithSweepDutyCycle ask. It returns how many records
+// it removed and the error that ended it (ctx's, when ctx ends during a
+// rest), and tells the observer.
 func (s *Sweeper) Round(ctx context.Context) (removed int, err error) {
 	start := s.clock.Now()
 	ev := SweepEvent{}
 	for ev.Batches < s.maxBatches {
+		began := s.clock.Now()
 		n, err := s.store.Sweep(ctx, s.batch)
 		ev.Batches++
 		ev.Removed += max(n, 0)
@@ -209,12 +260,32 @@ func (s *Sweeper) Round(ctx context.Context) (removed int, err error) {
 			break
 		}
 		ev.More = ev.Batches == s.maxBatches
+		if ev.More {
+			break
+		}
+		if rest := s.rest(s.clock.Now().Sub(began)); rest > 0 {
+			if err := s.clock.Sleep(ctx, rest); err != nil {
+				ev.Err = fmt.Errorf("idem: sweep: %w", err)
+				break
+			}
+			ev.Rested += rest
+		}
 	}
 	ev.Elapsed = s.clock.Now().Sub(start)
 	if s.observe != nil {
 		s.observe(ev)
 	}
 	return ev.Removed, ev.Err
+}
+
+// rest returns the rest after a batch that took took: the pause, or the
+// rest the duty cycle asks if longer.
+func (s *Sweeper) rest(took time.Duration) time.Duration {
+	r := s.pause
+	if s.duty < 1 && took > 0 {
+		r = max(r, time.Duration(float64(took)*(1-s.duty)/s.duty))
+	}
+	return r
 }
 
 // next returns the wait before the next round: the interval moved by up to

@@ -6,10 +6,11 @@
 // for the plain table and the partitioned mode (pgstore.WithPartitions);
 // the latency of first calls while expiry removes a tenth of the records
 // beside them (row by row in the plain table, whole partitions in the
-// partitioned one), against the same calls without it; and the bytes each
-// record costs (heap, primary key, other indexes).
+// partitioned one), by a bare loop of Sweep and by the paced idem.Sweeper
+// of each -paced setting, each against a window of the same calls without
+// it; and the bytes each record costs (heap, primary key, other indexes).
 //
-//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-quick]
+//	IDEM_PG_DURABLE=1 scripts/with-services.sh go run ./internal/cmd/benchgrowth [-max-records N] [-min-records N] [-paced 1000:0.05:0s,...] [-quick]
 //
 // Records are loaded with COPY: final outcomes of a 200-byte body, their
 // expiries spread over the TTL. Each size adds a tenth more records that
@@ -29,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +54,42 @@ type config struct {
 	interval   time.Duration
 	layouts    []string
 	keep       bool
+	window     time.Duration
+	minRecords int
+	paced      []pacing
+}
+
+// pacing is the settings of a paced sweeper (-paced).
+type pacing struct {
+	batch int
+	duty  float64
+	pause time.Duration
+}
+
+func (p pacing) String() string { return fmt.Sprintf("%d:%v:%v", p.batch, p.duty, p.pause) }
+
+// parsePacing reads -paced: batch:duty:pause entries separated by commas.
+func parsePacing(v string) ([]pacing, error) {
+	var out []pacing
+	for e := range strings.SplitSeq(v, ",") {
+		f := strings.Split(e, ":")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("-paced %q: want batch:duty:pause, e.g. 1000:0.25:0s", e)
+		}
+		var p pacing
+		var err error
+		if p.batch, err = strconv.Atoi(f[0]); err != nil || p.batch <= 0 {
+			return nil, fmt.Errorf("-paced %q: batch must be an integer > 0", e)
+		}
+		if p.duty, err = strconv.ParseFloat(f[1], 64); err != nil || !(p.duty > 0 && p.duty <= 1) {
+			return nil, fmt.Errorf("-paced %q: duty cycle must be in (0, 1]", e)
+		}
+		if p.pause, err = time.ParseDuration(f[2]); err != nil || p.pause < 0 {
+			return nil, fmt.Errorf("-paced %q: pause must be a duration >= 0", e)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func main() {
@@ -62,12 +100,21 @@ func main() {
 	flag.DurationVar(&c.interval, "interval", 3*time.Hour, "partition interval of the partitioned mode")
 	layouts := flag.String("layouts", "plain,partitioned", "layouts to measure")
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
+	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
+	flag.IntVar(&c.minRecords, "min-records", baseSize, "smallest grown table measured")
+	paced := flag.String("paced", "1000:0.05:0s", // idem.NewSweeper's defaults
+		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
 	if *quick {
-		c.maxRecords, c.samples = min(c.maxRecords, 100_000), 200
+		c.maxRecords, c.samples, c.window = min(c.maxRecords, 100_000), 200, 2*time.Second
 	}
 	c.layouts = strings.Split(*layouts, ",")
+	var err error
+	if c.paced, err = parsePacing(*paced); err != nil {
+		fmt.Fprintf(os.Stderr, "benchgrowth: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -87,6 +134,12 @@ func run(ctx context.Context, c config) error {
 	}
 	if c.ttl < 8*time.Hour {
 		return fmt.Errorf("-ttl %v: at least 8h (loaded records expire no sooner than TTL/8, after the run)", c.ttl)
+	}
+	if c.window <= 0 {
+		return fmt.Errorf("-sweep-window %v: must be > 0", c.window)
+	}
+	if c.minRecords < baseSize || c.minRecords > c.maxRecords {
+		return fmt.Errorf("-min-records %d: between %d and -max-records", c.minRecords, baseSize)
 	}
 	if c.samples < 100 {
 		return fmt.Errorf("-samples %d: at least 100 (a p99 needs them)", c.samples)
@@ -110,10 +163,14 @@ func run(ctx context.Context, c config) error {
 	}
 	var sizes []int
 	for n := baseSize; n <= c.maxRecords; n *= 10 {
+		if n < c.minRecords {
+			continue
+		}
 		sizes = append(sizes, n)
 	}
-	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n\n",
+	fmt.Printf("\nrecords: a 200-byte outcome, TTL %v; partitioned: interval %v; %d calls per table, kind and size; 1 caller, lease mode\n",
 		c.ttl, c.interval, c.samples)
+	fmt.Printf("expiry windows ≥ %v; paced sweepers (batch:duty cycle:pause): %v\n\n", c.window, c.paced)
 	for _, layout := range c.layouts {
 		r, err := runLayout(ctx, pool, c, layout, sizes)
 		printResults(r) // what was measured, even when a later size failed
@@ -153,6 +210,7 @@ type table struct {
 	rows   int // rows in the table (live, first calls, expired not yet swept)
 	next   int // first calls so far
 	exp    int // expired records loaded so far
+	swept  int // expired records 0..swept-1 were swept
 }
 
 type result struct {
@@ -168,14 +226,25 @@ type result struct {
 }
 
 type sweepResult struct {
-	removed  int
-	dur      time.Duration
-	wal      int64
-	without  stats // first calls on the grown table just before
-	with     stats // first calls on the grown table while the sweep ran
-	baseWith stats // first calls on the 10⁴ table while the sweep ran
-	baseNo   stats
-	calls    int // first calls on the grown table during the sweep
+	runs []expiry
+}
+
+// expiry is one expiry of the expired tenth and the first calls of the
+// window that began with it.
+type expiry struct {
+	mode        string // loop or paced
+	without     stats  // first calls on the grown table in the window without expiry just before
+	baseNo      stats  // the same on the 10⁴ table
+	callsNo     int    // first calls on the grown table in that window
+	removed     int
+	dur         time.Duration // the expiry's
+	window      time.Duration // the window's: at least -sweep-window and dur
+	wal         int64
+	with        stats // first calls on the grown table in the window
+	baseWith    stats // the same on the 10⁴ table
+	calls       int
+	withDuring  stats // first calls on the grown table while expiry ran
+	callsDuring int
 }
 
 type stats struct{ p50, p99 time.Duration }
@@ -267,12 +336,14 @@ func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string,
 		if r.sweep, err = sweepBeside(ctx, pool, c, layout, base, grown); err != nil {
 			return out, err
 		}
-		grown.rows -= r.sweep.removed
 		out = append(out, r)
-		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s, p99 %s; replay p50 %s, p99 %s; sweep %d in %.2fs, claim p99 %s\n",
+		fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: first p50 %s, p99 %s; replay p50 %s, p99 %s\n",
 			layout, n, ratio(r.first[1].p50, r.first[0].p50), ratio(r.first[1].p99, r.first[0].p99),
-			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99),
-			r.sweep.removed, r.sweep.dur.Seconds(), ratio(r.sweep.with.p99, r.sweep.without.p99))
+			ratio(r.replay[1].p50, r.replay[0].p50), ratio(r.replay[1].p99, r.replay[0].p99))
+		for _, e := range r.sweep.runs {
+			fmt.Fprintf(os.Stderr, "benchgrowth: %s %d: %s expiry of %d in %.2fs, claim p99 %s (%d calls)\n",
+				layout, n, e.mode, e.removed, e.dur.Seconds(), ratio(e.with.p99, e.without.p99), e.calls)
+		}
 	}
 	return out, nil
 }
@@ -424,76 +495,166 @@ func replayCall(ctx context.Context, t *table, rng *rand.Rand) (time.Duration, e
 }
 
 // sweepBeside measures first calls on the grown table (and the base one,
-// alternating) while expiry removes the expired records: plain, Sweep(1000)
-// again and again, as a sweeper that has fallen behind does; partitioned,
-// one Sweep, which drops the partitions of the past. The calls without the
-// sweep are measured just before, the same way.
+// alternating), for each kind of expiry of the expired tenth, through a
+// window of fixed length without expiry, then through one that starts with
+// the expiry and lasts at least as long as it does (the expired tenth is
+// loaded again before each but the first): "loop", Sweep(DefaultSweepBatch) again and
+// again until done, as a bare loop that fell behind does (in partitioned
+// mode one Sweep drops every partition of the past); then "paced", an
+// idem.Sweeper with each of the settings of -paced, its rounds back to
+// back until one ends with nothing left.
 func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout string, base, grown *table) (*sweepResult, error) {
 	r := &sweepResult{}
-	calls := func(n int, done <-chan struct{}) (b, g []time.Duration, err error) {
-		for i := 0; i < n || done != nil; i++ {
+	type sample struct {
+		d      time.Duration
+		during bool
+	}
+	// calls runs first calls, alternating, until the window has passed and
+	// done (if any) is closed; a call is during the expiry if done was
+	// open when it began.
+	calls := func(done <-chan struct{}) (b, g []sample, err error) {
+		end := time.Now().Add(c.window)
+		for {
+			during := false
 			if done != nil {
 				select {
 				case <-done:
-					return b, g, nil
 				default:
+					during = true
 				}
+			}
+			if !during && time.Now().After(end) {
+				return b, g, nil
 			}
 			d, err := firstCall(ctx, c, base)
 			if err != nil {
 				return nil, nil, err
 			}
-			b = append(b, d)
+			b = append(b, sample{d, during})
 			if d, err = firstCall(ctx, c, grown); err != nil {
 				return nil, nil, err
 			}
-			g = append(g, d)
+			g = append(g, sample{d, during})
 		}
-		return b, g, nil
 	}
-	b, g, err := calls(c.samples/2, nil)
-	if err != nil {
-		return nil, err
-	}
-	r.baseNo, r.without = summarize(b), summarize(g)
-	var lsn0 string
-	if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn0); err != nil {
-		return nil, err
-	}
-	done := make(chan struct{})
-	errc := make(chan error, 1)
-	start := time.Now()
-	go func() {
-		defer close(done)
-		var err error
-		if layout == "partitioned" {
-			r.removed, err = grown.store.Sweep(ctx, 0)
-		} else {
-			for {
-				var n int
-				if n, err = grown.store.Sweep(ctx, pgstore.DefaultSweepBatch); err != nil || n < pgstore.DefaultSweepBatch {
-					r.removed += n
-					break
-				}
-				r.removed += n
+	pick := func(ss []sample, duringOnly bool) []time.Duration {
+		var out []time.Duration
+		for _, s := range ss {
+			if s.during || !duringOnly {
+				out = append(out, s.d)
 			}
 		}
-		r.dur = time.Since(start)
-		errc <- err
-	}()
-	b, g, err = calls(0, done)
-	<-done
-	if err != nil {
-		return nil, err
+		return out
 	}
-	if err := <-errc; err != nil {
-		return nil, fmt.Errorf("sweep: %w", err)
+	pending := grown.exp - grown.swept // expired records loaded and not swept yet
+	modes := []string{"loop"}
+	for _, p := range c.paced {
+		modes = append(modes, "paced "+p.String())
 	}
-	if err := pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn0).Scan(&r.wal); err != nil {
-		return nil, err
+	for i, mode := range modes {
+		if i > 0 {
+			// As many expired records again (keys swept already), for
+			// this expiry to remove.
+			exp := grown.exp
+			grown.exp = 0
+			if _, err := load(ctx, pool, c, layout, grown, grown.live, pending); err != nil {
+				return nil, err
+			}
+			grown.exp = exp
+		}
+		// Every expiry starts from the same state: the table vacuumed
+		// and analyzed, a few seconds for the server to settle, and a
+		// window of calls without expiry, its own baseline. (A CHECKPOINT
+		// here made the baseline the slowest window: every first touch of
+		// an index page after it writes the page's full image.)
+		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+grown.name); err != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, 3*time.Second); err != nil {
+			return nil, err
+		}
+		b, g, err := calls(nil)
+		if err != nil {
+			return nil, err
+		}
+		e := expiry{mode: mode, baseNo: summarize(pick(b, false)), without: summarize(pick(g, false)), callsNo: len(g)}
+		var lsn0 string
+		if err := pool.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&lsn0); err != nil {
+			return nil, err
+		}
+		done := make(chan struct{})
+		errc := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			defer close(done)
+			var err error
+			if i > 0 {
+				e.removed, err = pacedExpiry(ctx, c.paced[i-1], grown.store)
+			} else {
+				e.removed, err = loopExpiry(ctx, grown.store)
+			}
+			e.dur = time.Since(start)
+			errc <- err
+		}()
+		b, g, err = calls(done)
+		<-done
+		if err != nil {
+			return nil, err
+		}
+		if err := <-errc; err != nil {
+			return nil, fmt.Errorf("%s expiry: %w", mode, err)
+		}
+		if err := pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint", lsn0).Scan(&e.wal); err != nil {
+			return nil, err
+		}
+		e.window = time.Since(start)
+		e.baseWith, e.with, e.calls = summarize(pick(b, false)), summarize(pick(g, false)), len(g)
+		during := pick(g, true)
+		e.withDuring, e.callsDuring = summarize(during), len(during)
+		grown.rows -= e.removed
+		grown.swept = grown.exp
+		r.runs = append(r.runs, e)
 	}
-	r.baseWith, r.with, r.calls = summarize(b), summarize(g), len(g)
 	return r, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// loopExpiry is expiry without pacing: Sweep(DefaultSweepBatch) again
+// while it removes its limit.
+func loopExpiry(ctx context.Context, st *pgstore.Store) (removed int, err error) {
+	for {
+		n, err := st.Sweep(ctx, pgstore.DefaultSweepBatch)
+		removed += n
+		if err != nil || n < pgstore.DefaultSweepBatch {
+			return removed, err
+		}
+	}
+}
+
+// pacedExpiry is expiry as a service runs it: an idem.Sweeper's rounds,
+// back to back (as one that fell behind would run them, but for its
+// interval), until a round ends with nothing left.
+func pacedExpiry(ctx context.Context, p pacing, st *pgstore.Store) (removed int, err error) {
+	more := false
+	sw := idem.NewSweeper(st, idem.WithSweepBatch(p.batch), idem.WithSweepDutyCycle(p.duty),
+		idem.WithSweepPause(p.pause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
+	for {
+		n, err := sw.Round(ctx)
+		removed += n
+		if err != nil || !more {
+			return removed, err
+		}
+	}
 }
 
 type sizes struct{ heap, pk, other int64 }
@@ -535,15 +696,22 @@ func printResults(rs []result) {
 			ms(r.replay[0].p99), ms(r.replay[1].p99), ratio(r.replay[1].p99, r.replay[0].p99))
 	}
 	fmt.Println()
-	fmt.Println("## First calls while expiry removes the expired tenth (ms; plain: Sweep(1000) in a loop; partitioned: one Sweep)")
+	fmt.Println("## First calls while expiry removes the expired tenth (ms; loop: Sweep(1000) again and again, one Sweep when")
+	fmt.Println("## partitioned; paced: idem.Sweeper; window: from the expiry's start, at least -sweep-window and the expiry)")
 	fmt.Println()
-	fmt.Println("| layout | records | removed | sweep time | WAL | calls during | p50 without / with | p99 without / with | p99 ratio (aim ≤ 1.5×) | 10⁴ table p99 without / with |")
-	fmt.Println("|---|---:|---:|---:|---:|---:|---|---|---:|---|")
+	fmt.Println("| layout | records | expiry | removed | took | rows/s | WAL | window | calls without / in window / during | p50 without / with | p99 without / with | p99 ratio (aim ≤ 1.5×) | p99 during | 10⁴ table p99 without / with |")
+	fmt.Println("|---|---:|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|")
 	for _, r := range rs {
 		s := r.sweep
-		fmt.Printf("| %s | %d | %d | %.2fs | %.1f MiB | %d | %s / %s | %s / %s | %s | %s / %s |\n", r.layout, r.records, s.removed,
-			s.dur.Seconds(), float64(s.wal)/(1<<20), s.calls, ms(s.without.p50), ms(s.with.p50), ms(s.without.p99), ms(s.with.p99),
-			ratio(s.with.p99, s.without.p99), ms(s.baseNo.p99), ms(s.baseWith.p99))
+		if s == nil {
+			continue
+		}
+		for _, e := range s.runs {
+			fmt.Printf("| %s | %d | %s | %d | %.2fs | %.0f | %.1f MiB | %.1fs | %d / %d / %d | %s / %s | %s / %s | %s | %s | %s / %s |\n",
+				r.layout, r.records, e.mode, e.removed, e.dur.Seconds(), float64(e.removed)/e.dur.Seconds(), float64(e.wal)/(1<<20),
+				e.window.Seconds(), e.callsNo, e.calls, e.callsDuring, ms(e.without.p50), ms(e.with.p50), ms(e.without.p99), ms(e.with.p99),
+				ratio(e.with.p99, e.without.p99), ratio(e.withDuring.p99, e.without.p99), ms(e.baseNo.p99), ms(e.baseWith.p99))
+		}
 	}
 	fmt.Println()
 	fmt.Println("## Bytes per row of the grown table, before the sweep (200-byte outcome; rows = live + expired + first calls)")
