@@ -716,20 +716,5 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 			break
 		}
 	}
-	if err != nil {
-		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
-			// Another transaction holds the key and did not finish in time.
-			return s.heldBy(ctx, conn, req), nil, nil
-		}
-		end(ctx, conn)
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
-	}
-	if !claim.Claimed {
-		end(ctx, conn)
-		return claim, nil, nil
-	}
-	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
-	t.mtx = &methodTx{Tx: tx, owner: t}
-	s.open.Store(req.Token, req.Key.ID)
-	return claim, t, nil
+	return s.claimed(ctx, conn, tx, req, claim, err)
 }

@@ -190,23 +190,8 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 				err = errors.New("the guard failed a claimed transaction")
 			}
 		}
-		if err != nil {
-			if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
-				// Another transaction holds the key and did not finish in time.
-				return s.heldBy(ctx, conn, req), nil, nil
-			}
-			end(ctx, conn)
-			return idem.Claim{}, nil, fail("claim", req.Key, err)
-		}
-		if res == claimAnswered {
-			if !claim.Claimed {
-				end(ctx, conn)
-				return claim, nil, nil
-			}
-			t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
-			t.mtx = &methodTx{Tx: tx, owner: t}
-			s.open.Store(req.Token, req.Key.ID)
-			return claim, t, nil
+		if err != nil || res == claimAnswered {
+			return s.claimed(ctx, conn, tx, req, claim, err)
 		}
 		// claimAgain: a conflicting row was committed after the claim's
 		// snapshot was taken (by a lease-mode writer), or the claim ran
@@ -304,6 +289,29 @@ func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool
 		return conn, max(wait-time.Since(start), time.Millisecond), nil
 	}
 	return conn, s.noWait, nil
+}
+
+// claimed ends a claim batch of either layout: a lock wait that ran out is
+// answered by heldBy, another error or an answer that is not a claim ends
+// the connection's transaction and releases it, and a claim becomes the
+// caller's open transaction tx.
+func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, req idem.ClaimRequest, claim idem.Claim, err error) (idem.Claim, idem.Txn, error) {
+	if err != nil {
+		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
+			// Another transaction holds the key and did not finish in time.
+			return s.heldBy(ctx, conn, req), nil, nil
+		}
+		end(ctx, conn)
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
+	if !claim.Claimed {
+		end(ctx, conn)
+		return claim, nil, nil
+	}
+	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
+	t.mtx = &methodTx{Tx: tx, owner: t}
+	s.open.Store(req.Token, req.Key.ID)
+	return claim, t, nil
 }
 
 // heldBy answers a duplicate whose wait for the key's lock ran out: it asks pg_locks whether the session holding the

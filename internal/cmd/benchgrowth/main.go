@@ -570,7 +570,7 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		if _, err := pool.Exec(ctx, "VACUUM (ANALYZE) "+grown.name); err != nil {
 			return nil, err
 		}
-		if err := sleep(ctx, 3*time.Second); err != nil {
+		if err := (idem.SystemClock{}).Sleep(ctx, 3*time.Second); err != nil {
 			return nil, err
 		}
 		b, g, err := calls(nil)
@@ -616,17 +616,6 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		r.runs = append(r.runs, e)
 	}
 	return r, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // loopExpiry is expiry without pacing: Sweep(DefaultSweepBatch) again
