@@ -219,6 +219,21 @@ func play(ctx context.Context, out io.Writer, ackWait time.Duration, h handler, 
 	return counts, nil
 }
 
+// deliver fetches the next message of c, handles it and says so: "delivery
+// N" followed by what.
+func deliver(ctx context.Context, out io.Writer, b *broker, c jetstream.Consumer, h handler, what string) (jetstream.Msg, error) {
+	m, err := b.next(c)
+	if err != nil {
+		return nil, err
+	}
+	_, n, err := handle(ctx, h, m)
+	if err != nil {
+		return nil, err
+	}
+	say(out, "delivery %d%s", n, what)
+	return m, nil
+}
+
 func say(out io.Writer, format string, args ...any) { fmt.Fprintf(out, "   "+format+"\n", args...) }
 
 // producerRetry: the producer publishes twice (its first PubAck was lost);
@@ -236,14 +251,9 @@ func producerRetry(ctx context.Context, out io.Writer, b *broker, h handler, msg
 		}
 		say(out, "publish %d of %s: duplicate=%v", i+1, msg.ID, dup)
 	}
-	m, err := b.next(c)
+	m, err := deliver(ctx, out, b, c, h, ": handled, acked")
 	if err != nil {
 		return err
-	}
-	if _, n, err := handle(ctx, h, m); err != nil {
-		return err
-	} else {
-		say(out, "delivery %d: handled, acked", n)
 	}
 	return m.Ack()
 }
@@ -258,23 +268,12 @@ func crashBeforeAck(ctx context.Context, out io.Writer, b *broker, h handler, ms
 	if _, err := b.publish(ctx, "crash", msg, true); err != nil {
 		return err
 	}
-	m, err := b.next(c)
+	if _, err := deliver(ctx, out, b, c, h, ": handled, then the consumer crashed before the ack"); err != nil {
+		return err
+	}
+	m, err := deliver(ctx, out, b, c, h, " (after AckWait): handled, acked")
 	if err != nil {
 		return err
-	}
-	if _, n, err := handle(ctx, h, m); err != nil {
-		return err
-	} else {
-		say(out, "delivery %d: handled, then the consumer crashed before the ack", n)
-	}
-	m, err = b.next(c) // after AckWait
-	if err != nil {
-		return err
-	}
-	if _, n, err := handle(ctx, h, m); err != nil {
-		return err
-	} else {
-		say(out, "delivery %d (after AckWait): handled, acked", n)
 	}
 	return m.Ack()
 }
