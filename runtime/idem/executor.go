@@ -77,6 +77,8 @@ type Executor struct {
 	renewer  Renewer // the store, when it renews leases
 	renew    bool    // WithRenewal(true)
 	bad      string  // the first invalid option, for NewExecutor's panic
+	tenancy  bool    // WithTenant or SingleTenant was given
+	single   bool    // SingleTenant was given
 }
 
 // invalid records the first invalid option.
@@ -104,15 +106,38 @@ func WithLease(d time.Duration) Option {
 }
 
 // WithTenant sets the function that reads the tenant from a call's context.
-// Records are scoped by tenant; without it every call is in tenant "". A
-// tenant longer than MaxTenantLen makes Do fail with ErrTooLarge.
+// Records are scoped by tenant: tenant A's key never answers tenant B. A
+// tenant longer than MaxTenantLen makes Do fail with ErrTooLarge. Exactly
+// one of WithTenant and SingleTenant must be given to NewExecutor.
 func WithTenant(f func(context.Context) string) Option {
 	return func(e *Executor) {
 		if f == nil {
 			e.invalid("WithTenant(nil)")
 			return
 		}
+		if e.single {
+			e.invalid("WithTenant and SingleTenant both given: choose one tenancy")
+			return
+		}
 		e.tenant = f
+		e.tenancy = true
+	}
+}
+
+// SingleTenant puts every caller of the executor in one key space (tenant
+// ""): a call with another caller's key is answered with that caller's
+// stored outcome. Say it where the executor is built, for a service that
+// has one client or whose keys are already unique across clients; a
+// multi-tenant service passes WithTenant instead. Exactly one of the two
+// must be given to NewExecutor.
+func SingleTenant() Option {
+	return func(e *Executor) {
+		if e.tenancy && !e.single {
+			e.invalid("WithTenant and SingleTenant both given: choose one tenancy")
+			return
+		}
+		e.single = true
+		e.tenancy = true
 	}
 }
 
