@@ -120,9 +120,14 @@ const (
 	Unencodable
 	// PayloadReuse: some callers reuse a key with another payload.
 	PayloadReuse
+	// Outages: the store cannot be reached for a while (shorter than the
+	// lease) right after a method decided its outcome, as during a
+	// database restart or a failover: the executor must keep the outcome
+	// and store it when the store is back.
+	Outages
 
 	// AllFaults is every fault class.
-	AllFaults = LinkFaults | WorkerCrashes | Stalls | Cancels | StoreCrashes | MethodFaults | Goexit | Unencodable | PayloadReuse
+	AllFaults = LinkFaults | WorkerCrashes | Stalls | Cancels | StoreCrashes | MethodFaults | Goexit | Unencodable | PayloadReuse | Outages
 )
 
 // Renewal says whether the executor renews leases (idem.WithRenewal).
@@ -167,6 +172,7 @@ type params struct {
 	maxDelay, timeout                 time.Duration
 	crash, stall, cancel              float64
 	storeCrashes                      int
+	outage                            float64 // chance of an outage after a decided execution
 	kinds                             [kindCount]float64 // cumulative weights of the outcome kinds
 }
 
@@ -303,6 +309,7 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 		tokens:   make(map[idem.Token]*worker),
 		finals:   make(map[string]*execution),
 		renewals: make(chan *renewalStart),
+		keepers:  make(chan *renewalStart),
 		decoded:  make(map[string]outcome),
 	}
 	w.ctx = context.Background()
@@ -310,6 +317,12 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 		w.ctx = mutant.With(w.ctx, opts.Mutations)
 	}
 	w.p = drawParams(w.rng, opts.Faults)
+	// Outages are drawn by a generator of their own, so that a schedule
+	// without one is the schedule the seed had before they existed.
+	w.orng = rand.New(rand.NewPCG(seed, 0x07a6e))
+	if opts.Faults&Outages != 0 && w.orng.IntN(2) == 0 {
+		w.p.outage = 0.2 + 0.6*w.orng.Float64()
+	}
 	w.mem = w.newStore()
 	w.renew = opts.renews(seed)
 	exOpts := []idem.Option{idem.WithClock(clock{w}), idem.WithRenewal(w.renew)}
