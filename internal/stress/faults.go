@@ -61,6 +61,7 @@ func RedisKill() Scenario {
 					if err := env.Redis.Restart(context.WithoutCancel(ctx)); err != nil {
 						return fmt.Errorf("redis-kill: restart: %w", err)
 					}
+					env.Outage(time.Since(t0))
 					env.Note("SIGKILL at call %d, back in %v", int(at*float64(env.total)), time.Since(t0).Round(time.Millisecond))
 					return nil
 				})
@@ -136,7 +137,44 @@ func PGRestart() Scenario {
 				if err := env.PG.Restart(ctx, outage); err != nil {
 					return fmt.Errorf("pg-restart: %w", err)
 				}
+				env.Outage(time.Since(t0))
 				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+	}
+}
+
+// StoreOutage cuts every store call off (a connection refused, before the
+// call reaches the store) for 1s (400ms when short), shorter than Pay's
+// lease (5s), at 30% of the calls, on every lease-mode store: the
+// executors that ran their method meanwhile keep its outcome and store it
+// when the store is back, so nothing executes twice (a duplicate charged
+// to complete-store-error fails the run, the outage being shorter than the
+// lease).
+func StoreOutage() Scenario {
+	return Scenario{
+		Name:    "store-outage",
+		About:   "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice",
+		Applies: func(b string) bool { return b != "pg-tx" },
+		Configure: func(s *Storm) {
+			faulty(s)
+			s.Cut = true
+			outage := time.Second
+			if s.Short {
+				outage = 400 * time.Millisecond
+			}
+			s.Faults, s.HoldAt = 1, 0.6
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				if err := env.WaitProgress(ctx, 0.3); err != nil {
+					return fmt.Errorf("store-outage: the storm ended before 30%% of its calls")
+				}
+				at := env.Issued()
+				if err := env.CutFor(ctx, outage); err != nil {
+					return nil // the storm ended
+				}
+				env.Note("store cut off for %v at call %d", outage, at)
 				return nil
 			})
 		},

@@ -153,6 +153,10 @@ type Storm struct {
 	// store error, as a client retrying after a 503 would (so that an outage
 	// does not burn the whole plan in a moment).
 	ErrorPause time.Duration
+	// Cut puts a switch in front of the store (Env.CutFor): while it is
+	// off, every store call fails with a connection refused before it
+	// reaches the store, as a store that cannot be reached does.
+	Cut bool
 	// Background functions run during the storm (fault injectors); they must
 	// return when ctx is done.
 	Background []func(ctx context.Context, env *Env) error
@@ -226,10 +230,12 @@ type Env struct {
 	faults    sync.WaitGroup
 	completed chan idem.Key
 
-	mu      sync.Mutex
-	losses  map[string]int // per key text
-	lostAll int
-	notes   []string
+	cut       *cutStore // Storm.Cut
+	mu        sync.Mutex
+	losses    map[string]int // per key text
+	lostAll   int
+	notes     []string
+	outageMax time.Duration // the longest outage a fault caused
 }
 
 // WaitProgress returns once the storm has issued frac of its calls, or ctx
@@ -282,6 +288,40 @@ func (e *Env) LostAll() {
 	e.mu.Lock()
 	e.lostAll++
 	e.mu.Unlock()
+}
+
+// Outage records that a fault left the store unreachable for d (a server
+// killed or restarted until it is back, a cut store): the documented
+// limit of lease mode applies to it only when d is at least the lease.
+func (e *Env) Outage(d time.Duration) {
+	e.mu.Lock()
+	e.outageMax = max(e.outageMax, d)
+	e.mu.Unlock()
+}
+
+// CutFor makes every store call fail as unreachable for d (Storm.Cut),
+// records the outage and returns when it is over.
+func (e *Env) CutFor(ctx context.Context, d time.Duration) error {
+	if e.cut == nil {
+		return errors.New("stress: the storm has no cut (Storm.Cut)")
+	}
+	e.cut.until.Store(time.Now().Add(d).UnixNano())
+	e.Outage(d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		e.cut.until.Store(0)
+		return ctx.Err()
+	}
+}
+
+func (e *Env) longestOutage() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.outageMax
 }
 
 // Note adds a remark to the run's summary line (what a fault did).
@@ -403,7 +443,7 @@ func (r *Result) Line() string {
 		}
 	}
 	b.WriteString(" |")
-	for _, k := range []string{"taken_over", "lease_lost", "store_error"} {
+	for _, k := range []string{"taken_over", "lease_lost", "store_error", "complete_retry"} {
 		fmt.Fprintf(&b, " %s=%d", k, r.Events[k])
 	}
 	if r.ShipCalls > 0 {
