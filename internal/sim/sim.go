@@ -172,7 +172,7 @@ type params struct {
 	maxDelay, timeout                 time.Duration
 	crash, stall, cancel              float64
 	storeCrashes                      int
-	outage                            float64 // chance of an outage after a decided execution
+	outage                            float64            // chance of an outage after a decided execution
 	kinds                             [kindCount]float64 // cumulative weights of the outcome kinds
 }
 

@@ -66,8 +66,8 @@ type worker struct {
 	// arrived after the worker stopped waiting (not a store outage).
 	linkFaulted bool
 	sawDown     bool // one of its Complete requests found the store down
-	cancelled                bool // its client cancelled its context
-	fenced                   bool // another worker took its lease over
+	cancelled   bool // its client cancelled its context
+	fenced      bool // another worker took its lease over
 
 	res     *simsvc.Result
 	err     error

@@ -32,7 +32,7 @@ type world struct {
 	renew    bool               // the executor renews leases
 	renewals chan *renewalStart // a renewal goroutine announces itself
 	rng      *rand.Rand
-	orng     *rand.Rand // draws the outages (Outages), apart from rng
+	orng     *rand.Rand         // draws the outages (Outages), apart from rng
 	keepers  chan *renewalStart // the executor's goroutine that keeps an outcome announces itself
 	p        params
 	now      time.Time
@@ -52,10 +52,10 @@ type world struct {
 	// keeperActors are the executor's goroutines that keep an outcome
 	// after its caller gave up (ended by cleanup if still parked).
 	keeperActors []*worker
-	tokens  map[idem.Token]*worker
-	execs   int64
-	finals  map[string]*execution // final error messages, by text
-	decoded map[string]outcome    // stored result bodies already decoded
+	tokens       map[idem.Token]*worker
+	execs        int64
+	finals       map[string]*execution // final error messages, by text
+	decoded      map[string]outcome    // stored result bodies already decoded
 
 	trace      []string
 	violations []string
@@ -238,12 +238,12 @@ type Stats struct {
 	// gave up while the executor kept their outcome), Kept the outcomes
 	// the executor's background goroutine stored after that.
 	Outages, Pending, Kept int
-	Crashes       int // workers that crashed (never returned)
-	StoreCrashes  int
-	LinkFaults    int // requests or replies dropped or duplicated
-	Cancellations int
-	Renewals      int // leases the executor's renewals extended
-	RenewalsLost  int // renewals that found the lease lost and cancelled the method
+	Crashes                int // workers that crashed (never returned)
+	StoreCrashes           int
+	LinkFaults             int // requests or replies dropped or duplicated
+	Cancellations          int
+	Renewals               int // leases the executor's renewals extended
+	RenewalsLost           int // renewals that found the lease lost and cancelled the method
 }
 
 func (s *Stats) add(o Stats) {
