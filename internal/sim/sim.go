@@ -30,7 +30,11 @@
 //     one decided an outcome (success, final error, unencodable result) —
 //     except the documented lease-stall case, counted apart (Stats.Stalls):
 //     the deciding worker lost its lease (it stalled, crashed, or its
-//     Complete was lost or late) before its outcome was stored;
+//     Complete was lost or late) before its outcome was stored; a
+//     Complete that failed only because the store was unreachable, and
+//     back with time to spare before the lease lapsed, is no excuse (the
+//     executor keeps the outcome through an outage shorter than the
+//     lease, Outages);
 //   - the store keeps its contract: a claim is granted only over no record
 //     or a lapsed lease of the same payload, never over a stored outcome;
 //     a fenced zombie never completes (nor releases, nor renews);

@@ -153,7 +153,7 @@ type Storm struct {
 	// store error, as a client retrying after a 503 would (so that an outage
 	// does not burn the whole plan in a moment).
 	ErrorPause time.Duration
-	// Cut puts a switch in front of the store (Env.CutFor): while it is
+	// Cut puts a switch in front of the store (Env.CutAfterNextEffect): while it is
 	// off, every store call fails with a connection refused before it
 	// reaches the store, as a store that cannot be reached does.
 	Cut bool
@@ -299,13 +299,21 @@ func (e *Env) Outage(d time.Duration) {
 	e.mu.Unlock()
 }
 
-// CutFor makes every store call fail as unreachable for d (Storm.Cut),
-// records the outage and returns when it is over.
-func (e *Env) CutFor(ctx context.Context, d time.Duration) error {
+// CutAfterNextEffect makes every store call fail as unreachable for d
+// (Storm.Cut), starting right after the next side effect of Pay (so that
+// at least that call's Complete meets the outage), records the outage and
+// returns when it is over.
+func (e *Env) CutAfterNextEffect(ctx context.Context, d time.Duration) error {
 	if e.cut == nil {
 		return errors.New("stress: the storm has no cut (Storm.Cut)")
 	}
-	e.cut.until.Store(time.Now().Add(d).UnixNano())
+	started := make(chan struct{})
+	e.cut.arm(d, started)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	e.Outage(d)
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -382,10 +390,11 @@ type Result struct {
 	ExecMax         int
 	// DocumentedDup counts executions beyond the first where a store's or
 	// a scenario's documented limit allows them; Documented splits them by
-	// limit: "stall-after-effect" (lease mode), "complete-store-error" (the
-	// executor's observer reported a store_error for the key's Complete: a
-	// retry after the lease runs again), "lost-record" (plain Redis forgot
-	// the record).
+	// limit: "stall-after-effect" (lease mode), "complete-store-error"
+	// (LimitOutage: the executor's observer reported a store_error for the
+	// key's Complete, and an outage lasted at least the key's lease, so a
+	// retry after the lease ran it again), "lost-record" (plain Redis
+	// forgot the record).
 	DocumentedDup int
 	Documented    map[string]int
 	// RolledBack counts executions of Pay's body whose transaction rolled

@@ -36,6 +36,9 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 		return nil, err
 	}
 	r.checkCalls(res)
+	if r.st.Cut && res.Events["complete_retry"] == 0 {
+		res.failf("the store was cut off, but no Complete met the outage: the run proves nothing")
+	}
 	r.probe(ctx, res)
 	r.checkDerivation(res)
 	r.checkHistory(res)
@@ -202,6 +205,9 @@ func (r *run) prepare() {
 		}
 	}
 	r.ledger.After = func(order string, n int) {
+		if r.cut != nil {
+			r.cut.effect()
+		}
 		if r.classOf[order] == classStallAfter && n == 1 {
 			time.Sleep(r.stallFor)
 		} else if st.AfterEffect > 0 {

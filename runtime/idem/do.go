@@ -31,9 +31,23 @@ import (
 // replaced by a final outcome with the code NotStoredCode: the caller gets
 // fn's own result, the observer is told (EventOutcomeNotStored), and
 // retries get an error matching ErrOutcomeNotStored instead of running fn
-// again. A store that cannot be reached at all gets no substitute: the
-// caller still gets fn's result, the observer a store error, and a retry
-// after the lease runs fn again. In transactional mode
+// again. A store that cannot be reached (lease mode) gets no substitute:
+// the executor keeps trying to store the outcome, with backoff on its Clock,
+// fenced by the claim's token, renewing the lease where the store can
+// (Renewer), for as long as the claim can be live (a lease after the reply
+// of its claim or last renewal), so that an outage shorter than the lease
+// loses nothing and runs nothing twice. Each attempt is bounded by the
+// store timeout (WithStoreTimeout). The caller gets fn's result once the
+// outcome is stored. If the caller's context ends first, it gets an
+// *OutcomePendingError (matching ErrOutcomePending and ErrInProgress, with
+// RetryAfter) and a goroutine goes on storing it; a retry meanwhile finds
+// the live claim and gets ErrInProgress (or, with m.Wait, waits for the
+// outcome). If the claim can no longer be live first, the executor stops:
+// the caller still gets fn's result, the observer a store error, and a
+// retry runs fn again. In lease mode, a store outage longer than the lease
+// after the method ran can run it again; transactional mode cannot. A
+// Complete answered with ErrLeaseLost stops at once: the caller gets
+// ErrLeaseLost. In transactional mode
 // the substitute is committed with fn's writes (a success) or without them
 // (a final error); a commit that fails commits nothing, and the caller gets
 // the store's error, never fn's success. A stored outcome that no longer

@@ -93,6 +93,14 @@
 // runtime/pgstore, whose unique index is the final line. Run Redis with
 // maxmemory-policy noeviction (or enough memory) when it holds records.
 //
+// Store outages: once the method ran, the executor keeps its outcome and
+// retries Complete for as long as the claim can be live, so a server that
+// is unreachable for less than the lease (and keeps its records) loses
+// nothing and runs nothing twice. In lease mode, a store outage longer than
+// the lease after the method ran can run it again; transactional mode
+// cannot. (redisstore has lease mode only; tiered.NewTx and pgstore.NewTx
+// are transactional.)
+//
 // Under noeviction a Redis server past its maxmemory refuses a command, or
 // a script's first write, that may grow memory with an OOM error: a claim
 // that would create or take over a record is refused, with an error

@@ -74,6 +74,13 @@
 // the fast store for up to that long after the durable record expired. A
 // repaired record keeps the durable record's fingerprint, scheme, token
 // and outcome.
+//
+// Store outages: once the method ran, the executor keeps its outcome and
+// retries Complete for as long as the claim can be live, so a PostgreSQL
+// restart shorter than the lease loses nothing and runs nothing twice (a
+// Redis outage costs nothing: the durable store decides). In lease mode, a
+// store outage longer than the lease after the method ran can run it again;
+// transactional mode cannot.
 package tiered
 
 import (

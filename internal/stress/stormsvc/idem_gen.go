@@ -37,7 +37,7 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 var idemServicePay = idem.Method{
 	Op:    "Service.Pay",
 	TTL:   155 * time.Second,
-	Lease: 5 * time.Second,
+	Lease: 30 * time.Second,
 	Wait:  3 * time.Second,
 	Final: []idem.FinalError{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
@@ -86,7 +86,7 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 var idemServiceHandleShipment = idem.Method{
 	Op:    "Service.HandleShipment",
 	TTL:   168 * time.Hour,
-	Lease: 5 * time.Second,
+	Lease: 30 * time.Second,
 	Sentinels: []idem.FinalError{
 		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
