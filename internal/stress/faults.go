@@ -107,7 +107,9 @@ func RedisLoseKey() Scenario {
 }
 
 // PGRestart restarts the scenario's own PostgreSQL server mid-run (at 15% of
-// the calls; the storm holds at 60% until it is back): a fast shutdown, which terminates every session and rolls back
+// the calls, holding the first call that makes its side effect after that
+// until the server is down, so that its Complete meets the outage; the
+// storm holds at 60% until it is back): a fast shutdown, which terminates every session and rolls back
 // open transactions, an outage, then a start on the same data directory and
 // port. Calls fail with store errors during the outage; nothing executes
 // twice: the executor keeps the outcome of a method that ran until the
@@ -135,9 +137,16 @@ func PGRestart() Scenario {
 				if err := env.WaitProgress(ctx, 0.15); err != nil {
 					return fmt.Errorf("pg-restart: the storm ended before 15%% of its calls")
 				}
+				// Hold a call right after its side effect until the server
+				// is down, so that at least its Complete meets the outage.
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
 				t0 := time.Now()
-				if err := env.PG.Restart(ctx, outage); err != nil {
+				if err := env.PG.RestartCalling(ctx, outage, release); err != nil {
 					return fmt.Errorf("pg-restart: %w", err)
+				}
+				if !held {
+					env.Note("no side effect to hold")
 				}
 				env.Outage(time.Since(t0))
 				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))

@@ -231,6 +231,7 @@ type Env struct {
 	completed chan idem.Key
 
 	cut       *cutStore // Storm.Cut
+	gate      effectGate
 	mu        sync.Mutex
 	losses    map[string]int // per key text
 	lostAll   int
@@ -323,6 +324,62 @@ func (e *Env) CutAfterNextEffect(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		e.cut.until.Store(0)
 		return ctx.Err()
+	}
+}
+
+// HoldNextEffect waits (at most wait) for the next side effect of Pay and
+// holds that call right after it, before its Complete, until release is
+// called: a fault injected meanwhile meets a method that ran and has its
+// outcome to store. ok is false when no side effect came within wait.
+func (e *Env) HoldNextEffect(ctx context.Context, wait time.Duration) (release func(), ok bool) {
+	hit, rel := e.gate.arm()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-hit:
+		var once sync.Once
+		return func() { once.Do(func() { close(rel) }) }, true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	e.gate.disarm()
+	return func() {}, false
+}
+
+// effectGate holds one call after its side effect (Env.HoldNextEffect).
+type effectGate struct {
+	mu      sync.Mutex
+	hit     chan struct{} // closed by the held call; nil when not armed
+	release chan struct{} // closed to let it go on
+}
+
+func (g *effectGate) arm() (hit, release chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hit, g.release = make(chan struct{}), make(chan struct{})
+	return g.hit, g.release
+}
+
+func (g *effectGate) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hit = nil
+}
+
+// pass is called after each side effect: an armed gate holds this call
+// until it is released (at most a minute).
+func (g *effectGate) pass() {
+	g.mu.Lock()
+	hit, release := g.hit, g.release
+	g.hit = nil
+	g.mu.Unlock()
+	if hit == nil {
+		return
+	}
+	close(hit)
+	select {
+	case <-release:
+	case <-time.After(time.Minute):
 	}
 }
 

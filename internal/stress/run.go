@@ -208,6 +208,9 @@ func (r *run) prepare() {
 		if r.cut != nil {
 			r.cut.effect()
 		}
+		if r.env != nil {
+			r.env.gate.pass()
+		}
 		if r.classOf[order] == classStallAfter && n == 1 {
 			time.Sleep(r.stallFor)
 		} else if st.AfterEffect > 0 {
