@@ -332,6 +332,13 @@ func (r *run) probe(ctx context.Context, res *Result) {
 				if !st.StoreFaults || r.obs.keyEvents[t.key.Text]["store_error"] == 0 {
 					res.failf("key %s: a PROCESSING record was left behind (taken over by the probe) without a store error to explain it", t.key.Text)
 				}
+				if lease := lim.leases[t.key.Text]; !lim.tx && lim.completeErrs[t.key.Text] > 0 && lim.outage < lease {
+					// The takeover a retry would have made: it runs the
+					// method again (the store-error duplicate the storm
+					// would count if a retry came after the lease).
+					res.failf("key %s: the executor gave up storing an outcome (a Complete store_error) although the longest outage (%v) was shorter than the key's lease (%v); the probe took the claim over, as a retry would, and would run the method again",
+						t.key.Text, lim.outage.Round(time.Millisecond), lease)
+				}
 			case "stuck":
 				res.Probe.Stuck++
 				res.failf("key %s: %s", t.key.Text, msg)
