@@ -316,15 +316,11 @@ func (e *Env) CutAfterNextEffect(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	}
 	e.Outage(d)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
+	if err := (idem.SystemClock{}).Sleep(ctx, d); err != nil {
 		e.cut.until.Store(0)
-		return ctx.Err()
+		return err
 	}
+	return nil
 }
 
 // HoldNextEffect waits (at most wait) for the next side effect of Pay and
