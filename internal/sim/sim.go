@@ -12,6 +12,12 @@
 // and methods that succeed, fail finally, fail transiently, panic, call
 // runtime.Goexit or return a result JSON cannot encode.
 //
+// The executor's own goroutines are actors too: the lease renewal, and the
+// goroutine that goes on storing an outcome after its caller gave up
+// (idem.ErrOutcomePending); each announces itself at its first Clock.Sleep,
+// and runs only when scheduled. They die with their worker's process only
+// while it runs the method (a keeper never crashes).
+//
 // Determinism with real goroutines: every worker is a goroutine, but only
 // one goroutine runs at a time. A worker runs until it reaches a yield point
 // (a request or reply on the link, the clock's Sleep, the method body's run
