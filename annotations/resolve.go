@@ -282,11 +282,15 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 	fn := me.fn
 	sig := fn.Type().(*types.Signature)
 	m := &Method{
-		Name: fn.Name(),
-		Op:   t.Name + "." + fn.Name(),
-		Pos:  r.fset.Position(fn.Pos()),
-		Func: fn,
-		Sig:  sig,
+		Name:     fn.Name(),
+		Op:       r.pkg.Path() + "." + t.Name + "." + fn.Name(),
+		FuncName: r.pkg.Path() + "." + t.Name + "." + fn.Name(),
+		Pos:      r.fset.Position(fn.Pos()),
+		Func:     fn,
+		Sig:      sig,
+	}
+	if _, ptr := sig.Recv().Type().(*types.Pointer); ptr {
+		m.FuncName = r.pkg.Path() + ".(*" + t.Name + ")." + fn.Name()
 	}
 	n0 := len(r.list)
 	where := fmt.Sprintf("method %s.%s", t.Name, fn.Name())
@@ -412,16 +416,24 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 	m.Sentinels = r.sentinels(m.Final)
 	r.resolveTimes(m, spec, failed)
 
-	if spec.Op != nil {
-		m.Op = spec.Op.Text
-	}
 	if r.opPos == nil {
 		r.opPos = map[*Method]token.Pos{}
 	}
 	r.opPos[m] = fn.Pos()
-	if spec.Op != nil {
+	switch {
+	case spec.Op != nil:
+		m.Op = spec.Op.Text
 		r.opPos[m] = spec.Op.ValuePos
+		if len(m.Op) > MaxOpLen {
+			r.add(spec.Op.ValuePos, "op=%.32s… is %d bytes, more than idem.MaxOpLen (%d)", m.Op, len(m.Op), MaxOpLen)
+		}
+	case r.pkg.Path() == "command-line-arguments":
+		r.add(fn.Pos(), "%s: the package was loaded from a list of files and has no import path, which the default operation name needs "+
+			"(it would change with the way idemgen is run): run idemgen on the package's directory or import path, or give op=", where)
+	case len(m.Op) > MaxOpLen:
+		r.add(fn.Pos(), "%s: the default operation name %.32s… is %d bytes, more than idem.MaxOpLen (%d): give a shorter op=", where, m.Op, len(m.Op), MaxOpLen)
 	}
+	m.OpPos = r.fset.Position(r.opPos[m])
 	if len(r.list) > n0 {
 		return nil
 	}
@@ -925,6 +937,10 @@ func FormatDuration(d time.Duration) string {
 	}
 	return strconv.FormatInt(int64(d), 10) + "ns"
 }
+
+// MaxOpLen is the longest operation name a store accepts, in bytes: the
+// runtime's idem.MaxOpLen (a test keeps them equal).
+const MaxOpLen = 1024
 
 // checkOps reports a second method with an op already used in the package.
 func (r *resolver) checkOps(p *Package) {

@@ -255,10 +255,15 @@ func (S) O(ctx context.Context, id string) error { return nil }
 		{"default op clash", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) error { return nil }
 
-//idem:key=id ttl=1s op=S.M
+//idem:key=id ttl=1s op=example.com/svc.S.M
 func (S) N(ctx context.Context, id string) error { return nil }
 `, []string{
-			`14:25: op "S.M" is already used by S.M at 12:10: give one of them another op=`,
+			`14:25: op "example.com/svc.S.M" is already used by S.M at 12:10: give one of them another op=`,
+		}},
+		{"op too long", `//idem:key=id ttl=1s op=` + strings.Repeat("o", MaxOpLen+1) + `
+func (S) M(ctx context.Context, id string) error { return nil }
+`, []string{
+			`11:25: op=oooooooooooooooooooooooooooooooo… is 1025 bytes, more than idem.MaxOpLen (1024)`,
 		}},
 		{"generic", `type G[T any] struct{}
 
