@@ -303,13 +303,18 @@ func plain() {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, p, err := load(t, map[string]string{"s.go": header + tt.body})
-			got := stripFile(errLines(err), "s.go")
-			if !assert.Equal(t, tt.want, got) {
-				t.Logf("got:\n%s", strings.Join(got, "\n"))
-			}
-			assert.Nil(t, p)
-		})
+		t.Run(tt.name, func(t *testing.T) { wantErrors(t, tt.body, tt.want) })
 	}
+}
+
+// wantErrors resolves header+body as s.go and checks that it fails with
+// exactly the errors want ("line:col: message"), in their sorted order.
+func wantErrors(t *testing.T, body string, want []string) {
+	t.Helper()
+	_, p, err := load(t, map[string]string{"s.go": header + body})
+	got := stripFile(errLines(err), "s.go")
+	if !assert.Equal(t, want, got) {
+		t.Logf("got:\n%s", strings.Join(got, "\n"))
+	}
+	assert.Nil(t, p)
 }
