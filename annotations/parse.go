@@ -40,8 +40,10 @@ func (e *errs) err() error {
 // Parse parses the //idem: lines of doc (a doc comment) into one Spec; other
 // lines are ignored. It returns (nil, nil) when doc holds no //idem: line, and
 // otherwise the Spec and, when something is wrong, an ErrorList with every
-// mistake at its column inside the comment. The Spec is returned even with
-// errors, holding the options that parsed, so callers can report more.
+// mistake at its column inside the comment (every mistake of every line,
+// not the first). The Spec is returned even with errors, holding the
+// options that parsed (of a key, or a hash or final list, the operands or
+// names that parsed), so callers can report more.
 //
 // Parse checks syntax only: whether an option is known, written once and
 // well formed, and whether a key has the shape of a key. It does not know
