@@ -102,6 +102,10 @@ func (S) M(ctx context.Context, req Req, n int) error { return nil }`,
 //idem:key=req.ID ttl=1s hash=req
 func (S) M(ctx context.Context, req Req) error { return nil }`,
 			`13:31: method S.M: parameter req cannot be fingerprinted: req.p is an unsafe.Pointer, which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
+		{"every blind spot of a parameter, not the first", `type Req struct{ ID string; done func(); Subs map[string]chan int; in struct{ f func() } }
+//idem:key=req.ID ttl=1s
+func (S) M(ctx context.Context, req Req) error { return nil }`,
+			`13:33: method S.M: parameter req cannot be fingerprinted: req.done is a function (func()), req.Subs[k] is a channel (chan int) and req.in.f is a function (func()), which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -374,13 +374,13 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 		}
 		slices.Sort(m.Hash)
 	}
-	blind := map[int][2]string{}
+	blind := map[int][]blindSpot{}
 	for _, i := range m.Hash {
 		if spec.Hash == nil && failed.has("hash") {
 			break // every parameter is hashed only because hash= did not parse
 		}
-		if path, what := r.fingerprintCheck(m.Params[i].Name, params.At(i).Type()); path != "" {
-			blind[i] = [2]string{path, what}
+		if spots := r.fingerprintCheck(m.Params[i].Name, params.At(i).Type()); len(spots) > 0 {
+			blind[i] = spots
 		}
 	}
 	for _, i := range m.Hash {
@@ -396,7 +396,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 				}
 			}
 		}
-		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
+		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, describeSpots(b), r.fingerprintWayOut(m, i, blind))
 	}
 
 	for _, i := range m.Hash {
