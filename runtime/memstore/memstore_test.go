@@ -46,7 +46,8 @@ func TestConformanceFakeClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return memstore.New(memstore.WithClock(clock.Now)) },
 		NewBounded: func(_ *testing.T, n int) idem.Store {
-			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxRecords(n))
+			// The store's bound alone (a tenant share is tested below).
+			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
 		},
 		Sweep: sweep,
 		Sleep: clock.Advance,
@@ -56,7 +57,9 @@ func TestConformanceFakeClock(t *testing.T) {
 func TestConformanceRealClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore:   func(*testing.T) idem.Store { return memstore.New() },
-		NewBounded: func(_ *testing.T, n int) idem.Store { return memstore.New(memstore.WithMaxRecords(n)) },
+		NewBounded: func(_ *testing.T, n int) idem.Store {
+			return memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
+		},
 		Sweep:      sweep,
 	})
 }
@@ -271,7 +274,7 @@ func TestMaxBytes(t *testing.T) {
 // store, exactly the bound succeed and the rest are refused.
 func TestCapacityRace(t *testing.T) {
 	const capacity, goroutines = 16, 64
-	s := memstore.New(memstore.WithMaxRecords(capacity))
+	s := memstore.New(memstore.WithMaxRecords(capacity), memstore.WithTenantShare(0))
 	var wg sync.WaitGroup
 	var claimed, full atomic.Int32
 	start := make(chan struct{})
