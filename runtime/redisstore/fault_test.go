@@ -176,9 +176,12 @@ func TestRedisFull(t *testing.T) {
 		require.NoError(t, err)
 		return k
 	}
+	counter := &commandCounter{}
+	c.AddHook(counter)
 	held := idem.ClaimRequest{Key: key("held"), Token: 1, Lease: time.Minute, TTL: time.Hour}
 	done := idem.ClaimRequest{Key: key("done"), Token: 2, Lease: time.Minute, TTL: time.Hour}
-	for _, r := range []idem.ClaimRequest{held, done} {
+	released := idem.ClaimRequest{Key: key("released"), Token: 6, Lease: time.Minute, TTL: time.Hour}
+	for _, r := range []idem.ClaimRequest{held, done, released} {
 		cl, err := s.Claim(ctx, r)
 		require.NoError(t, err)
 		require.True(t, cl.Claimed)
@@ -200,9 +203,12 @@ func TestRedisFull(t *testing.T) {
 	}
 
 	k := key("new")
-	_, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+	n := counter.commands(func() {
+		_, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+	})
 	require.ErrorIs(t, err, idem.ErrStoreFull, "a new claim on a full Redis is refused")
 	assert.Contains(t, err.Error(), "redisstore: claim "+k.Hex())
+	assert.Equal(t, int64(2), n, "a refusal costs the refused SET and a GET, as a claim costs")
 
 	again := done
 	again.Token = 4
@@ -214,4 +220,6 @@ func TestRedisFull(t *testing.T) {
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: held.Key, Token: 5, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, []byte("h"), cl.Record.Outcome.Body)
+	require.NoError(t, s.Release(ctx, released.Key, released.Token), "a full Redis still releases")
+	require.ErrorIs(t, c.Get(ctx, s.RedisKey(released.Key)).Err(), redis.Nil)
 }
