@@ -488,15 +488,14 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 	r := s.live(sh, req.Key.ID, now)
 	switch {
 	case r == nil:
-		r = &record{
-			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
-			leaseUntil: after(now, req.Lease), id: req.Key.ID,
-		}
-		tu, why := s.admit(req.Key.Tenant, r.size())
+		tu, why := s.admit(req.Key.Tenant, RecordOverhead) // a record without an outcome: see record.size
 		if why != admitted {
 			return why
 		}
-		r.tenant = tu
+		r = &record{
+			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
+			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
+		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
 		c.Claimed = true

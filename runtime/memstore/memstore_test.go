@@ -364,3 +364,25 @@ func BenchmarkReplay(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRefusedClaim: a claim of a new key on a full store of 10,000
+// live records, refused with ErrStoreFull (BenchmarkFirstCall is what an
+// admitted claim and its Complete cost).
+func BenchmarkRefusedClaim(b *testing.B) {
+	const n = 10_000
+	keys := benchKeys(b, n+1024)
+	s := memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
+	ctx := context.WithoutCancel(b.Context())
+	for i, k := range keys[:n] {
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute})
+		require.NoError(b, err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: keys[n+i%1024], Token: 1, Lease: 30 * time.Second, TTL: 5 * time.Minute})
+		if !errors.Is(err, idem.ErrStoreFull) {
+			b.Fatal(err)
+		}
+	}
+}
