@@ -56,11 +56,11 @@ func TestConformanceFakeClock(t *testing.T) {
 
 func TestConformanceRealClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
-		NewStore:   func(*testing.T) idem.Store { return memstore.New() },
+		NewStore: func(*testing.T) idem.Store { return memstore.New() },
 		NewBounded: func(_ *testing.T, n int) idem.Store {
 			return memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
 		},
-		Sweep:      sweep,
+		Sweep: sweep,
 	})
 }
 

@@ -42,7 +42,6 @@ func (c *commandCounter) commands(f func()) int64 {
 	return c.n.Load() - before
 }
 
-
 // TestTenantShare: with WithTenantShare, a tenant that created its share
 // of records in the window is refused alone, with a *idem.TenantQuotaError
 // that is still an ErrStoreFull, and the record the refused claim created
@@ -126,4 +125,3 @@ func TestTenantShareOptions(t *testing.T) {
 	assert.Panics(t, func() { redisstore.New(c, redisstore.WithTenantShare(1, 0)) })
 	assert.NotPanics(t, func() { redisstore.New(c, redisstore.WithTenantShare(0, 0)) })
 }
-
