@@ -33,8 +33,8 @@ func runFull(ctx context.Context, w io.Writer, log func(string, ...any), cfg ful
 	start := time.Now()
 	fmt.Fprintf(w, "\n## A full store under a flood of new keys\n\n"+
 		"memstore with `WithMaxRecords(n)` filled with n live records (half of them completed), `WithTenantShare(0)` so that the flood "+
-		"meets the store's own bound. **refusal**: the mean time of %d claims of new keys, each refused with `ErrStoreFull`; **claim**: "+
-		"the mean time of as many admitted claims of new keys (each released again) on the same store with room for them. "+
+		"meets the store's own bound. **refusal**: the median time of %d claims of new keys, each refused with `ErrStoreFull` and timed one by one; **claim**: "+
+		"the median time of as many admitted claims of new keys (each released again) on the same store with room for them. "+
 		"**replay p99**: one goroutine replays existing keys (store `Claim` of a completed key) for %v, alone and then beside one goroutine "+
 		"sending new keys as fast as they are refused (the aim is a ratio ≤ 1.5×), and, for comparison, beside one goroutine replaying "+
 		"other keys as fast: the load of as many calls that are not refused.\n\n", cfg.refusals, cfg.replay)
@@ -62,6 +62,12 @@ func runFull(ctx context.Context, w io.Writer, log func(string, ...any), cfg ful
 	}
 	fmt.Fprintf(w, "\n(%s)\n", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// median returns the median of ds (which it sorts).
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 type fullResult struct {
@@ -100,24 +106,27 @@ func fullMemstore(ctx context.Context, n int, cfg fullConfig) (fullResult, error
 	for i := range newKeys {
 		newKeys[i] = fullKey("t", "new", i)
 	}
-	t0 := time.Now()
+	refused := make([]time.Duration, 0, len(newKeys))
 	for _, k := range newKeys {
-		if _, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour}); err == nil {
+		t := time.Now()
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
+		refused = append(refused, time.Since(t))
+		if err == nil {
 			return r, fmt.Errorf("memstore: a claim on a full store of %d records was admitted", n)
 		}
 	}
-	r.refusal = time.Since(t0) / time.Duration(len(newKeys))
+	r.refusal = median(refused)
 
 	// The same store with room: release one old record, then claim and
 	// release new keys (a claim's own cost, the release timed apart).
 	if err := s.Release(ctx, fullKey("t", "old", 1), 1); err != nil {
 		return r, err
 	}
-	var claimed time.Duration
+	claimed := make([]time.Duration, 0, len(newKeys))
 	for _, k := range newKeys {
 		t := time.Now()
 		c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
-		claimed += time.Since(t)
+		claimed = append(claimed, time.Since(t))
 		if err != nil || !c.Claimed {
 			return r, fmt.Errorf("memstore: a claim with room: %v", err)
 		}
@@ -125,7 +134,7 @@ func fullMemstore(ctx context.Context, n int, cfg fullConfig) (fullResult, error
 			return r, err
 		}
 	}
-	r.claim = claimed / time.Duration(len(newKeys))
+	r.claim = median(claimed)
 	// Full again for the flood.
 	if _, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("t", "old", 1), Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
 		return r, err
@@ -245,20 +254,23 @@ func fullRedisShare(ctx context.Context, addr string, cfg fullConfig) (fullResul
 		}
 	}
 	refusals := min(cfg.refusals, 2000)
-	t0 := time.Now()
+	refused := make([]time.Duration, 0, refusals)
 	for i := range refusals {
-		if _, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("flooder", "new", i), Token: 2, Lease: time.Minute, TTL: time.Hour}); err == nil {
+		t := time.Now()
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("flooder", "new", i), Token: 2, Lease: time.Minute, TTL: time.Hour})
+		refused = append(refused, time.Since(t))
+		if err == nil {
 			return r, fmt.Errorf("redis: a claim over the tenant's share was admitted")
 		}
 	}
-	r.refusal = time.Since(t0) / time.Duration(refusals)
+	r.refusal = median(refused)
 	// An admitted claim of a tenant under its share, released again.
-	var claimed time.Duration
+	claimed := make([]time.Duration, 0, refusals)
 	for i := range refusals {
 		k := fullKey("other", "new", i)
 		t := time.Now()
 		cl, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
-		claimed += time.Since(t)
+		claimed = append(claimed, time.Since(t))
 		if err != nil || !cl.Claimed {
 			return r, fmt.Errorf("redis: a claim under the share: %v", err)
 		}
@@ -266,7 +278,7 @@ func fullRedisShare(ctx context.Context, addr string, cfg fullConfig) (fullResul
 			return r, err
 		}
 	}
-	r.claim = claimed / time.Duration(refusals)
+	r.claim = median(claimed)
 	replay := func(i int) error {
 		cl, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("victim", "old", i), Token: 3, Lease: time.Minute, TTL: time.Hour})
 		if err == nil && cl.Claimed {
