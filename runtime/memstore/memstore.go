@@ -426,7 +426,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (c idem.Claim,
 			return c, nil
 		}
 		if reclaimed || s.reclaim() == 0 {
-			return idem.Claim{}, errorf("claim", req.Key, s.refusal(refusal, req.Key.Tenant))
+			return idem.Claim{}, s.refusal("claim", req.Key, refusal)
 		}
 	}
 }
@@ -440,14 +440,38 @@ const (
 	tenantFull
 )
 
-// refusal returns the error of a refused new record.
-func (s *Store) refusal(why refusal, tenant string) error {
+// refusal returns the error of a refused new record, a *refusedError:
+// formatted only when read, so that a flood of refusals costs an
+// allocation or two each, not a formatting.
+func (s *Store) refusal(op string, k idem.Key, why refusal) error {
+	e := &refusedError{op: op, id: k.ID, err: idem.ErrStoreFull,
+		records: s.records.Load(), bytes: s.bytes.Load(), maxRecords: s.maxRecords, maxBytes: s.maxBytes}
 	if why == tenantFull {
-		return &idem.TenantQuotaError{Tenant: tenant, Share: s.share}
+		e.err = &idem.TenantQuotaError{Tenant: k.Tenant, Share: s.share}
 	}
-	return fmt.Errorf("%d records, %d bytes (bounds %d records, %d bytes): %w",
-		s.records.Load(), s.bytes.Load(), s.maxRecords, s.maxBytes, idem.ErrStoreFull)
+	return e
 }
+
+// refusedError is a claim (or seed) refused for room: it reads as
+// errorf's "memstore: op <key hex>: ..." and unwraps to idem.ErrStoreFull
+// or an *idem.TenantQuotaError.
+type refusedError struct {
+	op                                   string
+	id                                   [32]byte
+	err                                  error
+	records, bytes, maxRecords, maxBytes int64
+}
+
+func (e *refusedError) Error() string {
+	if _, ok := e.err.(*idem.TenantQuotaError); ok {
+		return fmt.Sprintf("memstore: %s %x: %v", e.op, e.id, e.err)
+	}
+	return fmt.Sprintf("memstore: %s %x: %d records, %d bytes (bounds %d records, %d bytes): %v",
+		e.op, e.id, e.records, e.bytes, e.maxRecords, e.maxBytes, e.err)
+}
+
+// Unwrap returns idem.ErrStoreFull or the *idem.TenantQuotaError.
+func (e *refusedError) Unwrap() error { return e.err }
 
 // admit counts a new record of size bytes of tenant against the tenant's
 // share and the store's bounds, returning the tenant's count to keep in
@@ -746,7 +770,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	}
 	tu, why := s.admit(key.Tenant, r.size())
 	if why != admitted {
-		return errorf("seed", key, s.refusal(why, key.Tenant))
+		return s.refusal("seed", key, why)
 	}
 	r.tenant = tu
 	sh.expireAt(r, now, ttl)
