@@ -47,7 +47,8 @@ func (c *commandCounter) commands(f func()) int64 {
 // that is still an ErrStoreFull, and the record the refused claim created
 // is gone; other tenants and the single key space claim; the refused
 // tenant's replays, claims repeated by their token and outcomes go on; a
-// refusal costs three commands, a replay one.
+// first refusal costs three commands, the next ones (within a second) and
+// a replay one.
 func TestTenantShare(t *testing.T) {
 	c := client(t)
 	counter := &commandCounter{}
@@ -56,6 +57,8 @@ func TestTenantShare(t *testing.T) {
 	prefix := "share" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 	const share = 3
 	s := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithTenantShare(share, time.Hour))
+	frozen := time.Now()
+	redisstore.SetHintClock(s, func() time.Time { return frozen }) // the hint of a refusal lasts the whole test
 	t.Cleanup(func() {
 		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
 		if len(keys) > 0 {
@@ -85,7 +88,8 @@ func TestTenantShare(t *testing.T) {
 	require.ErrorIs(t, c.Get(ctx, s.RedisKey(refused.Key)).Err(), redis.Nil, "the refused claim left no record")
 	n = counter.commands(func() { _, err = s.Claim(ctx, refused) })
 	require.ErrorAs(t, err, &q, "refused again")
-	assert.Equal(t, int64(3), n, "a refusal costs three commands")
+	assert.Equal(t, int64(1), n, "a refusal right after one costs a GET")
+	require.ErrorIs(t, c.Get(ctx, s.RedisKey(refused.Key)).Err(), redis.Nil, "and creates nothing")
 
 	for i := range share {
 		cl, err := s.Claim(ctx, req("b", i))
@@ -108,6 +112,12 @@ func TestTenantShare(t *testing.T) {
 	assert.Equal(t, []byte("done"), cl.Record.Outcome.Body, "a replay for the refused tenant")
 	assert.Equal(t, int64(1), n, "a replay costs one command, share or not")
 	require.NoError(t, s.Release(ctx, req("a", 1).Key, 2), "the refused tenant releases")
+
+	// Once the hint has passed, a claim counts again (and is refused).
+	frozen = frozen.Add(2 * time.Second)
+	n = counter.commands(func() { _, err = s.Claim(ctx, refused) })
+	require.ErrorAs(t, err, &q)
+	assert.Equal(t, int64(3), n, "after the hint, SET, the share script and the release")
 
 	// The counter is per window: a new window counts the previous one, so
 	// the share holds across a window's end.

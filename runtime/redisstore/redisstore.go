@@ -148,6 +148,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -158,12 +159,15 @@ import (
 const DefaultPrefix = "idem:"
 
 // Store is an idem.Store (and idem.Seeder) on Redis. It is safe for
-// concurrent use; it holds no state besides the client and the prefix.
+// concurrent use; it holds no state besides the client, its options and,
+// with WithTenantShare, the tenants refused in the last second.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
-	share  int64 // WithTenantShare's n; 0: none
-	window int64 // WithTenantShare's window, in milliseconds
+	share  int64            // WithTenantShare's n; 0: none
+	window int64            // WithTenantShare's window, in milliseconds
+	over   *sync.Map        // tenant -> unix nanoseconds until which it is refused (see overShare)
+	now    func() time.Time // the clock of over (time.Now; tests freeze it)
 }
 
 // Option configures a Store.
@@ -194,7 +198,10 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 //
 // A claim that creates a record costs a second round trip for the counter,
 // and a refused one a third (the record it created is deleted again);
-// replays and claims of held keys cost nothing more. The single key space
+// replays and claims of held keys cost nothing more. For a second after a
+// refusal, the tenant's claims only GET their key (a replay is answered, a
+// new key refused without creating a record): a flooding tenant's claims
+// cost one round trip each. The single key space
 // of idem.SingleTenant (tenant "") has no share. New panics if n is
 // negative, or if n is positive and window is less than a millisecond.
 func WithTenantShare(n int64, window time.Duration) Option {
@@ -210,7 +217,7 @@ func WithTenantShare(n int64, window time.Duration) Option {
 // timeouts, retries) apply to every call; the scripts are loaded into the
 // server on first use.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix}
+	s := &Store{client: client, prefix: DefaultPrefix, over: new(sync.Map), now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -326,7 +333,10 @@ func (s *Store) countShare(ctx context.Context, req *idem.ClaimRequest, c *call)
 		return nil
 	}
 	// Not counted: the record must not stay. Release it, fenced by the
-	// token, as a failed call would.
+	// token, as a failed call would, and remember the refusal for a while.
+	if err == nil {
+		s.over.Store(req.Key.Tenant, s.now().Add(overHint).UnixNano())
+	}
 	rel, rerr := eval(ctx, s.client, releaseScript, []any{3: &c.key, &c.str[2]}, redis.NewIntCmd) // str[2]: the token
 	switch {
 	case err != nil:
@@ -337,6 +347,31 @@ func (s *Store) countShare(ctx context.Context, req *idem.ClaimRequest, c *call)
 		return fmt.Errorf("%w (the record created was taken over before it could be deleted)", &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share})
 	}
 	return &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share}
+}
+
+// overHint is how long a tenant refused its share is refused again without
+// a round trip to count (see overShare).
+const overHint = time.Second
+
+// overShare reports whether tenant was refused its share less than
+// overHint ago (by this Store). Such a tenant's claims only look their key
+// up: a replay is answered, a claim of a key that is not there is refused
+// without creating a record. The hint is this process's, read from its own
+// clock; it only ever refuses earlier, for at most overHint after the
+// tenant's count would let it claim again (at a window's end).
+func (s *Store) overShare(tenant string) bool {
+	if s.share == 0 || tenant == "" {
+		return false
+	}
+	v, ok := s.over.Load(tenant)
+	if !ok {
+		return false
+	}
+	if s.now().UnixNano() < v.(int64) {
+		return true
+	}
+	s.over.CompareAndDelete(tenant, v)
+	return false
 }
 
 // contendedScript settles a claim that met a PROCESSING record. KEYS[1]
@@ -577,16 +612,30 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	// fingerprint and token from it too.
 	c.str[1], c.str[2] = c.str[0][1:33], c.str[0][33:headLen]
 	c.n[0], c.n[1] = ttl, lease
+	var stored string
+	var err error
+	if s.overShare(req.Key.Tenant) {
+		// The tenant was refused a moment ago: look the key up instead of
+		// creating a record, so that its flood costs one GET per claim and
+		// its replays are still answered.
+		if stored, err = s.client.Get(ctx, c.key).Result(); errors.Is(err, redis.Nil) {
+			return idem.Claim{}, errorf("claim", req.Key, &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share})
+		}
+		if err != nil {
+			return idem.Claim{}, errorf("claim", req.Key, err)
+		}
+		return s.settleClaim(ctx, req, c, stored)
+	}
 	c.args = [8]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
 	cmd := redis.NewStringCmd(ctx, c.args[:7]...)
-	err := s.client.Process(ctx, cmd)
+	err = s.client.Process(ctx, cmd)
 	if errors.Is(err, redis.Nil) {
 		if err := s.countShare(ctx, &req, c); err != nil {
 			return idem.Claim{}, errorf("claim", req.Key, err)
 		}
 		return idem.Claim{Claimed: true}, nil
 	}
-	stored := cmd.Val()
+	stored = cmd.Val()
 	if isOOM(err) {
 		// A server at maxmemory under noeviction refuses SET before
 		// looking at the key; a record it holds is still answered.
@@ -597,6 +646,12 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	} else if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
+	return s.settleClaim(ctx, req, c, stored)
+}
+
+// settleClaim answers a claim that found the record stored: a final one is
+// the answer, a PROCESSING one is settled by the contended script.
+func (s *Store) settleClaim(ctx context.Context, req idem.ClaimRequest, c *call, stored string) (idem.Claim, error) {
 	var cl idem.Claim
 	if err := decodeRecord(stored, &cl.Record); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
