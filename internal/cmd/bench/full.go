@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -64,6 +65,30 @@ func runFull(ctx context.Context, w io.Writer, log func(string, ...any), cfg ful
 	return nil
 }
 
+// timeClaims claims each of keys on s, timing each call, and returns the
+// median time. With admit, every claim must be admitted (and is released
+// again, untimed); without it, every claim must be refused with
+// ErrStoreFull.
+func timeClaims(ctx context.Context, s idem.Store, keys []idem.Key, admit bool) (time.Duration, error) {
+	ds := make([]time.Duration, 0, len(keys))
+	for _, k := range keys {
+		t := time.Now()
+		c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
+		ds = append(ds, time.Since(t))
+		switch {
+		case admit && (err != nil || !c.Claimed):
+			return 0, fmt.Errorf("a claim that should be admitted: %+v, %v", c, err)
+		case admit:
+			if err := s.Release(ctx, k, 2); err != nil {
+				return 0, err
+			}
+		case !errors.Is(err, idem.ErrStoreFull):
+			return 0, fmt.Errorf("a claim that should be refused: %+v, %v", c, err)
+		}
+	}
+	return median(ds), nil
+}
+
 // median returns the median of ds (which it sorts).
 func median(ds []time.Duration) time.Duration {
 	slices.Sort(ds)
@@ -106,35 +131,19 @@ func fullMemstore(ctx context.Context, n int, cfg fullConfig) (fullResult, error
 	for i := range newKeys {
 		newKeys[i] = fullKey("t", "new", i)
 	}
-	refused := make([]time.Duration, 0, len(newKeys))
-	for _, k := range newKeys {
-		t := time.Now()
-		_, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
-		refused = append(refused, time.Since(t))
-		if err == nil {
-			return r, fmt.Errorf("memstore: a claim on a full store of %d records was admitted", n)
-		}
+	var err error
+	r.refusal, err = timeClaims(ctx, s, newKeys, false)
+	if err != nil {
+		return r, fmt.Errorf("memstore, %d records: %w", n, err)
 	}
-	r.refusal = median(refused)
-
 	// The same store with room: release one old record, then claim and
 	// release new keys (a claim's own cost, the release timed apart).
 	if err := s.Release(ctx, fullKey("t", "old", 1), 1); err != nil {
 		return r, err
 	}
-	claimed := make([]time.Duration, 0, len(newKeys))
-	for _, k := range newKeys {
-		t := time.Now()
-		c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
-		claimed = append(claimed, time.Since(t))
-		if err != nil || !c.Claimed {
-			return r, fmt.Errorf("memstore: a claim with room: %v", err)
-		}
-		if err := s.Release(ctx, k, 2); err != nil {
-			return r, err
-		}
+	if r.claim, err = timeClaims(ctx, s, newKeys, true); err != nil {
+		return r, fmt.Errorf("memstore, %d records: %w", n, err)
 	}
-	r.claim = median(claimed)
 	// Full again for the flood.
 	if _, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("t", "old", 1), Token: 1, Lease: time.Minute, TTL: time.Hour}); err != nil {
 		return r, err
@@ -254,31 +263,18 @@ func fullRedisShare(ctx context.Context, addr string, cfg fullConfig) (fullResul
 		}
 	}
 	refusals := min(cfg.refusals, 2000)
-	refused := make([]time.Duration, 0, refusals)
+	floodKeys, otherKeys := make([]idem.Key, refusals), make([]idem.Key, refusals)
 	for i := range refusals {
-		t := time.Now()
-		_, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("flooder", "new", i), Token: 2, Lease: time.Minute, TTL: time.Hour})
-		refused = append(refused, time.Since(t))
-		if err == nil {
-			return r, fmt.Errorf("redis: a claim over the tenant's share was admitted")
-		}
+		floodKeys[i], otherKeys[i] = fullKey("flooder", "new", i), fullKey("other", "new", i)
 	}
-	r.refusal = median(refused)
+	var err error
+	if r.refusal, err = timeClaims(ctx, s, floodKeys, false); err != nil {
+		return r, fmt.Errorf("redis, over the share: %w", err)
+	}
 	// An admitted claim of a tenant under its share, released again.
-	claimed := make([]time.Duration, 0, refusals)
-	for i := range refusals {
-		k := fullKey("other", "new", i)
-		t := time.Now()
-		cl, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 2, Lease: time.Minute, TTL: time.Hour})
-		claimed = append(claimed, time.Since(t))
-		if err != nil || !cl.Claimed {
-			return r, fmt.Errorf("redis: a claim under the share: %v", err)
-		}
-		if err := s.Release(ctx, k, 2); err != nil {
-			return r, err
-		}
+	if r.claim, err = timeClaims(ctx, s, otherKeys, true); err != nil {
+		return r, fmt.Errorf("redis, under the share: %w", err)
 	}
-	r.claim = median(claimed)
 	replay := func(i int) error {
 		cl, err := s.Claim(ctx, idem.ClaimRequest{Key: fullKey("victim", "old", i), Token: 3, Lease: time.Minute, TTL: time.Hour})
 		if err == nil && cl.Claimed {
