@@ -5,7 +5,6 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -187,20 +187,7 @@ func TestRedisFull(t *testing.T) {
 		require.True(t, cl.Claimed)
 	}
 	require.NoError(t, s.Complete(ctx, done.Key, done.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("r")}, time.Hour))
-	// Fill the server with large values, then small ones: a command is
-	// refused once the memory in use (its own request buffer included)
-	// passes maxmemory, so the server is full for small commands only when
-	// a small SET is refused.
-	for _, size := range []int{64 << 10, 64} {
-		v := strings.Repeat("x", size)
-		for i := 0; ; i++ {
-			require.Less(t, i, 1_000_000, "4 MB never filled up")
-			if err := c.Set(ctx, "filler:"+strconv.Itoa(size)+":"+strconv.Itoa(i), v, 0).Err(); err != nil {
-				require.ErrorContains(t, err, "OOM")
-				break
-			}
-		}
-	}
+	testenv.FillRedis(t, c)
 
 	k := key("new")
 	n := counter.commands(func() {

@@ -2,13 +2,13 @@ package tiered_test
 
 import (
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
@@ -37,16 +37,7 @@ func TestFastStoreFull(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cl.Claimed)
 	require.NoError(t, s.Complete(ctx, done.Key, done.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("r")}, time.Hour))
-	for _, size := range []int{64 << 10, 64} {
-		v := strings.Repeat("x", size)
-		for i := 0; ; i++ {
-			require.Less(t, i, 1_000_000, "4 MB never filled up")
-			if err := c.Set(ctx, "filler:"+strconv.Itoa(size)+":"+strconv.Itoa(i), v, 0).Err(); err != nil {
-				require.ErrorContains(t, err, "OOM")
-				break
-			}
-		}
-	}
+	testenv.FillRedis(t, c)
 
 	for i := range 20 {
 		r := idem.ClaimRequest{Key: key("new" + strconv.Itoa(i)), Token: idem.Token(10 + i), Lease: time.Minute, TTL: time.Hour}
