@@ -185,3 +185,25 @@ func (e *ReplayedError) Unwrap() []error {
 	}
 	return []error{ErrFinal}
 }
+
+// TenantQuotaError is returned (wrapping ErrStoreFull) when a store refuses
+// a new claim because the claim's tenant holds its whole share of the store
+// (memstore.WithTenantShare, redisstore.WithTenantShare), while the store
+// itself may still have room for other tenants. As with every ErrStoreFull,
+// nothing was claimed and the method was not called; the tenant may retry
+// once its records expire. idemhttp answers it with 429 (rule
+// "tenant-over-quota") instead of the 503 of a full store.
+type TenantQuotaError struct {
+	// Tenant is the tenant refused (Key.Tenant of the claim).
+	Tenant string
+	// Share is the number of records the tenant may hold (for redisstore:
+	// create per window, see its WithTenantShare).
+	Share int64
+}
+
+func (e *TenantQuotaError) Error() string {
+	return fmt.Sprintf("%v: the tenant's share of %d records is used", ErrStoreFull, e.Share)
+}
+
+// Unwrap returns ErrStoreFull.
+func (e *TenantQuotaError) Unwrap() error { return ErrStoreFull }

@@ -469,16 +469,19 @@ func TestDoClaimGivesUpReleases(t *testing.T) {
 	assert.Equal(t, 2, v)
 }
 
-// TestDoClaimRefusalIsFinal: a store that refuses a claim (full, too large)
-// wrote nothing; the executor neither retries nor releases.
+// TestDoClaimRefusalIsFinal: a store that refuses a claim (full, a
+// tenant's share used, too large) wrote nothing; the method does not run,
+// and the executor neither retries nor releases.
 func TestDoClaimRefusalIsFinal(t *testing.T) {
-	for _, refusal := range []error{idem.ErrStoreFull, idem.ErrTooLarge} {
+	for _, refusal := range []error{idem.ErrStoreFull, &idem.TenantQuotaError{Tenant: "a", Share: 1}, idem.ErrTooLarge} {
 		t.Run(refusal.Error(), func(t *testing.T) {
 			st := newFaultStore(nil)
 			ex := idem.NewExecutor(refusing{st, refusal}, idem.WithClock(newFakeClock(true)), idem.SingleTenant())
 			m := &idem.Method{Op: "T.M", TTL: time.Minute}
-			_, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 1, nil })
+			ran := false
+			_, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { ran = true; return 1, nil })
 			require.ErrorIs(t, err, refusal)
+			assert.False(t, ran, "the method did not run")
 			assert.Empty(t, st.callList())
 		})
 	}
