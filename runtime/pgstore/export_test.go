@@ -12,14 +12,10 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 	return s.sql.fast, s.sql.complete, s.sql.sweep
 }
 
-// TxSQL returns the transactional first claim, the key lock and the guard
-// statements.
-func (s *Store) TxSQL() (claim, keyLock, finalGuard, guard string) {
-	return s.sql.fastTx, s.sql.keyLock, s.sql.finalGuard, s.sql.guard
+// TxSQL returns the transactional first claim and decide statements.
+func (s *Store) TxSQL() (claim, decide string) {
+	return s.sql.fastTx, s.sql.decide
 }
 
 // Exported for the baselines.
 const SavepointSQL = savepointSQL
-
-// IsGuard reports whether err is the transactional guard's failure.
-var IsGuard = isGuard

@@ -1,0 +1,120 @@
+package pgstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// flights are the keys that a TxStore's ClaimTx calls are claiming or
+// holding (their transaction is open), so that a duplicate in the same
+// process is answered without a connection of the pool (see
+// TxStore.ClaimTx).
+type flights struct {
+	mu sync.Mutex
+	m  map[[32]byte]*flight
+}
+
+// flight is one key's ClaimTx that goes to the database (the leader), and,
+// when it claimed the key, the transaction that holds it.
+type flight struct {
+	id     [32]byte
+	fp     idem.Fingerprint
+	scheme uint32
+	// resolved is closed once the leader has its answer; the fields below
+	// are set before.
+	resolved chan struct{}
+	claimed  bool
+	answer   idem.Claim // a record the leader was answered with (shared)
+	shared   bool       // answer is a final record, valid for every payload
+	busy     bool       // answer is "held elsewhere", for the leader's payload
+	// done is closed when the flight ends: its claim answered without
+	// claiming, or its transaction ended.
+	done chan struct{}
+}
+
+// join returns the key's flight and whether the caller leads it (it
+// goes to the database, and must call hold or leave).
+func (fs *flights) join(req idem.ClaimRequest) (*flight, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f, ok := fs.m[req.Key.ID]; ok {
+		return f, false
+	}
+	if fs.m == nil {
+		fs.m = map[[32]byte]*flight{}
+	}
+	f := &flight{id: req.Key.ID, fp: req.Fingerprint, scheme: req.Scheme, resolved: make(chan struct{}), done: make(chan struct{})}
+	fs.m[req.Key.ID] = f
+	return f, true
+}
+
+// hold marks the leader's claim as granted: the flight lasts until end.
+func (fs *flights) hold(f *flight) {
+	f.claimed = true
+	close(f.resolved)
+}
+
+// leave ends the flight of a leader that claimed nothing; with ok, c is
+// its answer: a final record is shared with the duplicates that waited for
+// it, a busy answer with those of the same payload that do not wait.
+func (fs *flights) leave(f *flight, c idem.Claim, busy, ok bool) {
+	if ok {
+		f.answer = c
+		f.shared = !busy && c.Record.Status != idem.StatusProcessing
+		f.busy = busy
+	}
+	close(f.resolved)
+	fs.end(f)
+}
+
+// end removes f, so that the next ClaimTx of its key leads a new flight,
+// and wakes the duplicates that wait for it.
+func (fs *flights) end(f *flight) {
+	fs.mu.Lock()
+	if fs.m[f.id] == f {
+		delete(fs.m, f.id)
+	}
+	fs.mu.Unlock()
+	close(f.done)
+}
+
+// follow answers a duplicate of f's key (req): when f's leader was
+// answered with a decided record, that record; when f holds the key, a
+// PROCESSING record of the holder's fingerprint and scheme, at once
+// (deadline zero or passed) or once the deadline passes, or again (the
+// caller claims anew) when the holder's transaction ended first. ctx
+// bounds the wait.
+func (f *flight) follow(ctx context.Context, req idem.ClaimRequest, deadline time.Time) (c idem.Claim, again bool, err error) {
+	select {
+	case <-f.resolved:
+	case <-ctx.Done():
+		return idem.Claim{}, false, ctx.Err()
+	}
+	if !f.claimed {
+		switch {
+		case f.shared:
+			return f.answer, false, nil
+		case f.busy && f.fp == req.Fingerprint && !time.Now().Before(deadline):
+			return f.answer, false, nil
+		}
+		return idem.Claim{}, true, nil
+	}
+	processing := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: f.fp, Scheme: f.scheme}}
+	left := time.Until(deadline)
+	if deadline.IsZero() || left <= 0 {
+		return processing, false, nil
+	}
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-f.done:
+		return idem.Claim{}, true, nil
+	case <-t.C:
+		return processing, false, nil
+	case <-ctx.Done():
+		return idem.Claim{}, false, ctx.Err()
+	}
+}
