@@ -2,8 +2,11 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -117,4 +120,81 @@ func (f *flight) follow(ctx context.Context, req idem.ClaimRequest, deadline tim
 	case <-ctx.Done():
 		return idem.Claim{}, false, ctx.Err()
 	}
+}
+
+// parkIdle is how long a connection whose claim batch answered without
+// claiming waits, with its transaction open, for the next ClaimTx of its
+// store to commit that transaction in its own batch (see parking); after
+// it, the transaction is committed on its own.
+const parkIdle = 2 * time.Millisecond
+
+// parking keeps connections whose claim batch answered a replay or a busy
+// duplicate: their transaction, which wrote nothing and holds no key lock,
+// is still open. The next ClaimTx of the store takes one instead of a
+// connection of the pool and sends COMMIT first in its batch, so a replay
+// costs one round trip on its connection, not two. A parked connection
+// that no ClaimTx takes within parkIdle is committed and returned to the
+// pool by a timer; at most max connections are parked.
+type parking struct {
+	mu    sync.Mutex
+	conns []*parked
+	max   int
+}
+
+type parked struct {
+	conn  *pgxpool.Conn
+	timer *time.Timer
+}
+
+// park keeps conn, and reports false when there is no room (the caller
+// then commits it).
+func (p *parking) park(conn *pgxpool.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.conns) >= p.max {
+		return false
+	}
+	pc := &parked{conn: conn}
+	pc.timer = time.AfterFunc(parkIdle, func() { p.expire(pc) })
+	p.conns = append(p.conns, pc)
+	return true
+}
+
+// take returns a parked connection, or nil.
+func (p *parking) take() *pgxpool.Conn {
+	p.mu.Lock()
+	n := len(p.conns)
+	if n == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	pc := p.conns[n-1]
+	p.conns[n-1] = nil
+	p.conns = p.conns[:n-1]
+	p.mu.Unlock()
+	pc.timer.Stop() // if it fired, expire finds pc gone and does nothing
+	return pc.conn
+}
+
+// expire commits and releases pc's connection unless a ClaimTx took it.
+func (p *parking) expire(pc *parked) {
+	p.mu.Lock()
+	i := slices.Index(p.conns, pc)
+	if i >= 0 {
+		p.conns = slices.Delete(p.conns, i, i+1)
+	}
+	p.mu.Unlock()
+	if i >= 0 {
+		commitAndRelease(pc.conn)
+	}
+}
+
+// commitAndRelease commits conn's transaction, which wrote nothing, and
+// returns conn to the pool (which closes it if it is still in a
+// transaction), on a context of its own bounded by settleTimeout.
+func commitAndRelease(conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	_, _ = conn.Exec(ctx, commitSQL)
+	conn.Release()
 }

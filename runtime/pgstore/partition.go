@@ -662,7 +662,7 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 // reads nothing without the key's lock) and sets the savepoint. The
 // partitions were made sure of by ClaimTx.
 func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
-	conn, err := s.acquireConn(ctx, wait)
+	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
@@ -681,7 +681,13 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 		}
 		b := &pgx.Batch{}
 		if attempt == 0 {
-			b.BeginTx(pgx.TxOptions{})
+			if pending {
+				// A parked connection: COMMIT its transaction first.
+				b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+				b.Queue(beginSQL)
+			} else {
+				b.BeginTx(pgx.TxOptions{})
+			}
 		} else {
 			// The lapsed record changed under the claim: claim again,
 			// under the key's lock already held, in the same transaction.

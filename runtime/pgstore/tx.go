@@ -30,6 +30,7 @@ type TxStore struct {
 	*Store
 	open    sync.Map // idem.Token -> [32]byte key ID, of claims held in open transactions
 	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
+	parking parking  // connections whose transaction awaits a COMMIT (see parking)
 }
 
 // NewTx returns a store in transactional mode on pool; the options are those
@@ -39,7 +40,9 @@ type TxStore struct {
 // It is a separate constructor, not an option of New, because the executor
 // chooses transactional mode by the store's type (idem.TxStore).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
-	return &TxStore{Store: New(pool, opts...)}
+	s := &TxStore{Store: New(pool, opts...)}
+	s.parking.max = max(1, int(pool.Config().MaxConns)/4)
+	return s
 }
 
 // savepoint is set after the claim: a final error rolls the method's writes
@@ -210,13 +213,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // key's lock already held. busy reports a key held by a transaction this
 // store does not know.
 func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
-	conn, err := s.acquireConn(ctx, wait)
+	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	q, err := s.batchQueries(ctx, conn.Conn())
+	q, err := s.batchQueries(ctx, conn.Conn(), pending)
 	if err != nil {
 		end(ctx, conn)
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
@@ -234,9 +237,19 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// before): the key lock and the claim are part of the method's
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
 	// query is here decide.
-	b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
-	b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
-	b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
+	// query is here decide, or, on a parked connection, the COMMIT of its
+	// transaction.
+	decide := b.Queue
+	if pending {
+		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+	} else {
+		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
+		decide = func(string, ...any) *pgx.QueuedQuery {
+			b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
+			return b.QueuedQueries[0]
+		}
+	}
+	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
 		var err error
 		d, err = scanDecision(rows, req)
 		return err
@@ -378,10 +391,15 @@ func (q txQueries) names() txQueries {
 // connection's first use of them (one round trip each, once); in the other
 // modes (chosen for poolers that keep no prepared statements), their SQL.
 // Prepared by name, they are described once per connection and never
-// evicted by pgx's statement cache.
-func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, error) {
+// evicted by pgx's statement cache. A parked connection (prepared) ran
+// them already. (A Prepare inside the transaction of a parked connection
+// would be fine too, but costs a round trip to look up.)
+func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn, prepared bool) (txQueries, error) {
 	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return s.sql.txText, nil
+	}
+	if prepared {
+		return s.sql.txNames, nil // a parked connection has them
 	}
 	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
 	for i, name := range names {
@@ -392,26 +410,32 @@ func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, err
 	return s.sql.txNames, nil
 }
 
-// acquireConn takes a connection from the pool for a claim. When every
+// acquireConn takes a connection for a claim: a parked one (pending: its
+// transaction awaits a COMMIT, which the claim's batch sends first), or one
+// of the pool. When every
 // connection of the pool is in use (held by running calls), it waits for
 // one at most max(wait, the store's acquire timeout), then fails with an
 // error wrapping idem.ErrStoreBusy; while the pool may still open a
 // connection, only ctx bounds the wait (opening one takes as long as it
 // takes).
-func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool.Conn, error) {
+func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (conn *pgxpool.Conn, pending bool, err error) {
+	if c := s.parking.take(); c != nil {
+		return c, true, nil
+	}
 	if st := s.pool.Stat(); st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
-		return s.pool.Acquire(ctx)
+		conn, err = s.pool.Acquire(ctx)
+		return conn, false, err
 	}
 	limit := max(wait, s.acquire)
 	actx, cancel := context.WithTimeout(ctx, limit)
-	conn, err := s.pool.Acquire(actx)
+	conn, err = s.pool.Acquire(actx)
 	cancel()
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		st := s.pool.Stat()
 		err = fmt.Errorf("the pool's connections are all in use (%d of %d) and none freed up within %v: %w",
 			st.AcquiredConns(), st.MaxConns(), limit, idem.ErrStoreBusy)
 	}
-	return conn, err
+	return conn, false, err
 }
 
 // claimed ends a claim batch of either layout: an error ends the
@@ -432,11 +456,11 @@ func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, re
 	}
 	switch d.kind {
 	case decideFinal, decideBusy:
-		s.finish(conn)
+		s.finish(conn, false)
 		return d.claim, nil, d.kind == decideBusy, nil
 	}
 	if !claim.Claimed {
-		s.finish(conn)
+		s.finish(conn, true)
 		return claim, nil, false, nil
 	}
 	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
@@ -449,16 +473,16 @@ func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, re
 // that claimed nothing, and returns its connection to the pool. The
 // transaction wrote nothing (decide and the claim statements write only
 // when they claim), so it is committed rather than rolled back: a replay
-// does not count as a rollback in pg_stat_database. It runs on a context of
-// its own, bounded by settleTimeout; pgxpool closes a connection that is
-// still in a transaction when it is released.
-func (s *TxStore) finish(conn *pgxpool.Conn) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-		defer cancel()
-		_, _ = conn.Exec(ctx, commitSQL)
-		conn.Release()
-	}()
+// does not count as a rollback in pg_stat_database. When it holds no lock
+// of the key (a replay, a busy duplicate: idle, it holds at most a shared
+// payload lock), the connection is parked for the next ClaimTx, which
+// commits first in its own batch (see parking); otherwise (or when the
+// parking is full) a goroutine commits it at once.
+func (s *TxStore) finish(conn *pgxpool.Conn, keyLocked bool) {
+	if !keyLocked && s.parking.park(conn) {
+		return
+	}
+	go commitAndRelease(conn)
 }
 
 // Renew implements idem.Renewer. A claim held by one of this store's open
