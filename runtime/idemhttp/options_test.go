@@ -97,6 +97,26 @@ func TestStoreFull(t *testing.T) {
 	}
 }
 
+// TestStoreBusy: a store whose connections are all in use (idem.ErrStoreBusy,
+// which matches ErrStoreFull too) is a 503 of its own rule, store-busy, not
+// store-full.
+func TestStoreBusy(t *testing.T) {
+	fs := &faultyStore{Store: memstore.New(), claimErr: fmt.Errorf("pgstore: claim 00ff: pool exhausted: %w", idem.ErrStoreBusy)}
+	e := newEnv(t, newStoreOf(fs), statusHandler(201))
+	w := e.do("POST", "/orders", "k1", "{}")
+	wantProblem(t, w, 503, "store-busy")
+	if got := w.Header().Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1", got)
+	}
+	e.wantRuns(0)
+	if evs := e.events(idemhttp.EventStoreBusy); len(evs) != 1 || !errors.Is(evs[0].Err, idem.ErrStoreBusy) {
+		t.Fatalf("store-busy events %+v", evs)
+	}
+	if evs := e.events(idemhttp.EventStoreFull); len(evs) != 0 {
+		t.Fatalf("store-full events %+v", evs)
+	}
+}
+
 // TestStoreTooLarge: a store (or the executor) refusing the request's scope
 // as too large is a 400, not a 503 to retry forever.
 func TestStoreTooLarge(t *testing.T) {

@@ -225,8 +225,8 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	var (
-		d      decision
-		claim  idem.Claim
+		d     decision
+		claim idem.Claim
 		res   claimResult
 		tx    pgx.Tx
 	)
@@ -510,10 +510,10 @@ type txn struct {
 	store  *TxStore
 	flight *flight // ended once the transaction is
 	conn   *pgxpool.Conn
-	mtx   *methodTx
-	key   idem.Key
-	token idem.Token
-	done  atomic.Bool
+	mtx    *methodTx
+	key    idem.Key
+	token  idem.Token
+	done   atomic.Bool
 }
 
 // endFlight ends the key's flight, once the transaction has ended: the
