@@ -104,10 +104,8 @@ func WithArchive(table string) Option {
 // default the server's setting applies, and waits are short, since every
 // lease-mode statement commits at once; keep d well above a few
 // milliseconds, as a statement may also wait briefly on the table's
-// extension lock). In transactional mode it is also how long a duplicate
-// waits for the key's lock when its caller asked not to wait (wait 0);
-// default 1ms, the shortest lock_timeout PostgreSQL has, since 0 would mean
-// "wait forever".
+// extension lock). A transactional claim never waits for the key's lock
+// (it tries it), so this does not bound it.
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
@@ -116,10 +114,12 @@ func WithLockTimeout(d time.Duration) Option {
 // for a free connection of the pool when its caller does not wait (wait 0);
 // a caller that waits gets at least its wait. Every transactional call holds
 // a connection while its method runs, so a pool held by running calls would
-// otherwise make a duplicate hang instead of answering by its inflight
-// policy. When no connection frees up in time, ClaimTx returns an error
-// wrapping idem.ErrStoreFull (nothing was claimed, the method did not run;
-// retry later). Default DefaultAcquireTimeout; d <= 0 keeps the default.
+// otherwise make a call hang instead of answering (duplicates of a call
+// this store runs take no connection: see TxStore.ClaimTx). When no
+// connection frees up in time, ClaimTx returns an error wrapping
+// idem.ErrStoreBusy, which also matches idem.ErrStoreFull (nothing was
+// claimed, the method did not run; retry shortly). Default
+// DefaultAcquireTimeout; d <= 0 keeps the default.
 func WithAcquireTimeout(d time.Duration) Option {
 	return func(c *config) { c.acquireTimeout = d }
 }
