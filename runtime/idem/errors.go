@@ -50,10 +50,10 @@ var (
 	ErrMisconfigured = errors.New("idem: misconfigured method")
 )
 
-// ErrStoreBusy: the store could not take the call in time because what it
-// serves calls with is all in use by running calls (pgstore in
-// transactional mode: every connection of its pool); the store is not
-// full. Nothing was claimed and the method was not called; retry shortly.
+// ErrStoreBusy is returned when the store could not take the call in time
+// because what it serves calls with is all in use by running calls
+// (pgstore in transactional mode: every connection of its pool); the store
+// is not full. Nothing was claimed and the method was not called; retry shortly.
 // For callers written before it, it also matches ErrStoreFull
 // (errors.Is(ErrStoreBusy, ErrStoreFull) is true): test ErrStoreBusy first
 // to tell the two apart.

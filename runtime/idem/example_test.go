@@ -143,3 +143,19 @@ func ExampleMethod_scheme() {
 	// receipt-9 receipt-9 <nil>
 	// true
 }
+
+// ErrStoreBusy (a store's connections all in use) also matches ErrStoreFull,
+// for callers written before it: test it first to tell the two apart.
+func ExampleErrStoreBusy() {
+	err := fmt.Errorf("pgstore: claim 00ff: pool exhausted: %w", idem.ErrStoreBusy)
+	switch {
+	case errors.Is(err, idem.ErrStoreBusy):
+		fmt.Println("busy: retry shortly")
+	case errors.Is(err, idem.ErrStoreFull):
+		fmt.Println("full: retry later")
+	}
+	fmt.Println(errors.Is(err, idem.ErrStoreFull))
+	// Output:
+	// busy: retry shortly
+	// true
+}
