@@ -292,7 +292,7 @@ func TestLostRepliesThroughDo(t *testing.T) {
 				if mode == "tx" {
 					store = pgstore.NewTx(pool, pgstore.WithTable(table))
 				}
-				ex := idem.NewExecutor(store)
+				ex := idem.NewExecutor(store, idem.SingleTenant())
 				m := &idem.Method{Op: "lost.Op", TTL: time.Hour, Lease: time.Hour}
 				id := "lost-" + randHex(4)
 				k, err := idem.NewKey("", m.Op, id)
