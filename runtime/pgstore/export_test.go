@@ -1,5 +1,7 @@
 package pgstore
 
+import "time"
+
 // ClaimRetries returns how many claim statements were run again because a
 // concurrent transaction committed the conflicting row after the statement's
 // snapshot was taken.
@@ -19,3 +21,7 @@ func (s *Store) TxSQL() (claim, decide string) {
 
 // Exported for the baselines.
 const SavepointSQL = savepointSQL
+
+// SetParkIdle sets how long a parked connection waits for the next claim
+// (see parking): long in tests that count round trips on a loaded machine.
+func (s *TxStore) SetParkIdle(d time.Duration) { s.parking.idle = d }

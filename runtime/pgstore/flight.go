@@ -139,6 +139,7 @@ type parking struct {
 	mu    sync.Mutex
 	conns []*parked
 	max   int
+	idle  time.Duration // parkIdle; longer in tests that count round trips
 }
 
 type parked struct {
@@ -155,7 +156,7 @@ func (p *parking) park(conn *pgxpool.Conn) bool {
 		return false
 	}
 	pc := &parked{conn: conn}
-	pc.timer = time.AfterFunc(parkIdle, func() { p.expire(pc) })
+	pc.timer = time.AfterFunc(p.idle, func() { p.expire(pc) })
 	p.conns = append(p.conns, pc)
 	return true
 }

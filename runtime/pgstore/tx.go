@@ -41,7 +41,7 @@ type TxStore struct {
 // chooses transactional mode by the store's type (idem.TxStore).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
 	s := &TxStore{Store: New(pool, opts...)}
-	s.parking.max = max(1, int(pool.Config().MaxConns)/4)
+	s.parking.max, s.parking.idle = max(1, int(pool.Config().MaxConns)/4), parkIdle
 	return s
 }
 
