@@ -72,9 +72,14 @@ func rawClaimArgs(id string) []any {
 }
 
 func scanRaw(rows pgx.Rows) error {
+	var slow bool
+	return scanRawWith(rows, &slow)
+}
+
+// scanRawWith reads the claim's eleven columns and a twelfth into last.
+func scanRawWith(rows pgx.Rows, last any) error {
 	var (
 		claimed, taken bool
-		slow           bool
 		status         int16
 		fp, body, meta []byte
 		scheme         int32
@@ -82,7 +87,7 @@ func scanRaw(rows pgx.Rows) error {
 		left           pgtype.Interval
 		code, msg      []byte
 	)
-	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, &slow}, func() error { return nil })
+	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, last}, func() error { return nil })
 	return err
 }
 
@@ -140,19 +145,10 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	return conn.SendBatch(ctx, b).Close()
 }
 
+// scanDecide reads decide's reply: the claim's columns and busy.
 func scanDecide(rows pgx.Rows) error {
-	var (
-		claimed, taken bool
-		busy           int16
-		status         int16
-		fp, body, meta []byte
-		scheme         int32
-		token          int64
-		left           pgtype.Interval
-		code, msg      []byte
-	)
-	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, &busy}, func() error { return nil })
-	return err
+	var busy int16
+	return scanRawWith(rows, &busy)
 }
 
 func run(b *testing.B, callers int, fn func(i int64) error) {
