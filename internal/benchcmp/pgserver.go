@@ -85,12 +85,12 @@ func (e *Env) PGServerTime(ctx context.Context, calls int) (*PGServerReport, err
 			wtable: tableLease, ftable: tableFloor, store: lease, floorFirst: (*Env).pgLeaseFloor},
 		{name: "postgres lease/replay", wrapper: "claim (returns the record)", floor: "SELECT", wtable: tableLease, ftable: tableFloor,
 			store: lease, replay: true, floorFirst: (*Env).pgLeaseFloor},
-		{name: "postgres tx/first", wrapper: "key lock, claim, guard, complete", floor: "claim, complete (floorClaimSQL, floorCompleteSQL)",
+		{name: "postgres tx/first", wrapper: "decide, claim, complete", floor: "claim, complete (floorClaimSQL, floorCompleteSQL)",
 			wtable: tableTx, ftable: tableFloor, store: tx, floorFirst: (*Env).pgPipelinedFloor,
 			note: "BEGIN, SAVEPOINT and COMMIT are not counted on either side (the wrapper's batch has one statement more: SAVEPOINT)"},
-		{name: "postgres tx/replay", wrapper: "its batch (key lock, claim; before the guard: BEGIN … ROLLBACK)", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
+		{name: "postgres tx/replay", wrapper: "its batch (decide, the claim that reads nothing without the key's lock, BEGIN, SAVEPOINT) and the COMMIT the next call's batch sends first", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
 			store: tx, replay: true, floorFirst: (*Env).pgPipelinedFloor,
-			note: "the guard's failure, which ends the replay's transaction, is not counted (pg_stat_statements counts only statements that succeed)"},
+			note: "every statement of the wrapper side is counted, BEGIN, SAVEPOINT and COMMIT included"},
 	}
 	for _, ph := range phases {
 		r, err := e.serverPhase(ctx, calls, ph.name, ph.wtable, ph.ftable, ph.store, ph.replay, ph.floorFirst)

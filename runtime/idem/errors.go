@@ -60,6 +60,22 @@ var (
 	ErrMisconfigured = errors.New("idem: misconfigured method")
 )
 
+// ErrStoreBusy is returned when the store could not take the call in time
+// because what it serves calls with is all in use by running calls
+// (pgstore in transactional mode: every connection of its pool); the store
+// is not full. Nothing was claimed and the method was not called; retry shortly.
+// For callers written before it, it also matches ErrStoreFull
+// (errors.Is(ErrStoreBusy, ErrStoreFull) is true): test ErrStoreBusy first
+// to tell the two apart.
+var ErrStoreBusy error = storeBusy{}
+
+type storeBusy struct{}
+
+func (storeBusy) Error() string { return "idem: store is busy (all its connections are in use)" }
+
+// Is makes ErrStoreBusy match ErrStoreFull.
+func (storeBusy) Is(target error) bool { return target == ErrStoreFull }
+
 // NotStoredCode is the Outcome.ErrCode of the final outcome the executor
 // stores when a call's own outcome could not be stored (see
 // ErrOutcomeNotStored). Its replay matches ErrOutcomeNotStored and ErrFinal.

@@ -169,6 +169,22 @@ func ExampleOutcomePendingError() {
 	// true true false
 }
 
+// ErrStoreBusy (a store's connections all in use) also matches ErrStoreFull,
+// for callers written before it: test it first to tell the two apart.
+func ExampleErrStoreBusy() {
+	err := fmt.Errorf("pgstore: claim 00ff: pool exhausted: %w", idem.ErrStoreBusy)
+	switch {
+	case errors.Is(err, idem.ErrStoreBusy):
+		fmt.Println("busy: retry shortly")
+	case errors.Is(err, idem.ErrStoreFull):
+		fmt.Println("full: retry later")
+	}
+	fmt.Println(errors.Is(err, idem.ErrStoreFull))
+	// Output:
+	// busy: retry shortly
+	// true
+}
+
 // Method.Func names the wrapped method. Two methods under one operation
 // name would answer each other's calls with their stored outcomes, so an
 // executor refuses a second Func under an op it has run, before anything

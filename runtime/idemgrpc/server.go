@@ -284,6 +284,8 @@ func StatusFor(err error) *status.Status {
 		{idem.ErrInProgress, codes.Aborted,
 			"a call with this idempotency-key is in progress: retry after the delay in RetryInfo to get its outcome"},
 		{idem.ErrMissingKey, codes.InvalidArgument, "idempotency-key is missing"},
+		{idem.ErrStoreBusy, codes.Unavailable,
+			"idempotency store is busy (its connections are all in use by running calls): the call was not processed; retry shortly with the same idempotency-key"},
 		{idem.ErrStoreFull, codes.ResourceExhausted,
 			"idempotency store is full: the call was not processed; retry later with the same idempotency-key"},
 		{idem.ErrTooLarge, codes.InvalidArgument,

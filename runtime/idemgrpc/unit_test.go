@@ -37,6 +37,7 @@ func TestStatusFor(t *testing.T) {
 		{errors.New("dial tcp: connection refused"), codes.Unavailable},
 		{fmt.Errorf("idem: claim k: %w", context.DeadlineExceeded), codes.Unavailable},
 		{fmt.Errorf("memstore: claim 00ff: %w", idem.ErrStoreFull), codes.ResourceExhausted},
+		{fmt.Errorf("pgstore: claim 00ff: %w", idem.ErrStoreBusy), codes.Unavailable},
 		{fmt.Errorf("idem: op: %w", idem.ErrTooLarge), codes.InvalidArgument},
 		{fmt.Errorf("x: %w", idem.ErrOutcomeNotStored), codes.Internal},
 		{fmt.Errorf("x: %w", idem.ErrUndecodable), codes.Internal},

@@ -407,12 +407,18 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
 		m.problem(w, http.StatusTooManyRequests, "tenant-over-quota", "Tenant over its share of the idempotency store",
 			"This tenant holds its whole share of the idempotency store ("+strconv.FormatInt(quota.Share, 10)+" records) and a new key was refused, so the request was not processed; other tenants are served. Retry with the same Idempotency-Key after the time in Retry-After, once earlier keys expire.")
+	case errors.Is(err, idem.ErrStoreBusy): // before ErrStoreFull, which it matches too
+		ev.Kind, ev.Status, ev.Err = EventStoreBusy, http.StatusServiceUnavailable, err
+		m.cfg.observe(*ev)
+		w.Header().Set("Retry-After", "1")
+		m.problem(w, http.StatusServiceUnavailable, "store-busy", "Idempotency store busy",
+			"The idempotency store's connections were all in use by running requests and none freed up in time, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
 	case errors.Is(err, idem.ErrStoreFull):
 		ev.Kind, ev.Status, ev.Err = EventStoreFull, http.StatusServiceUnavailable, err
 		m.cfg.observe(*ev)
 		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
 		m.problem(w, http.StatusServiceUnavailable, "store-full", "Idempotency store full",
-			"The idempotency store is at its capacity (its records, or its connections, are all in use) and refused a new key, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
+			"The idempotency store is at its capacity (its records are all in use) and refused a new key, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
 	case errors.Is(err, idem.ErrTooLarge):
 		// The operation and the middleware's tenant were checked before:
 		// this is the executor's tenant (idem.WithTenant).

@@ -454,7 +454,8 @@ const (
 	// EventScopeTooLong: the operation or the tenant is longer than a
 	// store records (414 or 400).
 	EventScopeTooLong
-	// EventStoreFull: the store refused a new key at its capacity (503).
+	// EventStoreFull: the store refused a new key at its capacity (503,
+	// store-full).
 	EventStoreFull
 	// EventInvalidRequest: the fingerprint function failed, or added a
 	// value the hasher cannot encode (400).
@@ -478,12 +479,16 @@ const (
 	// holds its whole share of the store (an *idem.TenantQuotaError, 429);
 	// other tenants are served. Count it by Tenant for a metric.
 	EventTenantOverQuota
+	// EventStoreBusy: the store's connections were all in use by running
+	// requests and none freed up in time (idem.ErrStoreBusy); 503,
+	// store-busy, nothing was processed. The store is not full.
+	EventStoreBusy
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
 	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing",
-	"body_unreadable", "tenant_over_quota"}
+	"body_unreadable", "tenant_over_quota", "store_busy"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

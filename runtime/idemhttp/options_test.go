@@ -81,19 +81,36 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		idemhttp.WithProblemBase("urn:example:idem:"))
 }
 
-// TestStoreFull: a store at its capacity is a 503 with Retry-After and its
-// own rule, not a store outage.
+// TestStoreFull: a store at its capacity (idem.ErrStoreFull) and a store
+// whose connections are all in use (idem.ErrStoreBusy, which matches
+// ErrStoreFull too) are each a 503 with Retry-After and a rule of their
+// own (store-full, store-busy), not a store outage.
 func TestStoreFull(t *testing.T) {
-	fs := &faultyStore{Store: memstore.New(), claimErr: fmt.Errorf("memstore: claim 00ff: %w", idem.ErrStoreFull)}
-	e := newEnv(t, newStoreOf(fs), statusHandler(201))
-	w := e.do("POST", "/orders", "k1", "{}")
-	wantProblem(t, w, 503, "store-full")
-	if got := w.Header().Get("Retry-After"); got != "2" {
-		t.Errorf("Retry-After %q, want 2", got)
-	}
-	e.wantRuns(0)
-	if evs := e.events(idemhttp.EventStoreFull); len(evs) != 1 || !errors.Is(evs[0].Err, idem.ErrStoreFull) {
-		t.Fatalf("store-full events %+v", evs)
+	for _, c := range []struct {
+		err        error
+		rule, wait string
+		kind       idemhttp.EventKind
+		other      idemhttp.EventKind
+	}{
+		{idem.ErrStoreFull, "store-full", "2", idemhttp.EventStoreFull, idemhttp.EventStoreBusy},
+		{idem.ErrStoreBusy, "store-busy", "1", idemhttp.EventStoreBusy, idemhttp.EventStoreFull},
+	} {
+		t.Run(c.rule, func(t *testing.T) {
+			fs := &faultyStore{Store: memstore.New(), claimErr: fmt.Errorf("somestore: claim 00ff: %w", c.err)}
+			e := newEnv(t, newStoreOf(fs), statusHandler(201))
+			w := e.do("POST", "/orders", "k1", "{}")
+			wantProblem(t, w, 503, c.rule)
+			if got := w.Header().Get("Retry-After"); got != c.wait {
+				t.Errorf("Retry-After %q, want %s", got, c.wait)
+			}
+			e.wantRuns(0)
+			if evs := e.events(c.kind); len(evs) != 1 || !errors.Is(evs[0].Err, c.err) {
+				t.Fatalf("%s events %+v", c.kind, evs)
+			}
+			if evs := e.events(c.other); len(evs) != 0 {
+				t.Fatalf("%s events %+v", c.other, evs)
+			}
+		})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 // sections are named by the rules ("missing-key", "invalid-key",
 // "key-reused", "request-in-progress", "replay-not-acceptable",
 // "request-too-large", "scope-too-long", "unreadable-body",
-// "invalid-request", "response-not-replayable", "store-full",
+// "invalid-request", "response-not-replayable", "store-full", "store-busy",
 // "tenant-over-quota", "store-unavailable", "server-misconfigured", "missing-tenant").
 const DefaultProblemBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 

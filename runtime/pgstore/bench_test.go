@@ -33,9 +33,7 @@ type benchEnv struct {
 	claim   string
 	done    string
 	claimTx string
-	keyLock string
-	fguard  string
-	guard   string
+	decide  string
 	seq     atomic.Int64
 	prefix  string
 }
@@ -46,7 +44,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	e := &benchEnv{pool: pool, lease: pgstore.New(pool, pgstore.WithTable(table)),
 		tx: pgstore.NewTx(pool, pgstore.WithTable(table)), prefix: randHex(4)}
 	e.claim, e.done, _ = e.lease.SQL()
-	e.claimTx, e.keyLock, e.fguard, e.guard = e.lease.TxSQL()
+	e.claimTx, e.decide = e.lease.TxSQL()
 	return e
 }
 
@@ -74,9 +72,14 @@ func rawClaimArgs(id string) []any {
 }
 
 func scanRaw(rows pgx.Rows) error {
+	var slow bool
+	return scanRawWith(rows, &slow)
+}
+
+// scanRawWith reads the claim's eleven columns and a twelfth into last.
+func scanRawWith(rows pgx.Rows, last any) error {
 	var (
 		claimed, taken bool
-		slow           bool
 		status         int16
 		fp, body, meta []byte
 		scheme         int32
@@ -84,7 +87,7 @@ func scanRaw(rows pgx.Rows) error {
 		left           pgtype.Interval
 		code, msg      []byte
 	)
-	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, &slow}, func() error { return nil })
+	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, last}, func() error { return nil })
 	return err
 }
 
@@ -111,41 +114,41 @@ func (e *benchEnv) rawLeaseReplay(id string) error {
 	return scanRaw(rows)
 }
 
-// rawTx is the transactional path by hand: the key lock under a short
-// lock_timeout, the final record's guard, the claim, the claim's guard,
-// BEGIN and the savepoint in one batch, then the outcome and COMMIT (first
-// call); a replay ends with the batch (a guard failed its implicit
-// transaction).
+// rawTx is the transactional path by hand: decide, the claim, BEGIN and
+// the savepoint in one batch, then the outcome and COMMIT (first call); a
+// replay's COMMIT is sent after the answer, as ClaimTx does.
 func (e *benchEnv) rawTx(id string, first bool) error {
 	ctx := context.Background()
 	conn, err := e.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer conn.Release()
 	args := rawClaimArgs(id)
 	b := &pgx.Batch{}
-	b.Queue(e.keyLock, args[1], args[0], false, int32(1), int32(2), "1ms").Query(scanRaw)
-	b.Queue(e.fguard, args[0])
+	b.Queue(e.decide, args[1], args[0], int32(1), int32(2)).Query(scanDecide)
 	b.Queue(e.claimTx, args...).Query(scanRaw)
-	b.Queue(e.guard, args[0])
 	b.Queue("BEGIN")
 	b.Queue(pgstore.SavepointSQL)
 	err = conn.SendBatch(ctx, b).Close()
-	if !first {
-		if !pgstore.IsGuard(err) {
-			return fmt.Errorf("a replay passed the guard: %v", err)
-		}
-		return nil
-	}
-	if err != nil {
+	if err != nil || !first {
+		go func() {
+			_, _ = conn.Exec(ctx, "COMMIT")
+			conn.Release()
+		}()
 		return err
 	}
+	defer conn.Release()
 	b = &pgx.Batch{}
 	b.Queue(e.done, args[0], args[1], int16(2), []byte("42"), []byte(nil), []byte(nil), []byte(nil),
 		int64(time.Hour/time.Microsecond))
 	b.Queue("COMMIT")
 	return conn.SendBatch(ctx, b).Close()
+}
+
+// scanDecide reads decide's reply: the claim's columns and busy.
+func scanDecide(rows pgx.Rows) error {
+	var busy int16
+	return scanRawWith(rows, &busy)
 }
 
 func run(b *testing.B, callers int, fn func(i int64) error) {

@@ -37,18 +37,24 @@
 // Transactional mode ([NewTx]) implements [idem.TxStore]. The claim, the
 // method's own writes and the outcome run in one transaction on one
 // connection: the method gets it with [TxFrom] and writes its business rows
-// through it. The claim holds a transaction-scoped advisory lock on the key;
-// a concurrent duplicate waits on it (for at most the method's inflight wait,
-// through lock_timeout on that one statement; never unbounded) and then
-// replays the committed outcome, or claims the key itself if the first
-// transaction rolled back. When its wait runs out first, the duplicate is
-// told apart by its payload, through a shared advisory lock the holder takes
-// beside the key's (no extra round trip): the same payload is in progress,
-// another is a payload mismatch, as with every other store. Replays of a
-// committed outcome take no lock. Every running call holds a pooled
-// connection: when the pool is exhausted, a claim waits for a connection at
-// most its wait or [WithAcquireTimeout] and then fails with
-// [idem.ErrStoreFull], instead of hanging. A COMMIT whose reply is lost is
+// through it. The claim holds a transaction-scoped advisory lock on the key,
+// which a claim only tries (pg_try_advisory_xact_lock): no claim waits on
+// the server for a lock, and none fails there on purpose. A replay of a
+// committed outcome takes no lock. A duplicate of a call whose transaction
+// is open is told the key is busy, and by the shared advisory lock the
+// holder takes beside the key's, whether the holder runs the same payload
+// (idem.ErrInProgress) or another (idem.ErrPayloadMismatch, as with every
+// other store). A duplicate that waits (the method's inflight wait) waits
+// off the database: in the process that holds the key, in memory until
+// the holder's transaction ends, then it replays the committed outcome
+// (or claims the key if the holder rolled back); from another process, by
+// looking again with a backoff. While a call of this store claims or holds
+// a key, its duplicates in the same process take no pooled connection at
+// all, so a hot key holds one connection however many duplicates it has.
+// Every running call holds a pooled connection: when the pool is
+// exhausted, a claim of a new key waits for a connection at most its wait
+// or [WithAcquireTimeout] and then fails with [idem.ErrStoreBusy] (which
+// also matches [idem.ErrStoreFull]), instead of hanging. A COMMIT whose reply is lost is
 // resolved by asking whether the record committed. A transient error, a panic or a lost connection
 // rolls everything back: no record and no business row are left behind. A
 // final error rolls the business writes back to a savepoint and commits only
@@ -127,21 +133,23 @@
 //
 // With warm statement caches (pgx's default QueryExecModeCacheStatement):
 // lease mode takes one round trip per claim and one per outcome (two for a
-// first call, one for a replay); transactional mode batches the key and
-// payload locks, the claim, a guard, BEGIN and the savepoint into one round
-// trip and the outcome with COMMIT into another (two for a first call, plus
-// the method's own statements; one for a replay: when nothing is claimed,
-// the guard fails the batch's implicit transaction on purpose, and the
-// server ends it with the batch, without a ROLLBACK; the server log shows
-// that failure as an ERROR, "invalid input syntax for type integer:
-// "idemgen guard: key …: not claimed … (not a failure)"", one per replay or
-// duplicate). The first use of a statement on a connection adds one round
-// trip to prepare it. Only the rare paths add one: a claim that takes an
-// expired record or a lapsed lease over, or repeats the caller's own claim
-// (the first claim statement only inserts or reads; the full one takes
-// over), a Complete or Release that changed nothing (to tell a repeat from
-// a lost lease), a duplicate whose wait ran out (to read pg_locks), a claim
-// or COMMIT whose reply was lost.
+// first call, one for a replay); transactional mode sends one batch to
+// claim (decide, which answers a replay or a busy key or tries the key's
+// lock, the claim statement, BEGIN and the savepoint) and the outcome with
+// COMMIT in another (two for a first call, plus the method's own
+// statements; one for a replay, a duplicate or a mismatch). No statement
+// of a replay, a duplicate or a mismatch fails on the server, in any mode:
+// they leave no ERROR in the server's log. The transaction of a batch that
+// claimed nothing wrote nothing; its connection is kept for the next claim
+// of the store, whose batch starts with its COMMIT (committed by a timer
+// after 2ms when no claim comes), so a replay costs one round trip on its
+// connection too. The first use of a statement on a connection adds one
+// round trip to prepare it (ClaimTx prepares its batch's statements by
+// name). Only the rare paths add one: a claim that takes an expired record
+// or a lapsed lease over, or repeats the caller's own claim (the first
+// claim statement only inserts or reads; the full one takes over), a
+// Complete or Release that changed nothing (to tell a repeat from a lost
+// lease), a claim or COMMIT whose reply was lost.
 //
 // Use one mode per table.
 package pgstore

@@ -1,5 +1,7 @@
 package pgstore
 
+import "time"
+
 // ClaimRetries returns how many claim statements were run again because a
 // concurrent transaction committed the conflicting row after the statement's
 // snapshot was taken.
@@ -12,14 +14,14 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 	return s.sql.fast, s.sql.complete, s.sql.sweep
 }
 
-// TxSQL returns the transactional first claim, the key lock and the guard
-// statements.
-func (s *Store) TxSQL() (claim, keyLock, finalGuard, guard string) {
-	return s.sql.fastTx, s.sql.keyLock, s.sql.finalGuard, s.sql.guard
+// TxSQL returns the transactional first claim and decide statements.
+func (s *Store) TxSQL() (claim, decide string) {
+	return s.sql.fastTx, s.sql.decide
 }
 
 // Exported for the baselines.
 const SavepointSQL = savepointSQL
 
-// IsGuard reports whether err is the transactional guard's failure.
-var IsGuard = isGuard
+// SetParkIdle sets how long a parked connection waits for the next claim
+// (see parking): long in tests that count round trips on a loaded machine.
+func (s *TxStore) SetParkIdle(d time.Duration) { s.parking.idle = d }

@@ -324,9 +324,11 @@ func TestLostRepliesThroughDo(t *testing.T) {
 
 // TestPoolPressure: in transactional mode every running call holds a
 // connection. With the pool (2 connections) held by two running calls, a
-// duplicate answers within its wait (ErrStoreFull, after the acquire
-// timeout), instead of hanging until its context ends (v0.1); once the
-// calls end, it replays.
+// duplicate of one of them is answered ErrInProgress without a connection
+// (at once, or after its wait), and a call of a new key answers within its
+// wait with ErrStoreBusy (which matches ErrStoreFull too), instead of
+// hanging until its context ends (v0.1); once the calls end, the duplicate
+// replays and the new key runs.
 func TestPoolPressure(t *testing.T) {
 	pool := newPool(t, 2, nil)
 	table := newTable(t, pool)
@@ -353,13 +355,17 @@ func TestPoolPressure(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	for _, wait := range []time.Duration{0, 500 * time.Millisecond} {
+	for _, wait := range []time.Duration{0, 100 * time.Millisecond} {
 		mw := *m
 		mw.Wait = wait
-		start := time.Now()
 		_, err := call(ctx, ex, &mw, "a", 1, func(context.Context) (string, error) { return "dup", nil })
+		require.ErrorIs(t, err, idem.ErrInProgress, "a duplicate, wait %v", wait)
+		require.NotErrorIs(t, err, idem.ErrStoreFull)
+		start := time.Now()
+		_, err = call(ctx, ex, &mw, "c", 1, func(context.Context) (string, error) { return "c", nil })
 		took := time.Since(start)
-		require.ErrorIs(t, err, idem.ErrStoreFull, "wait %v", wait)
+		require.ErrorIs(t, err, idem.ErrStoreBusy, "a new key, wait %v", wait)
+		require.ErrorIs(t, err, idem.ErrStoreFull, "ErrStoreBusy matches ErrStoreFull")
 		assert.NoError(t, ctx.Err(), "answered before the caller's deadline")
 		assert.GreaterOrEqual(t, took, max(wait, 200*time.Millisecond)-10*time.Millisecond, "it waited for a connection")
 		t.Logf("wait %v: %v after %v", wait, err, took)
@@ -369,6 +375,100 @@ func TestPoolPressure(t *testing.T) {
 	v, err := call(ctx, ex, m, "a", 1, func(context.Context) (string, error) { return "dup", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "done-a", v)
+	v, err = call(ctx, ex, m, "c", 1, func(context.Context) (string, error) { return "c", nil })
+	require.NoError(t, err)
+	assert.Equal(t, "c", v)
+}
+
+// TestHotKeyPool: hundreds of concurrent duplicates of one slow call, on
+// a pool of 3 connections, never take a connection: each is answered
+// ErrInProgress at once (never ErrStoreFull or ErrStoreBusy), or, when it
+// waits, gets the call's outcome once it commits; other keys are served
+// meanwhile on the rest of the pool. Whatever the machine's load: nothing
+// here races the clock (the slow call ends only when the duplicates have
+// been answered).
+func TestHotKeyPool(t *testing.T) {
+	for _, part := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "partitioned"}[part], func(t *testing.T) {
+			pool := newPool(t, 3, nil)
+			var opts []pgstore.Option
+			if part {
+				opts = append(opts, pgstore.WithPartitions(time.Minute))
+			}
+			table := newTable(t, pool, opts...)
+			s := pgstore.NewTx(pool, append(opts, pgstore.WithTable(table))...)
+			ex := idem.NewExecutor(s, idem.SingleTenant())
+			m := &idem.Method{Op: "hot.Op", TTL: time.Hour, Lease: time.Minute}
+			inside, finish := make(chan struct{}), make(chan struct{})
+			var finished sync.Once
+			release := func() { finished.Do(func() { close(finish) }) }
+			defer release()
+			var runs atomic.Int32
+			slow := func(context.Context) (string, error) {
+				runs.Add(1)
+				close(inside)
+				<-finish
+				return "hot", nil
+			}
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				v, err := call(context.Background(), ex, m, "hot", 1, slow)
+				assert.NoError(t, err)
+				assert.Equal(t, "hot", v)
+			})
+			<-inside
+
+			const dups = 300
+			errs := make(chan error, dups)
+			var dupWG sync.WaitGroup
+			for range dups {
+				dupWG.Go(func() {
+					_, err := call(t.Context(), ex, m, "hot", 1, slow)
+					errs <- err
+				})
+			}
+			// Other keys, served while the duplicates run, by as many
+			// callers as the pool has connections left.
+			var others sync.WaitGroup
+			for w := range 2 {
+				others.Go(func() {
+					for i := range 10 {
+						id := fmt.Sprintf("other-%d-%d", w, i)
+						v, err := call(t.Context(), ex, m, id, 1, func(context.Context) (string, error) { return id, nil })
+						assert.NoError(t, err, "another key")
+						assert.Equal(t, id, v)
+					}
+				})
+			}
+			dupWG.Wait()
+			others.Wait()
+			close(errs)
+			for err := range errs {
+				require.ErrorIs(t, err, idem.ErrInProgress)
+				require.NotErrorIs(t, err, idem.ErrStoreFull)
+			}
+			// Duplicates that wait get the outcome once it commits.
+			mw := *m
+			mw.Wait = time.Minute
+			waited := make(chan string, dups)
+			var waitWG sync.WaitGroup
+			for range dups {
+				waitWG.Go(func() {
+					v, err := call(t.Context(), ex, &mw, "hot", 1, slow)
+					assert.NoError(t, err)
+					waited <- v
+				})
+			}
+			release()
+			waitWG.Wait()
+			wg.Wait()
+			close(waited)
+			for v := range waited {
+				require.Equal(t, "hot", v)
+			}
+			assert.Equal(t, int32(1), runs.Load(), "the method ran once")
+		})
+	}
 }
 
 // TestTxMismatchWhileRunning: in transactional mode the first call's claim

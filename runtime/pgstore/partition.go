@@ -92,6 +92,9 @@ type partitioning struct {
 	// fastClaimSQL); claim the full claim and keyLock the key's lock (see
 	// buildPartitionStatements), which both modes run.
 	claimFast, claim, keyLock string
+	// claimTx is claim reading nothing without the key's lock, and decide
+	// the first statement of a transactional claim (see decideSQL).
+	claimTx, decide string
 }
 
 func newPartitioning(interval time.Duration, table pgx.Identifier) *partitioning {
@@ -100,6 +103,9 @@ func newPartitioning(interval time.Duration, table pgx.Identifier) *partitioning
 	}
 	p := &partitioning{interval: interval, name: table[len(table)-1], claimFast: fastClaimSQL(table.Sanitize(), interval)}
 	p.claim, p.keyLock = claimSQL(table.Sanitize(), interval)
+	p.claimTx = strings.Replace(p.claim, "WHERE c.key = $1::bytea AND ",
+		"WHERE current_setting('idemgen.key_locked', true) = 'on' AND c.key = $1::bytea AND ", 1)
+	p.decide = decideSQL(table.Sanitize(), live("c"))
 	return p
 }
 
@@ -216,9 +222,6 @@ func buildPartitionStatements(table, archive pgx.Identifier, interval time.Durat
 	st := buildStatements(table, archive)
 	t := st.table
 	iv := fmt.Sprintf("interval '%d seconds'", int64(interval/time.Second))
-	st.final = fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, c.lease_until - %[2]s,
-	c.body, c.err_code, c.err_message, c.meta
-FROM %[1]s c WHERE c.key = $1::bytea AND c.status <> 1 AND %[3]s`, t, ts, live("c"))
 	// Complete (run under the key's lock): the outcome is stored in place
 	// when its expiry fits the record's partition (u), else the record
 	// moves to the partition of its new expiry (m, i). One row comes back
@@ -549,11 +552,6 @@ func (s *Store) migratePartitioned(ctx context.Context) error {
 // mode, restored after the claim, so that the method's own statements run
 // under it.
 const (
-	// The caller's lock_timeout is saved before the key's lock is waited
-	// for under the claim's own, and restored after it.
-	partSaveLockTimeout    = "SELECT set_config('idemgen.saved_lock_timeout', current_setting('lock_timeout'), true)"
-	partRestoreLockTimeout = "SELECT set_config('lock_timeout', current_setting('idemgen.saved_lock_timeout'), true)"
-
 	planGenericSQL = `SELECT set_config('idemgen.saved_plan_cache_mode', current_setting('plan_cache_mode'), true),
 	set_config('plan_cache_mode', 'force_generic_plan', true)`
 	planRestoreSQL = `SELECT set_config('plan_cache_mode', current_setting('idemgen.saved_plan_cache_mode'), true)`
@@ -656,54 +654,56 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 }
 
-// claimTxPartitioned is ClaimTx in partitioned mode, as in plain mode (see
-// ClaimTx) with the partitioned statements: in one round trip, it begins a
-// transaction, takes the key's lock unless a final record is visible
-// (waiting at most wait, through lock_timeout), runs the full claim under
-// generic plans (the caller's plan_cache_mode and lock_timeout are
-// restored after it) and sets the savepoint.
-func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
-	if err := s.partitionsFor(ctx, req.TTL); err != nil {
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
-	}
-	conn, wait, err := s.acquireConn(ctx, wait)
+// claimTxPartitioned is one claim of ClaimTx in partitioned mode, as in
+// plain mode (see ClaimTx) with the partitioned statements: in one round
+// trip, it begins a transaction, runs decide (the key's final record, or
+// the key's lock tried without waiting), the full claim under generic
+// plans (the caller's plan_cache_mode is restored after it; the claim
+// reads nothing without the key's lock) and sets the savepoint. The
+// partitions were made sure of by ClaimTx.
+func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
+	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
+		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var (
+		d     decision
 		claim idem.Claim
-		ok    bool
+		res   claimResult
 		tx    pgx.Tx
 	)
-	for attempt := 0; !ok; attempt++ {
+	for attempt := 0; err == nil && (attempt == 0 || d.kind == decideLocked && res != claimAnswered); attempt++ {
 		if attempt >= maxClaimAttempts {
 			end(ctx, conn)
-			return idem.Claim{}, nil, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
-		}
-		if attempt > 0 {
-			// The final record that made keyLock skip the lock expired
-			// before the claim, or the lapsed record changed under it:
-			// take the lock and claim again, in the same transaction.
-			s.claimRetries.Add(1)
+			return idem.Claim{}, nil, false, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 		}
 		b := &pgx.Batch{}
 		if attempt == 0 {
-			b.BeginTx(pgx.TxOptions{})
+			if pending {
+				// A parked connection: COMMIT its transaction first.
+				b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+				b.Queue(beginSQL)
+			} else {
+				b.BeginTx(pgx.TxOptions{})
+			}
+		} else {
+			// The lapsed record changed under the claim: claim again,
+			// under the key's lock already held, in the same transaction.
+			s.claimRetries.Add(1)
 		}
-		b.Queue(partSaveLockTimeout)
 		b.Queue(planGenericSQL)
-		b.Queue(setLockTimeout, lockTimeoutValue(wait))
-		b.Queue(s.part.keyLock, keyLock(req.Key), req.Key.ID[:], attempt > 0, pa, pb)
-		b.Queue(partRestoreLockTimeout)
-		b.Queue(s.part.claim, args...).Query(func(rows pgx.Rows) error {
-			var (
-				err error
-				res claimResult
-			)
+		if attempt == 0 {
+			b.Queue(s.part.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
+				var err error
+				d, err = scanDecision(rows, req)
+				return err
+			})
+		}
+		b.Queue(s.part.claimTx, args...).Query(func(rows pgx.Rows) error {
+			var err error
 			claim, res, err = scanClaim(rows, false)
-			ok = res == claimAnswered
 			return err
 		})
 		b.Queue(planRestoreSQL)
@@ -712,9 +712,7 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 		if attempt == 0 {
 			tx = br.Tx()
 		}
-		if err = br.Close(); err != nil {
-			break
-		}
+		err = br.Close()
 	}
-	return s.claimed(ctx, conn, tx, req, claim, err)
+	return s.claimed(ctx, conn, tx, req, d, claim, err)
 }

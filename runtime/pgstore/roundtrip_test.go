@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -20,7 +21,12 @@ func TestRoundTrips(t *testing.T) {
 			table := newTable(t, pool)
 			var store idem.Store = pgstore.New(pool, pgstore.WithTable(table))
 			if mode == "tx" {
-				store = pgstore.NewTx(pool, pgstore.WithTable(table))
+				tx := pgstore.NewTx(pool, pgstore.WithTable(table))
+				// A replay's connection waits, parked, for the next claim
+				// to send its COMMIT; its timer must not fire between two
+				// calls of a slow machine (that COMMIT would count here).
+				tx.SetParkIdle(time.Hour)
+				store = tx
 			}
 			ex := idem.NewExecutor(store, idem.SingleTenant())
 			m := &idem.Method{Op: "rt.Op", TTL: idemLedgerCredit.TTL}

@@ -104,10 +104,8 @@ func WithArchive(table string) Option {
 // default the server's setting applies, and waits are short, since every
 // lease-mode statement commits at once; keep d well above a few
 // milliseconds, as a statement may also wait briefly on the table's
-// extension lock). In transactional mode it is also how long a duplicate
-// waits for the key's lock when its caller asked not to wait (wait 0);
-// default 1ms, the shortest lock_timeout PostgreSQL has, since 0 would mean
-// "wait forever".
+// extension lock). A transactional claim never waits for the key's lock
+// (it tries it), so this does not bound it.
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
@@ -116,10 +114,12 @@ func WithLockTimeout(d time.Duration) Option {
 // for a free connection of the pool when its caller does not wait (wait 0);
 // a caller that waits gets at least its wait. Every transactional call holds
 // a connection while its method runs, so a pool held by running calls would
-// otherwise make a duplicate hang instead of answering by its inflight
-// policy. When no connection frees up in time, ClaimTx returns an error
-// wrapping idem.ErrStoreFull (nothing was claimed, the method did not run;
-// retry later). Default DefaultAcquireTimeout; d <= 0 keeps the default.
+// otherwise make a call hang instead of answering (duplicates of a call
+// this store runs take no connection: see TxStore.ClaimTx). When no
+// connection frees up in time, ClaimTx returns an error wrapping
+// idem.ErrStoreBusy, which also matches idem.ErrStoreFull (nothing was
+// claimed, the method did not run; retry shortly). Default
+// DefaultAcquireTimeout; d <= 0 keeps the default.
 func WithAcquireTimeout(d time.Duration) Option {
 	return func(c *config) { c.acquireTimeout = d }
 }
@@ -145,7 +145,7 @@ type Store struct {
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
-	claimTx, fastTx, keyLock, finalGuard, guard, holder, final                  string // transactional mode
+	claimTx, fastTx, decide                                                     string // transactional mode
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
 	txNames, txText       txQueries
@@ -294,7 +294,7 @@ FROM cur`
 		c.body, c.err_code, c.err_message, c.meta,
 		%[5]s OR (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea) AS slow
 	FROM %[1]s c
-	WHERE c.key = $1::bytea
+	WHERE c.key = $1::bytea%[2]s
 ), ins AS (
 	INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
 		lease_until, created_at, expires_at, sweep_at)
@@ -312,86 +312,16 @@ SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_c
 FROM cur`
 	st.fast = fmt.Sprintf(fast, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
 	// Transactional mode: the claim inserts (or takes over) only under the
-	// key's advisory lock, which keyLock takes unless a final record is
-	// visible (a replay needs no lock, and concurrent replays must not queue
-	// on it). Without the lock and without a visible record (it expired in
-	// between) the claim returns no row and runs again with the lock.
-	// A transactional claim also marks the transaction as holding the
-	// claim (idemgen.claimed), for the guard.
+	// key's advisory lock, which decide takes (see decideSQL), and reads
+	// nothing without it: a replay or a duplicate answered by decide costs
+	// the claim statement no scan (a one-time filter).
 	locked := "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'"
-	claimed := "set_config('idemgen.claimed', 'on', true) = 'on'"
 	st.claimTx = fmt.Sprintf(claim, t, locked, leaseLeft, ts,
-		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), claimed)
-	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), claimed)
-	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
-	// that names the claimer's payload (see payloadLock), taken first and
-	// shared, so that whoever holds the key's lock also holds its payload's;
-	// $6 the lock_timeout of the wait. In one statement: unless $3 is
-	// false and a final record is visible (f: a replay, which returns the
-	// record, in the columns of claim, marks it in idemgen.final for
-	// finalGuard, and locks and sets nothing), it sets lock_timeout to $6
-	// for the wait on the locks, and back to the caller's value after, so
-	// that nothing else in the transaction (the claim's own index and heap
-	// locks, the method's writes) runs under the short timeout, and a lock
-	// timeout means exactly "the key is held". The LATERAL reference to w
-	// (materialized: read once, before) makes the wait run after w has saved
-	// and set the timeout; the last branch reads l (it returns no row) so
-	// that l runs.
-	st.keyLock = fmt.Sprintf(`WITH f AS MATERIALIZED (
-	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
-	FROM %[1]s c
-	WHERE c.key = $2::bytea AND c.status <> 1 AND c.expires_at > %[2]s AND NOT $3::bool
-), w AS MATERIALIZED (
-	SELECT current_setting('lock_timeout') AS saved, set_config('lock_timeout', $6::text, true) AS waiting
-	WHERE NOT EXISTS (SELECT 1 FROM f)
-), l AS MATERIALIZED (
-	SELECT set_config('lock_timeout', w.saved, true) AS restored
-	FROM w, LATERAL (
-		SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
-			set_config('idemgen.key_locked', 'on', true)
-		WHERE w.waiting IS NOT NULL
-	) x
-)
-SELECT set_config('idemgen.final', 'on', true) <> 'on', false, status, fingerprint, scheme, token, interval '0',
-	body, err_code, err_message, meta
-FROM f
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM l WHERE l.restored IS NULL`, t, ts)
-	// The guards fail, on purpose, so that PostgreSQL rolls back the
-	// implicit transaction the batch's statements ran in when the batch
-	// ends, and the connection is free without a ROLLBACK round trip (see
-	// ClaimTx). finalGuard follows keyLock: it fails when keyLock returned
-	// a final record (a replay), so that the claim statement does not run.
-	// guard follows the claim, before BEGIN: it fails when the claim did
-	// not claim (a live record, a retry). format() is stable, so the
-	// planner never folds the failing branch. $1 key ID.
-	failing := `format('` + guardMarker + ` %s: not claimed, the claim''s transaction ends here (not a failure)',
-		encode($1::bytea, 'hex'))::int`
-	st.finalGuard = `SELECT CASE WHEN current_setting('idemgen.final', true) = 'on' THEN ` + failing + ` ELSE 0 END`
-	st.guard = `SELECT CASE WHEN current_setting('idemgen.claimed', true) = 'on' THEN 0 ELSE ` + failing + ` END`
-	st.txText = txQueries{keyLock: st.keyLock, finalGuard: st.finalGuard, fast: st.fastTx, claim: st.claimTx, guard: st.guard,
-		begin: beginSQL, savepoint: savepointSQL}
+		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), "true")
+	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
+	st.decide = decideSQL(t, "c.expires_at > "+ts)
+	st.txText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
 	st.txNames = st.txText.names()
-	// holder: whether a session holds the key's lock ($1, $2: its two
-	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
-	// it holds the payload lock $3, $4 (the same payload) or another
-	// payload lock of this key ($3 and another $4). pg_locks is one
-	// consistent snapshot of the lock table.
-	st.holder = `SELECT count(*) > 0,
-	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
-		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-			AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false),
-	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
-		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-			AND p.classid = $3::bigint::oid AND p.objid <> $4::bigint::oid)), false)
-FROM pg_locks k
-WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
-	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`
-	// final: the key's live final record, in the columns of the claim.
-	st.final = fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, %[3]s,
-	c.body, c.err_code, c.err_message, c.meta
-FROM %[1]s c WHERE c.key = $1::bytea AND c.status <> 1 AND c.expires_at > %[2]s`, t, ts, leaseLeft)
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
 	// sweep_at only ever moves earlier here (an outcome that expires sooner
 	// than the claim), so the usual Complete changes no indexed column.
@@ -487,9 +417,23 @@ const (
 	claimSlow
 )
 
-// scanClaim reads the one row of a claim statement: claim, claimTx and final
+// scanClaim reads the one row of a claim statement: claim and claimTx
 // (eleven columns), or fast and fastTx (withSlow: a twelfth, slow).
 func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err error) {
+	if !withSlow {
+		return scanClaimRow(rows)
+	}
+	var slow bool
+	c, res, err = scanClaimRow(rows, &slow)
+	if err == nil && res == claimAnswered && slow {
+		return idem.Claim{}, claimSlow, nil
+	}
+	return c, res, err
+}
+
+// scanClaimRow reads the one row of the claim's eleven columns and the
+// extra ones into extra; no row is claimAgain.
+func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, err error) {
 	defer rows.Close()
 	if !rows.Next() {
 		return c, claimAgain, rows.Err()
@@ -502,13 +446,10 @@ func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err
 		leaseLeft pgtype.Interval
 		code, msg []byte
 		out       idem.Outcome
-		slow      bool
 	)
 	dst := []any{&c.Claimed, &c.TakenOver, &status, &fp, &scheme, &token, &leaseLeft,
 		&out.Body, &code, &msg, &out.Meta}
-	if withSlow {
-		dst = append(dst, &slow)
-	}
+	dst = append(dst, extra...)
 	if err := rows.Scan(dst...); err != nil {
 		return c, claimAgain, err
 	}
@@ -517,9 +458,6 @@ func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err
 	}
 	if err := rows.Err(); err != nil {
 		return c, claimAgain, err
-	}
-	if slow {
-		return idem.Claim{}, claimSlow, nil
 	}
 	if c.Claimed {
 		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, claimAnswered, nil

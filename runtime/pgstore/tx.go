@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,8 +28,9 @@ import (
 // It is safe for concurrent use.
 type TxStore struct {
 	*Store
-	noWait time.Duration // lock_timeout of a claim whose caller does not wait
-	open   sync.Map      // idem.Token -> [32]byte key ID, of claims held in open transactions
+	open    sync.Map // idem.Token -> [32]byte key ID, of claims held in open transactions
+	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
+	parking parking  // connections whose transaction awaits a COMMIT (see parking)
 }
 
 // NewTx returns a store in transactional mode on pool; the options are those
@@ -40,12 +40,9 @@ type TxStore struct {
 // It is a separate constructor, not an option of New, because the executor
 // chooses transactional mode by the store's type (idem.TxStore).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
-	s := New(pool, opts...)
-	wait := s.lockTimeout
-	if wait <= 0 {
-		wait = time.Millisecond
-	}
-	return &TxStore{Store: s, noWait: wait}
+	s := &TxStore{Store: New(pool, opts...)}
+	s.parking.max, s.parking.idle = max(1, int(pool.Config().MaxConns)/4), parkIdle
+	return s
 }
 
 // savepoint is set after the claim: a final error rolls the method's writes
@@ -56,12 +53,6 @@ const (
 	rollbackToSQL = "ROLLBACK TO SAVEPOINT idem_method"
 	commitSQL     = "COMMIT"
 	rollbackSQL   = "ROLLBACK"
-	lockNotAvail  = "55P03" // lock_not_available: lock_timeout fired
-
-	// invalidTextRepresentation is the code of the guard's failure, whose
-	// message holds guardMarker.
-	invalidTextRepresentation = "22P02"
-	guardMarker               = "idemgen guard: key"
 )
 
 // keyLock is the transaction-scoped advisory lock that a claim holds on its
@@ -89,41 +80,47 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 	return int32(binary.BigEndian.Uint32(k.ID[8:12])), int32(binary.BigEndian.Uint32(sum[:4]))
 }
 
-// ClaimTx implements idem.TxStore. It takes a connection from the pool;
-// when all of them are in use, it waits at most wait or, when that is
-// shorter, the store's acquire timeout (WithAcquireTimeout): when none frees
-// up it returns an error wrapping idem.ErrStoreFull, having claimed nothing.
+// ClaimTx implements idem.TxStore.
 //
-// Then, in one round trip, one batch reads the key's final record if one is
-// visible (a replay, which takes no lock) or else takes the key's
-// transaction-scoped advisory lock, waiting for what is left of wait
-// (through lock_timeout; WithLockTimeout's value, default 1ms, when wait is
-// 0), and runs a guard, the claim statement, a second guard, BEGIN and a
-// savepoint. PostgreSQL runs a batch's statements as one transaction,
-// implicit until BEGIN makes it explicit, keeping the lock and the claim
-// (with the simple protocol too: one query string). When the key is
-// claimed, the returned Txn owns that transaction and its connection, and
-// the lock is held until it ends. When it is not (a replay, a live record,
-// another payload), a guard fails on purpose (for a replay, the first: the
-// claim statement does not run), so that the server rolls the implicit
-// transaction back when the batch ends: a replay costs that one round
-// trip, and no ROLLBACK (the server logs the guard's failure as an ERROR whose message
-// starts with "invalid input syntax for type integer: "idemgen guard: key"
-// and says it is not a failure).
+// Duplicates in this process: while a ClaimTx of this store claims a key
+// or holds it (its transaction is open), another ClaimTx of the same key
+// takes no connection. It waits for the first one's answer (one round
+// trip) and shares it when it is a decided record; when the first one
+// holds the key, it answers at once with a PROCESSING record of the
+// holder's fingerprint and scheme (the executor reports idem.ErrInProgress,
+// or idem.ErrPayloadMismatch for another payload), or, when its caller
+// waits, waits in memory until the holder's transaction ends and then
+// claims again (a replay of the committed outcome, or a claim of its own
+// if the holder rolled back). A hot key thus holds at most one connection
+// of the pool per process, whatever its number of duplicates.
 //
-// A duplicate of a call whose transaction is still open waits on that lock:
-// when the transaction commits, the duplicate gets the committed record;
-// when it rolls back, the duplicate claims the key. When the wait runs out
-// first, the duplicate gets a PROCESSING record (which the executor reports
-// as idem.ErrInProgress) if the holder runs the same payload, or, if it runs
-// another payload, a PROCESSING record whose Fingerprint is not the
-// duplicate's (the holder's is not visible; the executor reports
-// idem.ErrPayloadMismatch, as every other store does): the holder's payload
-// is known from the shared advisory lock it holds beside the key's, which
-// costs no round trip to a call that claims or replays, and one more to a
-// duplicate that times out. Only the lock wait runs under the short
-// lock_timeout: the claim and the method's statements run under the
-// connection's own setting.
+// Otherwise it takes a connection from the pool; when all of them are in
+// use, it waits at most wait or, when that is shorter, the store's acquire
+// timeout (WithAcquireTimeout): when none frees up it returns an error
+// wrapping idem.ErrStoreBusy (which matches idem.ErrStoreFull too), having
+// claimed nothing.
+//
+// Then one batch, in one round trip, runs decide (see decideSQL), the claim
+// statement, BEGIN and a savepoint. PostgreSQL runs a batch's statements as
+// one transaction, implicit until BEGIN makes it explicit, keeping the lock
+// and the claim (with the simple protocol too: one query string). decide
+// returns the key's final record when one is visible (a replay, which takes
+// no lock), or else tries the key's transaction-scoped advisory lock
+// without waiting: when another transaction holds it, decide answers
+// "busy", and whether the holder runs the same payload (from the shared
+// advisory lock the holder takes beside the key's). The claim statement
+// claims only under the key's lock. No statement fails on purpose and none
+// waits for a lock: a replay, a duplicate and a payload mismatch leave no
+// error on the server. When the key is claimed, the returned Txn owns the
+// transaction and its connection, and the lock is held until it ends.
+// When it is not, the caller has its answer after that one round trip, and
+// the transaction (which wrote nothing) is committed off the caller's path,
+// by a goroutine that then returns the connection to the pool.
+//
+// A duplicate whose holder runs in another process (or another store
+// value) is answered PROCESSING at once when wait is 0; otherwise it waits,
+// off any connection, polling with a backoff from 1ms to 50ms until the
+// holder's outcome is visible or wait has passed.
 //
 // Use one mode per table: a lease-mode claim on a key that a transactional
 // claim holds waits for that transaction (bounded only by the lease-mode
@@ -133,89 +130,250 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 		return idem.Claim{}, nil, err
 	}
 	if s.part != nil {
-		return s.claimTxPartitioned(ctx, req, wait)
+		if err := s.partitionsFor(ctx, req.TTL); err != nil {
+			return idem.Claim{}, nil, fail("claim", req.Key, err)
+		}
 	}
-	conn, wait, err := s.acquireConn(ctx, wait)
+	var deadline time.Time
+	if wait > 0 {
+		deadline = time.Now().Add(wait)
+	}
+	pause := time.Millisecond
+	for {
+		f, leader := s.flights.join(req)
+		if !leader {
+			c, again, err := f.follow(ctx, req, deadline)
+			if err != nil {
+				return idem.Claim{}, nil, fail("claim", req.Key, err)
+			}
+			if !again {
+				return c, nil, nil
+			}
+			continue
+		}
+		left := time.Duration(0)
+		if wait > 0 {
+			left = max(time.Until(deadline), time.Millisecond)
+		}
+		var (
+			c    idem.Claim
+			t    *txn
+			busy bool
+			err  error
+		)
+		if s.part != nil {
+			c, t, busy, err = s.claimTxPartitioned(ctx, req, left)
+		} else {
+			c, t, busy, err = s.claimTxPlain(ctx, req, left)
+		}
+		if t != nil {
+			t.flight = f
+			s.flights.hold(f)
+			return c, t, nil
+		}
+		s.flights.leave(f, c, busy, err == nil)
+		if err != nil {
+			return idem.Claim{}, nil, err
+		}
+		if !busy || wait <= 0 || !time.Now().Before(deadline) {
+			return c, nil, nil
+		}
+		// Held by a transaction this store does not know (another
+		// process): wait off the connection, then look again.
+		if err := sleepCtx(ctx, min(pause, time.Until(deadline))); err != nil {
+			return idem.Claim{}, nil, fail("claim", req.Key, err)
+		}
+		pause = min(2*pause, maxPollPause)
+	}
+}
+
+// maxPollPause is the longest pause between two looks of a duplicate that
+// waits for a key held in another process.
+const maxPollPause = 50 * time.Millisecond
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// claimTxPlain is one claim of ClaimTx on the plain table: one batch (see
+// ClaimTx), and, in the rare cases the fast claim statement leaves to the
+// full one (an expired record or a lapsed lease to take over, the caller's
+// own claim repeated, a row committed by a lease-mode writer after the
+// statement's snapshot), a second batch in the same transaction, under the
+// key's lock already held. busy reports a key held by a transaction this
+// store does not know.
+func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
+	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
+		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	timeout := lockTimeoutValue(wait)
-	q, err := s.batchQueries(ctx, conn.Conn())
+	q, err := s.batchQueries(ctx, conn.Conn(), pending)
 	if err != nil {
 		end(ctx, conn)
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
+		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
-	sql, withSlow, force := q.fast, true, false
-	for attempt := 1; ; attempt++ {
-		var (
-			claim, final idem.Claim
-			res, fres    claimResult
-		)
-		b := &pgx.Batch{}
-		// The batch's statements run in one transaction, implicit until
-		// BEGIN makes it explicit (PostgreSQL runs what a pipeline sends
-		// before its Sync as one transaction, and a BEGIN inside it keeps
-		// what ran before): the key lock, the claim and the guard are
-		// part of the method's transaction. pgx's Tx for it comes from
-		// Batch.BeginTx, whose begin query is here the key lock.
-		b.BeginTx(pgx.TxOptions{BeginQuery: q.keyLock})
-		b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout}
-		b.QueuedQueries[0].Query(func(rows pgx.Rows) error {
-			var err error
-			final, fres, err = scanClaim(rows, false)
-			return err
-		})
-		b.Queue(q.finalGuard, req.Key.ID[:])
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			claim, res, err = scanClaim(rows, withSlow)
-			return err
-		})
-		b.Queue(q.guard, req.Key.ID[:])
-		b.Queue(q.begin)
-		b.Queue(q.savepoint)
-		br := conn.SendBatch(ctx, b)
-		tx := br.Tx()
-		err = br.Close()
-		if isGuard(err) {
-			// Not claimed: a guard failed the implicit transaction,
-			// which PostgreSQL rolled back at the end of the batch.
-			err = nil
-			if fres == claimAnswered {
-				claim, res = final, fres // keyLock found the final record
-			}
-			if res == claimAnswered && claim.Claimed {
-				err = errors.New("the guard failed a claimed transaction")
-			}
+	var (
+		d     decision
+		claim idem.Claim
+		res   claimResult
+		tx    pgx.Tx
+	)
+	b := &pgx.Batch{}
+	// The batch's statements run in one transaction, implicit until BEGIN
+	// makes it explicit (PostgreSQL runs what a pipeline sends before its
+	// Sync as one transaction, and a BEGIN inside it keeps what ran
+	// before): the key lock and the claim are part of the method's
+	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
+	// query is here decide.
+	// query is here decide, or, on a parked connection, the COMMIT of its
+	// transaction.
+	decide := b.Queue
+	if pending {
+		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+	} else {
+		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
+		decide = func(string, ...any) *pgx.QueuedQuery {
+			b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
+			return b.QueuedQueries[0]
 		}
-		if err != nil || res == claimAnswered {
-			return s.claimed(ctx, conn, tx, req, claim, err)
-		}
+	}
+	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
+		var err error
+		d, err = scanDecision(rows, req)
+		return err
+	})
+	b.Queue(q.fast, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		claim, res, err = scanClaim(rows, true)
+		return err
+	})
+	b.Queue(q.begin)
+	b.Queue(q.savepoint)
+	br := conn.SendBatch(ctx, b)
+	tx = br.Tx()
+	err = br.Close()
+	for attempt := 1; err == nil && d.kind == decideLocked && res != claimAnswered; attempt++ {
+		// claimSlow: the row is takeable, or is this caller's own claim.
 		// claimAgain: a conflicting row was committed after the claim's
-		// snapshot was taken (by a lease-mode writer), or the claim ran
-		// without the key's lock. claimSlow: the row is takeable, or is
-		// this caller's own claim. Either way: the full claim, under the
-		// key's lock (force), in a new batch (the guard ended this one's
-		// transaction).
+		// snapshot (by a lease-mode writer). Either way: the full claim,
+		// under the key's lock, in the same transaction, and a savepoint
+		// after it (ROLLBACK TO goes to the newest of that name).
 		if res == claimAgain {
 			s.claimRetries.Add(1)
 		}
 		if attempt >= maxClaimAttempts {
 			end(ctx, conn)
-			return idem.Claim{}, nil, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+			return idem.Claim{}, nil, false, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 		}
-		sql, withSlow, force = q.claim, false, true
+		b := &pgx.Batch{}
+		b.Queue(q.claim, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, res, err = scanClaim(rows, false)
+			return err
+		})
+		b.Queue(q.savepoint)
+		err = conn.SendBatch(ctx, b).Close()
 	}
+	return s.claimed(ctx, conn, tx, req, d, claim, err)
+}
+
+// decision is what decide answered.
+type decision struct {
+	kind  decideKind
+	claim idem.Claim // decideFinal: the record; decideBusy: a PROCESSING record
+}
+
+type decideKind int
+
+const (
+	decideLocked decideKind = iota // no row: the key's lock is taken
+	decideFinal                    // the key's final record
+	decideBusy                     // another transaction holds the key's lock
+)
+
+// scanDecision reads decide's reply: no row (locked), or one row of the
+// claim's eleven columns and a twelfth, busy: 0 for the final record, 1 for
+// a key held by the same payload (or by nobody any more), 2 for a key held
+// by another payload. A busy answer is a PROCESSING record with req's
+// fingerprint, or, for another payload, one that differs from it (the
+// holder's own is not visible).
+func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
+	var busy int16
+	c, res, err := scanClaimRow(rows, &busy)
+	if err != nil || res == claimAgain {
+		return decision{}, err
+	}
+	if busy == 0 {
+		return decision{kind: decideFinal, claim: c}, nil
+	}
+	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
+	if busy == 2 {
+		for i := range p.Record.Fingerprint {
+			p.Record.Fingerprint[i] ^= 0xff
+		}
+	}
+	return decision{kind: decideBusy, claim: p}, nil
+}
+
+// decideSQL returns decide, the statement that opens ClaimTx's batch, for
+// table t, where live is the condition of a live record c: $1 the key's
+// lock, $2 key ID, $3 and $4 the lock that names the claimer's payload (see
+// payloadLock). In one statement, without waiting and without an error:
+// when a final record is visible (f: a replay) it returns it and locks
+// nothing; otherwise it takes the payload lock, shared (nobody takes it
+// exclusively: it never waits), so that whoever holds the key's lock also
+// holds its payload's, and tries the key's lock (l). When it gets it, it
+// marks it in idemgen.key_locked for the claim statement and returns no
+// row (k: the last branch reads k, which it never returns, so that k
+// runs). When another transaction holds it, it returns a busy row, and
+// whether the holder holds another payload lock of this key and not this
+// one (pg_locks; only on this path).
+func decideSQL(t, live string) string {
+	return fmt.Sprintf(`WITH f AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
+	FROM %[1]s c
+	WHERE c.key = $2::bytea AND c.status <> 1 AND %[2]s
+), l AS MATERIALIZED (
+	SELECT pg_advisory_xact_lock_shared($3::int, $4::int) AS shared, pg_try_advisory_xact_lock($1::bigint) AS locked
+	WHERE NOT EXISTS (SELECT 1 FROM f)
+), k AS MATERIALIZED (
+	SELECT set_config('idemgen.key_locked', 'on', true) AS v FROM l WHERE l.locked
+), h AS (
+	SELECT p.objid = $4::int::oid AS same
+	FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $3::int::oid
+)
+SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err_code, err_message, meta, 0::smallint
+FROM f
+UNION ALL
+SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
+	CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint
+FROM l WHERE NOT l.locked
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM k WHERE k.v IS NULL`, t, live)
 }
 
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
 // of their prepared statements.
-type txQueries struct{ keyLock, finalGuard, fast, claim, guard, begin, savepoint string }
+type txQueries struct{ decide, fast, claim, begin, savepoint string }
 
 func (q txQueries) all() []string {
-	return []string{q.keyLock, q.finalGuard, q.fast, q.claim, q.guard, q.begin, q.savepoint}
+	return []string{q.decide, q.fast, q.claim, q.begin, q.savepoint}
 }
 
 // names returns the names ClaimTx prepares q's statements under: idemgen_
@@ -225,23 +383,23 @@ func (q txQueries) names() txQueries {
 		sum := sha256.Sum256([]byte(sql))
 		return "idemgen_" + hex.EncodeToString(sum[:12])
 	}
-	return txQueries{n(q.keyLock), n(q.finalGuard), n(q.fast), n(q.claim), n(q.guard), n(q.begin), n(q.savepoint)}
+	return txQueries{n(q.decide), n(q.fast), n(q.claim), n(q.begin), n(q.savepoint)}
 }
 
 // batchQueries returns what ClaimTx's batch queues on c: with pgx's default
 // QueryExecModeCacheStatement, the names of the statements, prepared on the
 // connection's first use of them (one round trip each, once); in the other
 // modes (chosen for poolers that keep no prepared statements), their SQL.
-// They are prepared by name because pgx drops every statement of a batch
-// that failed from its statement cache (and prepares it again on its next
-// use, one more round trip), and a replay's batch fails on purpose (a
-// guard); statements prepared by name are not in that cache. (With
-// QueryExecModeCacheDescribe, the description cache is dropped likewise: a
-// call after a replay on the same connection describes its statements
-// again.)
-func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, error) {
+// Prepared by name, they are described once per connection and never
+// evicted by pgx's statement cache. A parked connection (prepared) ran
+// them already. (A Prepare inside the transaction of a parked connection
+// would be fine too, but costs a round trip to look up.)
+func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn, prepared bool) (txQueries, error) {
 	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return s.sql.txText, nil
+	}
+	if prepared {
+		return s.sql.txNames, nil // a parked connection has them
 	}
 	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
 	for i, name := range names {
@@ -252,120 +410,79 @@ func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn) (txQueries, err
 	return s.sql.txNames, nil
 }
 
-// isGuard reports whether err is the guard's failure (see buildStatements).
-func isGuard(err error) bool {
-	pgErr, ok := errors.AsType[*pgconn.PgError](err)
-	return ok && pgErr.Code == invalidTextRepresentation && strings.Contains(pgErr.Message, guardMarker)
-}
-
-// acquireConn takes a connection from the pool for a claim and returns
-// what is left of the claim's wait for the key's lock (the store's no-wait
-// timeout when wait is 0). When every connection of the pool is in use
-// (held by running calls), it waits for one at most max(wait, the store's
-// acquire timeout), then fails with an error wrapping idem.ErrStoreFull;
-// while the pool may still open a connection, only ctx bounds the wait
-// (opening one takes as long as it takes, and a full pool is what makes a
-// duplicate hang).
-func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*pgxpool.Conn, time.Duration, error) {
-	start := time.Now()
-	var conn *pgxpool.Conn
-	var err error
+// acquireConn takes a connection for a claim: a parked one (pending: its
+// transaction awaits a COMMIT, which the claim's batch sends first), or one
+// of the pool. When every
+// connection of the pool is in use (held by running calls), it waits for
+// one at most max(wait, the store's acquire timeout), then fails with an
+// error wrapping idem.ErrStoreBusy; while the pool may still open a
+// connection, only ctx bounds the wait (opening one takes as long as it
+// takes).
+func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (conn *pgxpool.Conn, pending bool, err error) {
+	if c := s.parking.take(); c != nil {
+		return c, true, nil
+	}
 	if st := s.pool.Stat(); st.AcquiredConns()+st.ConstructingConns() < st.MaxConns() {
 		conn, err = s.pool.Acquire(ctx)
-	} else {
-		actx, cancel := context.WithTimeout(ctx, max(wait, s.acquire))
-		conn, err = s.pool.Acquire(actx)
-		cancel()
+		return conn, false, err
 	}
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			st := s.pool.Stat()
-			err = fmt.Errorf("no connection of the pool (%d of %d in use) freed up within %v: %w",
-				st.AcquiredConns(), st.MaxConns(), max(wait, s.acquire), idem.ErrStoreFull)
-		}
-		return nil, 0, err
+	limit := max(wait, s.acquire)
+	actx, cancel := context.WithTimeout(ctx, limit)
+	conn, err = s.pool.Acquire(actx)
+	cancel()
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		st := s.pool.Stat()
+		err = fmt.Errorf("the pool's connections are all in use (%d of %d) and none freed up within %v: %w",
+			st.AcquiredConns(), st.MaxConns(), limit, idem.ErrStoreBusy)
 	}
-	if wait > 0 {
-		return conn, max(wait-time.Since(start), time.Millisecond), nil
-	}
-	return conn, s.noWait, nil
+	return conn, false, err
 }
 
-// claimed ends a claim batch of either layout: a lock wait that ran out is
-// answered by heldBy, another error or an answer that is not a claim ends
-// the connection's transaction and releases it, and a claim becomes the
+// claimed ends a claim batch of either layout: an error ends the
+// connection's transaction and releases it, an answer that is not a claim
+// is returned at once while the transaction (which wrote nothing) is
+// committed in the background (see finish), and a claim becomes the
 // caller's open transaction tx.
-func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, req idem.ClaimRequest, claim idem.Claim, err error) (idem.Claim, idem.Txn, error) {
+func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, req idem.ClaimRequest, d decision, claim idem.Claim, err error) (idem.Claim, *txn, bool, error) {
 	if err != nil {
-		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
-			// Another transaction holds the key and did not finish in time.
-			return s.heldBy(ctx, conn, req), nil, nil
+		if uncertain(err) {
+			// Hang up: the server rolls back whatever it received.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			conn.Release()
+		} else {
+			end(ctx, conn)
 		}
-		end(ctx, conn)
-		return idem.Claim{}, nil, fail("claim", req.Key, err)
+		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
+	}
+	switch d.kind {
+	case decideFinal, decideBusy:
+		s.finish(conn, false)
+		return d.claim, nil, d.kind == decideBusy, nil
 	}
 	if !claim.Claimed {
-		end(ctx, conn)
-		return claim, nil, nil
+		s.finish(conn, true)
+		return claim, nil, false, nil
 	}
 	t := &txn{store: s, conn: conn, key: req.Key, token: req.Token}
 	t.mtx = &methodTx{Tx: tx, owner: t}
 	s.open.Store(req.Token, req.Key.ID)
-	return claim, t, nil
+	return claim, t, false, nil
 }
 
-// heldBy answers a duplicate whose wait for the key's lock ran out: it asks pg_locks whether the session holding the
-// key holds the duplicate's payload lock too. The answer is a PROCESSING
-// record with the duplicate's fingerprint (the same request is running, or
-// the holder just finished) or, when the holder runs another payload, with a
-// fingerprint that differs from it.
-func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.ClaimRequest) idem.Claim {
-	defer conn.Release()
-	c := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	// The lock wait failed the batch's implicit transaction, which ended
-	// with the batch; a transaction still open is rolled back first.
-	if conn.Conn().PgConn().TxStatus() != 'I' {
-		if _, err := conn.Exec(ctx, rollbackSQL); err != nil {
-			return c
-		}
+// finish ends, off the caller's path, the transaction of a claim batch
+// that claimed nothing, and returns its connection to the pool. The
+// transaction wrote nothing (decide and the claim statements write only
+// when they claim), so it is committed rather than rolled back: a replay
+// does not count as a rollback in pg_stat_database. When it holds no lock
+// of the key (a replay, a busy duplicate: idle, it holds at most a shared
+// payload lock), the connection is parked for the next ClaimTx, which
+// commits first in its own batch (see parking); otherwise (or when the
+// parking is full) a goroutine commits it at once.
+func (s *TxStore) finish(conn *pgxpool.Conn, keyLocked bool) {
+	if !keyLocked && s.parking.park(conn) {
+		return
 	}
-	k := uint64(keyLock(req.Key))
-	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	var held, same, other bool
-	var (
-		rec   idem.Claim
-		final bool
-	)
-	// In this order: the holder's locks, then the final record. A holder
-	// seen with another payload's lock that is about to find a final record
-	// (committed before, and then visible here) and roll back does not
-	// make a duplicate of that record's payload a mismatch.
-	b := &pgx.Batch{}
-	b.Queue(s.sql.holder, int64(k>>32), int64(uint32(k)), int64(uint32(pa)), int64(uint32(pb))).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&held, &same, &other)
-	})
-	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
-		var err error
-		var res claimResult
-		rec, res, err = scanClaim(rows, false)
-		final = res == claimAnswered
-		return err
-	})
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
-		return c
-	}
-	if final {
-		return rec
-	}
-	// A holder that is ending releases its locks one by one: only one seen
-	// holding another payload's lock of this key is running another
-	// payload; one seen with neither is taken as the same request.
-	if held && !same && other {
-		for i := range c.Record.Fingerprint {
-			c.Record.Fingerprint[i] ^= 0xff
-		}
-	}
-	return c
+	go commitAndRelease(conn)
 }
 
 // Renew implements idem.Renewer. A claim held by one of this store's open
@@ -390,12 +507,21 @@ func end(ctx context.Context, conn *pgxpool.Conn) {
 
 // txn is a claim held in an open transaction.
 type txn struct {
-	store *TxStore
-	conn  *pgxpool.Conn
-	mtx   *methodTx
-	key   idem.Key
-	token idem.Token
-	done  atomic.Bool
+	store  *TxStore
+	flight *flight // ended once the transaction is
+	conn   *pgxpool.Conn
+	mtx    *methodTx
+	key    idem.Key
+	token  idem.Token
+	done   atomic.Bool
+}
+
+// endFlight ends the key's flight, once the transaction has ended: the
+// duplicates that wait for it claim again.
+func (t *txn) endFlight() {
+	if t.flight != nil {
+		t.store.flights.end(t.flight)
+	}
 }
 
 var errTxnDone = errors.New("transaction already completed or released")
@@ -416,6 +542,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	args, err := completeArgs(t.key, t.token, out, ttl)
 	if err != nil {
 		end(ctx, t.conn)
+		t.endFlight()
 		return err
 	}
 	b := &pgx.Batch{}
@@ -440,6 +567,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	})
 	err = t.conn.SendBatch(ctx, b).Close()
 	end(ctx, t.conn)
+	defer t.endFlight()
 	if err != nil && uncertain(err) && t.store.committed(ctx, t.key, t.token) {
 		// The COMMIT was sent and its reply lost, but it committed.
 		return nil
@@ -477,6 +605,7 @@ func (t *txn) Release(ctx context.Context) error {
 	}
 	t.mtx.closed.Store(true)
 	t.store.open.Delete(t.token)
+	defer t.endFlight()
 	defer t.conn.Release()
 	if t.conn.Conn().IsClosed() {
 		return nil
