@@ -329,6 +329,18 @@ func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.Claim
 			return c
 		}
 	}
+	return s.holder(ctx, conn.Conn(), req)
+}
+
+// batcher is what holder needs of a connection or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// holder is heldBy's answer, asked on db (a connection in no transaction,
+// or a transaction that holds no lock of the key).
+func (s *TxStore) holder(ctx context.Context, db batcher, req idem.ClaimRequest) idem.Claim {
+	c := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
 	k := uint64(keyLock(req.Key))
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var held, same, other bool
@@ -351,7 +363,7 @@ func (s *TxStore) heldBy(ctx context.Context, conn *pgxpool.Conn, req idem.Claim
 		final = res == claimAnswered
 		return err
 	})
-	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+	if err := db.SendBatch(ctx, b).Close(); err != nil {
 		return c
 	}
 	if final {
