@@ -137,12 +137,13 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	}
 }
 
-// undoNested rolls tx back to the savepoint idem_nested and releases it.
+// undoNested rolls tx back to the savepoint idem_nested and releases it,
+// in one round trip of the simple protocol (an Exec without arguments):
+// the transaction may be failed, and a failed transaction prepares no
+// statement.
 func undoNested(ctx context.Context, tx pgx.Tx) error {
-	b := &pgx.Batch{}
-	b.Queue(nestRollbackToSQL)
-	b.Queue(nestReleaseSQL)
-	return tx.SendBatch(ctx, b).Close()
+	_, err := tx.Exec(ctx, nestRollbackToSQL+"; "+nestReleaseSQL)
+	return err
 }
 
 // nestedTxn is a claim held inside an enclosing claim's transaction.
