@@ -10,7 +10,7 @@ PKGS := ./...
 # OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
 
 .PHONY: demo test generate check fmt-check vet staticcheck go-floor lint fuzz bench bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
@@ -51,6 +51,7 @@ check:
 	$(GO) run ./cmd/idemgen -check -diff ./examples/... ./internal/benchcmp/... ./internal/sim/simsvc ./internal/stress/stormsvc
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
+	cd examples/shop && $(GO) tool idemgen -check -diff ./...
 	cd bench && $(GO) tool idemgen -check -diff ./...
 
 fmt-check:

@@ -55,7 +55,9 @@ func newShop(t testing.TB, conns int32, more ...func(http.Handler) http.Handler)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize()) })
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+pgx.Identifier{table}.Sanitize())
+	})
 	srv := httptest.NewServer(router(ex, svc, more...))
 	t.Cleanup(srv.Close)
 	return &shop{t: t, pool: pool, table: table, srv: srv, svc: orders.NewService(pool)}
