@@ -508,8 +508,9 @@ type txKey struct{}
 // inside a method run by an idem.Executor on a TxStore. Write the method's
 // business rows through it, so that they commit with the outcome or not at
 // all. The executor ends the transaction: Commit and Rollback of the returned
-// Tx return ErrTxOwned (use Begin for a nested savepoint), and the Tx is
-// closed (pgx.ErrTxClosed) once the call is over.
+// Tx return ErrTxOwned (use Begin for a nested savepoint, or BeginTx, which
+// also covers the case with no claim), and the Tx is closed
+// (pgx.ErrTxClosed) once the call is over.
 func TxFrom(ctx context.Context) (pgx.Tx, bool) {
 	tx, ok := ctx.Value(txKey{}).(*methodTx)
 	return tx, ok
