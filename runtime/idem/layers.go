@@ -203,3 +203,16 @@ func decisionOf(err error) Decision {
 	}
 	return Released
 }
+
+// ClientKey returns the idempotency key of the call ctx belongs to
+// (KeyFrom), or "" when there is none. Inside an idemhttp or idemgrpc
+// handler it is the client's key (the Idempotency-Key header, the
+// idempotency-key metadata) scoped by the edge's tenant and operation;
+// under a consumer that called ContextWithKey, the message's. Generated
+// wrappers read it for the key part clientkey (docs/ANNOTATIONS.md): ""
+// is an empty key part, so the call fails with ErrMissingKey instead of
+// sharing one record with every call that has no key.
+func ClientKey(ctx context.Context) string {
+	k, _ := KeyFrom(ctx)
+	return k
+}
