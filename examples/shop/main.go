@@ -93,6 +93,15 @@ func router(ex *idem.Executor, svc *orders.IdempotentService, more ...func(http.
 		o, err := svc.PlaceOrder(r.Context(), req)
 		respond(w, http.StatusCreated, o, err)
 	})
+	r.Post("/tips", func(w http.ResponseWriter, r *http.Request) {
+		var req orders.TipRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		o, err := svc.Tip(r.Context(), req)
+		respond(w, http.StatusCreated, o, err)
+	})
 	r.Post("/orders/{id}/cancel", func(w http.ResponseWriter, r *http.Request) {
 		id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 		if err != nil {

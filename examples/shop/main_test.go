@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/idemgen/idemgen/examples/shop/orders"
 	"github.com/idemgen/idemgen/examples/shop/shopdb"
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
@@ -272,4 +274,43 @@ func BenchmarkShopBurst(b *testing.B) {
 	b.ReportMetric(float64(served)/float64(b.N), "served/burst")
 	b.ReportMetric(float64(full)/float64(b.N), "503/burst")
 	b.ReportMetric(float64(other)/float64(b.N), "other/burst")
+}
+
+// TestShopClientKey: Tip is keyed by the client's Idempotency-Key
+// (//idem:key=clientkey): one tip per key, two keys two tips, and outside
+// a keyed request the wrapper fails closed with idem.ErrMissingKey.
+func TestShopClientKey(t *testing.T) {
+	s := newShop(t, 2)
+	cust := "cust-" + randHex(4)
+	body := fmt.Sprintf(`{"customer":%q,"amount":3}`, cust)
+	tips := func() int {
+		var n int
+		if err := s.pool.QueryRow(context.Background(), "SELECT count(*) FROM shop_orders WHERE cart_id = 'tip' AND customer = $1", cust).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, key := range []string{"t1-" + cust, "t1-" + cust, "t2-" + cust} {
+		if r := s.post("/tips", key, body); r.status != http.StatusCreated {
+			t.Fatalf("tip %s: %d %s", key, r.status, r.body)
+		}
+	}
+	if n := tips(); n != 2 {
+		t.Fatalf("%d tips for two keys, want 2", n)
+	}
+	if s.records() != 4 {
+		t.Fatalf("%d records, want 4 (edge and wrapper, per key)", s.records())
+	}
+	ex, svc, err := setup(context.Background(), s.pool, pgstore.WithTable(s.table))
+	if err != nil || ex == nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Tip(t.Context(), orders.TipRequest{Customer: cust, Amount: 3}); !errors.Is(err, idem.ErrMissingKey) {
+		t.Fatalf("tip without a client key: %v, want idem.ErrMissingKey", err)
+	}
+	w := httptest.NewRecorder()
+	respond(w, http.StatusCreated, shopdb.Order{}, &idem.MissingKeyError{Op: "Service.Tip", Path: "clientkey"})
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "missing-key-part") {
+		t.Fatalf("respond(ErrMissingKey): %d %s", w.Code, w.Body.String())
+	}
 }

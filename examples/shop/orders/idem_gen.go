@@ -15,9 +15,9 @@ import (
 // Compile-time check that this file was generated for a compatible runtime.
 const _ = idem.GeneratedCodeVersion1
 
-// IdempotentService wraps *Service so that its annotated methods (PlaceOrder
-// and CancelOrder) run at most once per key, replaying the stored outcome to
-// retries. Methods without an annotation are promoted from the embedded
+// IdempotentService wraps *Service so that its annotated methods (PlaceOrder,
+// Tip and CancelOrder) run at most once per key, replaying the stored outcome
+// to retries. Methods without an annotation are promoted from the embedded
 // *Service unchanged.
 type IdempotentService struct {
 	*Service
@@ -66,6 +66,38 @@ func (w *IdempotentService) PlaceOrder(ctx context.Context, req PlaceRequest) (s
 	h.Int(req.Amount)
 	return idem.Do(ctx, w.ex, &idemServicePlaceOrder, &k, &h, func(ctx context.Context) (shopdb.Order, error) {
 		return w.Service.PlaceOrder(ctx, req)
+	})
+}
+
+// idemServiceTip is the annotation of (*Service).Tip, for the runtime.
+var idemServiceTip = idem.Method{
+	Op:    "Service.Tip",
+	TTL:   24 * time.Hour,
+	Wait:  5 * time.Second,
+	Final: []idem.FinalError{{Name: "ErrAmount", Err: ErrAmount}},
+	Sentinels: []idem.FinalError{
+		{Name: "ErrAlreadyCancelled", Err: ErrAlreadyCancelled},
+		{Name: "ErrOrderNotFound", Err: ErrOrderNotFound},
+	},
+	Scheme: 0x1a20107a,
+}
+
+// Tip is the idempotent form of (*Service).Tip: calls with the same key
+// (clientkey) run it once, and for 1d every retry gets its outcome replayed.
+//
+// A retry with the same key and a different req gets idem.ErrPayloadMismatch. A
+// duplicate of a call still running waits up to 5s for its outcome. A nil or
+// empty key part returns idem.ErrMissingKey without calling the method.
+// ErrAmount is final: stored and replayed, like errors marked with idem.Final;
+// other errors release the key, so that a retry runs the method again.
+func (w *IdempotentService) Tip(ctx context.Context, req TipRequest) (shopdb.Order, error) {
+	var k idem.KeyParts
+	k.String("clientkey", idem.ClientKey(ctx))
+	var h idem.Hasher
+	h.String(req.Customer)
+	h.Int(req.Amount)
+	return idem.Do(ctx, w.ex, &idemServiceTip, &k, &h, func(ctx context.Context) (shopdb.Order, error) {
+		return w.Service.Tip(ctx, req)
 	})
 }
 

@@ -71,6 +71,34 @@ func (s *Service) PlaceOrder(ctx context.Context, req PlaceRequest) (shopdb.Orde
 	return o, tx.Commit(ctx)
 }
 
+// TipRequest is Tip's payload.
+type TipRequest struct {
+	Customer string `json:"customer"`
+	Amount   int64  `json:"amount"`
+}
+
+// Tip records a tip: a create with no natural business key, keyed by the
+// client's Idempotency-Key (clientkey) instead of a ClientRef field copied
+// from the header by hand. Called outside a keyed request it fails with
+// idem.ErrMissingKey.
+//
+//idem:key=clientkey final=ErrAmount
+func (s *Service) Tip(ctx context.Context, req TipRequest) (shopdb.Order, error) {
+	if req.Amount <= 0 {
+		return shopdb.Order{}, ErrAmount
+	}
+	tx, err := pgstore.BeginTx(ctx, s.pool)
+	if err != nil {
+		return shopdb.Order{}, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	o, err := s.q.WithTx(tx).CreateOrder(ctx, shopdb.CreateOrderParams{CartID: "tip", Customer: req.Customer, Amount: req.Amount})
+	if err != nil {
+		return shopdb.Order{}, fmt.Errorf("tip: %w", err)
+	}
+	return o, tx.Commit(ctx)
+}
+
 // CancelOrder cancels an order once; cancelling it again is
 // ErrAlreadyCancelled, replayed to every retry.
 //
