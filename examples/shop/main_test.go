@@ -114,15 +114,9 @@ func (s *shop) records() int {
 	return n
 }
 
-// TestShopConcurrentPool: N concurrent requests through both layers
-// (idemhttp, then the generated wrapper, on one pgstore.NewTx) on a pool
-// of N connections are all served, each with one acquisition of the pool
-// (one connection, one transaction), and both records of each commit.
-func TestShopConcurrentPool(t *testing.T) {
-	const n = 8
-	s := newShop(t, n)
-	run := randHex(3)
-	before := s.pool.Stat().AcquireCount()
+// burst places n orders concurrently, with distinct keys and carts.
+func (s *shop) burst(n int) []reply {
+	run := randHex(4)
 	replies := make([]reply, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -131,7 +125,18 @@ func TestShopConcurrentPool(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	for i, r := range replies {
+	return replies
+}
+
+// TestShopConcurrentPool: N concurrent requests through both layers
+// (idemhttp, then the generated wrapper, on one pgstore.NewTx) on a pool
+// of N connections are all served, each with one acquisition of the pool
+// (one connection, one transaction), and both records of each commit.
+func TestShopConcurrentPool(t *testing.T) {
+	const n = 8
+	s := newShop(t, n)
+	before := s.pool.Stat().AcquireCount()
+	for i, r := range s.burst(n) {
 		if r.status != http.StatusCreated {
 			t.Fatalf("request %d: %d %s", i, r.status, r.body)
 		}
@@ -250,17 +255,8 @@ func BenchmarkShopBurst(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := newShop(b, conns)
-		run := randHex(4)
 		b.StartTimer()
-		replies := make([]reply, burst)
-		var wg sync.WaitGroup
-		for i := range burst {
-			wg.Go(func() {
-				replies[i] = s.post("/orders", fmt.Sprintf("k-%s-%d", run, i), place(fmt.Sprintf("c-%s-%d", run, i), 1))
-			})
-		}
-		wg.Wait()
-		for _, r := range replies {
+		for _, r := range s.burst(burst) {
 			switch r.status {
 			case http.StatusCreated:
 				served++
