@@ -37,7 +37,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 // idemServicePlaceOrder is the annotation of (*Service).PlaceOrder, for the
 // runtime.
 var idemServicePlaceOrder = idem.Method{
-	Op:    "Service.PlaceOrder",
+	Op:    "github.com/idemgen/idemgen/examples/shop/orders.Service.PlaceOrder",
+	Func:  "github.com/idemgen/idemgen/examples/shop/orders.(*Service).PlaceOrder",
 	TTL:   24 * time.Hour,
 	Wait:  5 * time.Second,
 	Final: []idem.FinalError{{Name: "ErrAmount", Err: ErrAmount}},
@@ -71,7 +72,8 @@ func (w *IdempotentService) PlaceOrder(ctx context.Context, req PlaceRequest) (s
 
 // idemServiceTip is the annotation of (*Service).Tip, for the runtime.
 var idemServiceTip = idem.Method{
-	Op:    "Service.Tip",
+	Op:    "github.com/idemgen/idemgen/examples/shop/orders.Service.Tip",
+	Func:  "github.com/idemgen/idemgen/examples/shop/orders.(*Service).Tip",
 	TTL:   24 * time.Hour,
 	Wait:  5 * time.Second,
 	Final: []idem.FinalError{{Name: "ErrAmount", Err: ErrAmount}},
@@ -104,7 +106,8 @@ func (w *IdempotentService) Tip(ctx context.Context, req TipRequest) (shopdb.Ord
 // idemServiceCancelOrder is the annotation of (*Service).CancelOrder, for the
 // runtime.
 var idemServiceCancelOrder = idem.Method{
-	Op:    "Service.CancelOrder",
+	Op:    "github.com/idemgen/idemgen/examples/shop/orders.Service.CancelOrder",
+	Func:  "github.com/idemgen/idemgen/examples/shop/orders.(*Service).CancelOrder",
 	TTL:   24 * time.Hour,
 	Wait:  5 * time.Second,
 	Final: []idem.FinalError{{Name: "ErrAlreadyCancelled", Err: ErrAlreadyCancelled}},
