@@ -62,7 +62,8 @@
 // Values:
 //
 //	key=part{+part}       a Go expression: parameter paths (order.ID,
-//	                      msg.Key()), string literals, op, tenant; no spaces
+//	                      msg.Key()), string literals, op, tenant,
+//	                      clientkey; no spaces
 //	ttl timeout backoff downstream margin lease
 //	                      Go durations plus a leading whole number of days:
 //	                      7d, 1d12h, 500ms; no sign

@@ -141,6 +141,12 @@ const (
 	PartOp
 	// PartTenant is the executor's tenant (read from the context at run time).
 	PartTenant
+	// PartClientKey is the idempotency key of the call the context belongs
+	// to (idem.ClientKey: the Idempotency-Key of the idemhttp request, the
+	// idempotency-key of the idemgrpc call, a consumer's message ID given
+	// with idem.ContextWithKey), read at run time; absent, the call fails
+	// with idem.ErrMissingKey.
+	PartClientKey
 )
 
 // Encoding says how a key part's final value is added to idem.KeyParts. It

@@ -502,6 +502,15 @@ func (r *resolver) resolveKey(m *Method, typeName string, k *KeyExpr, hasCtx boo
 				m.Key = append(m.Key, part)
 				continue
 			}
+			if len(op.Path) == 1 && !root.Call && root.Name == "clientkey" {
+				// The caller's idempotency key tells calls apart as a
+				// parameter does; it is read from the context (the first
+				// parameter, which the shape check requires).
+				part.Kind = PartClientKey
+				hasParam = true
+				m.Key = append(m.Key, part)
+				continue
+			}
 			r.add(root.Pos, "key: %s is not a parameter of %s.%s%s", root.Name, typeName, m.Name, r.suggestParam(params, root.Name))
 			continue
 		}

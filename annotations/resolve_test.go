@@ -411,6 +411,36 @@ type Service struct{}
 	}
 }
 
+// TestResolveClientKey: clientkey is the caller's idempotency key, a part
+// that tells calls apart as a parameter does (a key of it alone is valid);
+// a parameter named clientkey wins over it.
+func TestResolveClientKey(t *testing.T) {
+	_, p, err := load(t, map[string]string{"a.go": `package svc
+
+import "context"
+
+type S struct{}
+
+type Req struct{ Amount int64 }
+
+//idem:key=clientkey ttl=1h
+func (S) Create(ctx context.Context, req Req) error { return nil }
+
+//idem:key="tip"+clientkey+tenant ttl=1h
+func (S) Tip(ctx context.Context, req Req) error { return nil }
+
+//idem:key=clientkey ttl=1h
+func (S) Named(ctx context.Context, clientkey string) error { return nil }
+`})
+	require.NoError(t, err)
+	ms := p.Types[0].Methods
+	require.Len(t, ms, 3)
+	require.Len(t, ms[0].Key, 1)
+	assert.Equal(t, PartClientKey, ms[0].Key[0].Kind)
+	assert.Equal(t, []PartKind{PartLiteral, PartClientKey, PartTenant}, []PartKind{ms[1].Key[0].Kind, ms[1].Key[1].Kind, ms[1].Key[2].Kind})
+	assert.Equal(t, PartPath, ms[2].Key[0].Kind, "the parameter wins")
+}
+
 // TestMaxOpLen: the generator refuses the operation names the stores refuse.
 func TestMaxOpLen(t *testing.T) {
 	assert.Equal(t, idem.MaxOpLen, MaxOpLen)

@@ -354,6 +354,7 @@ func (mg *methodGen) keyParts(s *source) error {
 //	k.String(`"refund"`, "refund")                  // a literal
 //	k.String("op", "OrderService.Refund")            // op
 //	k.String("tenant", w.ex.Tenant(ctx))             // tenant
+//	k.String("clientkey", idem.ClientKey(ctx))       // clientkey
 //	k.Int(int64(req.Seq))                            // a path, see pathPart
 func (mg *methodGen) keyPart(s *source, p annotations.KeyPart) error {
 	switch p.Kind {
@@ -363,6 +364,8 @@ func (mg *methodGen) keyPart(s *source, p annotations.KeyPart) error {
 		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", strconv.Quote(mg.m.Op), ")")
 	case annotations.PartTenant:
 		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", mg.recv, ".", mg.field, ".Tenant(", mg.pnames[0], "))")
+	case annotations.PartClientKey:
+		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", idem.ClientKey(", mg.pnames[0], "))")
 	case annotations.PartPath:
 		if p.Param < 0 || p.Param >= len(mg.m.Params) {
 			return fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))

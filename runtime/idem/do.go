@@ -76,6 +76,9 @@ import (
 //
 // Generated wrappers call Do; it is exported for hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+	if d := decisionsFrom(ctx); d != nil { // an edge layer's cell (layers.go)
+		return doRecorded(ctx, d, ex, m, parts, h, fn)
+	}
 	if ex.hook != nil { // WithCallHook (hook.go)
 		return hooked(ctx, ex, m, parts, h, fn)
 	}
@@ -125,7 +128,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on}
 
 	if ex.txStore != nil {
-		claim, txn, err := ex.txStore.ClaimTx(ctx, req, m.Wait)
+		claim, txn, err := claimTx(ctx, ex.txStore, req, m.Wait)
 		if err != nil {
 			return zero, c.claimError(ctx, "claim", err)
 		}
@@ -713,7 +716,7 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 			panic(p)
 		}
 	}()
-	v, err = fn(txn.Context(ContextWithKey(ctx, c.key)))
+	v, err = fn(withOpenTxn(txn.Context(ContextWithKey(ctx, c.key)), txn))
 	returned = true
 	out, decided, notStored := c.outcome(v, err)
 	err = markFinal(decided, err)

@@ -147,9 +147,10 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	var ran *run
 	out, err := idem.Do(hctx, s.ex, &method, &parts, &h, func(ctx context.Context) (outcome, error) {
-		resp, herr := handler(ctx, req)
+		var cell idem.Decisions // what the wrapped methods the handler calls decide
+		resp, herr := handler(idem.WithDecisions(ctx, &cell), req)
 		ran = &run{resp: resp, err: herr}
-		return s.settle(resp, herr)
+		return s.settle(resp, herr, cell.Verdict())
 	})
 	if ran != nil {
 		ev.Code, ev.Err = status.Code(ran.err), err
@@ -196,12 +197,13 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 // settle turns the handler's result into the outcome to store, or an error
-// that releases the key.
-func (s *server) settle(resp any, herr error) (outcome, error) {
+// that releases the key. verdict is what the wrapped methods the handler
+// called decided (see stores).
+func (s *server) settle(resp any, herr error, verdict idem.Decision) (outcome, error) {
 	if herr != nil {
 		st, _ := status.FromError(herr) // a non-status error is Unknown
-		if !s.cfg.policy(st.Code()) {
-			return outcome{}, fmt.Errorf("%w: %v: %w", ErrNotStored, st.Code(), herr)
+		if err := s.stores(st.Code(), verdict); err != nil {
+			return outcome{}, fmt.Errorf("%w: %w", err, herr)
 		}
 		b, err := proto.Marshal(st.Proto())
 		if err != nil {
@@ -209,8 +211,8 @@ func (s *server) settle(resp any, herr error) (outcome, error) {
 		}
 		return outcome{Status: b}, nil
 	}
-	if !s.cfg.policy(codes.OK) {
-		return outcome{}, fmt.Errorf("%w: %v", ErrNotStored, codes.OK)
+	if err := s.stores(codes.OK, verdict); err != nil {
+		return outcome{}, err
 	}
 	m, ok := resp.(proto.Message)
 	if !ok {
@@ -224,6 +226,40 @@ func (s *server) settle(resp any, herr error) (outcome, error) {
 		return outcome{}, fmt.Errorf("%w: %d bytes", ErrResponseTooLarge, len(b))
 	}
 	return outcome{Type: string(m.ProtoReflect().Descriptor().FullName()), Response: b}, nil
+}
+
+// stores applies the one rule of what a retry sees (docs/LAYERS.md), as
+// idemhttp does: when a wrapped method the handler called released its key
+// (a transient error, a refusal), the outcome is not stored, whatever its
+// code; when they stored or replayed their outcomes (a success, a final
+// error), it is stored whatever code the handler mapped them to, except a
+// code that says the server failed (Unknown, Internal, Unavailable,
+// DataLoss, Unimplemented, DeadlineExceeded, Canceled) that the policy does
+// not store; when none ran, the policy decides.
+func (s *server) stores(code codes.Code, verdict idem.Decision) error {
+	switch verdict {
+	case idem.Released:
+		return fmt.Errorf("%w: %v (a wrapped method released its key)", ErrNotStored, code)
+	case idem.Stored:
+		if !serverFailed(code) || s.cfg.policy(code) {
+			return nil
+		}
+	}
+	if !s.cfg.policy(code) {
+		return fmt.Errorf("%w: %v", ErrNotStored, code)
+	}
+	return nil
+}
+
+// serverFailed reports whether code says the server failed (the analogues
+// of HTTP's 5xx, and a cancelled call).
+func serverFailed(code codes.Code) bool {
+	switch code {
+	case codes.Unknown, codes.Internal, codes.Unavailable, codes.DataLoss, codes.Unimplemented,
+		codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
 }
 
 // replay answers a call with a stored outcome.

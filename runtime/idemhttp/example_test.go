@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
@@ -115,4 +116,17 @@ func ExampleWithPolicy() {
 	// Output:
 	// true false false
 	// true true true
+}
+
+// A handler calling a generated wrapper answers the wrapper's refusals in
+// the middleware's own problem+json.
+func ExampleWriteError() {
+	// What a wrapper returns while another request for the same order runs.
+	err := fmt.Errorf("place order: %w", &idem.InProgressError{RetryAfter: 2 * time.Second})
+	w := httptest.NewRecorder()
+	if !idemhttp.WriteError(w, err) {
+		http.Error(w, "internal error", http.StatusInternalServerError) // the method's own error
+	}
+	fmt.Println(w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
+	// Output: 409 2 application/problem+json
 }

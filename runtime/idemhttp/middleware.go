@@ -224,11 +224,12 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var rec *recorder
 	resp, err := idem.Do(ctx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
 		rec = newRecorder(w, m.cfg.maxResponse)
-		r2 := r.WithContext(ctx)
+		var cell idem.Decisions // what the wrapped methods the handler calls decide (layers.go)
+		r2 := r.WithContext(idem.WithDecisions(ctx, &cell))
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		m.next.ServeHTTP(rec, r2)
-		return m.settle(ctx, rec, r2)
+		return m.settle(ctx, rec, r2, cell.Verdict())
 	})
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
@@ -320,8 +321,9 @@ func (m *middleware) operation(r *http.Request) (op string, fromPath bool) {
 }
 
 // settle decides, once the handler returned, whether its response is the
-// stored outcome (nil error) or the key is released (an error).
-func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request) (response, error) {
+// stored outcome (nil error) or the key is released (an error). verdict is
+// what the wrapped methods the handler called decided (see stores).
+func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request, verdict idem.Decision) (response, error) {
 	if rec.hijacked {
 		return response{}, ErrHijacked
 	}
@@ -346,10 +348,33 @@ func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request)
 		}
 	}
 	resp.Selected = selectedBy(rec.snapshot, r.Header)
-	if !m.cfg.policy(rec.status) {
-		return resp, fmt.Errorf("%w: %d", ErrNotStored, rec.status)
+	if err := m.stores(rec.status, verdict); err != nil {
+		return resp, err
 	}
 	return resp, nil
+}
+
+// stores applies the one rule of what a retry sees (docs/LAYERS.md): when
+// the handler called wrapped methods (idem.Do) and one of them released
+// its key (a transient error, a refusal), the response is not stored,
+// whatever its status, so that the retry runs them again; when they
+// stored or replayed their outcomes (a success, a final error), the
+// response is stored whatever status the handler mapped them to, except a
+// 5xx that the policy does not store (a 5xx says the handler failed after
+// them); when none ran, the policy decides.
+func (m *middleware) stores(status int, verdict idem.Decision) error {
+	switch verdict {
+	case idem.Released:
+		return fmt.Errorf("%w: %d (a wrapped method released its key)", ErrNotStored, status)
+	case idem.Stored:
+		if status < 500 || m.cfg.policy(status) {
+			return nil
+		}
+	}
+	if !m.cfg.policy(status) {
+		return fmt.Errorf("%w: %d", ErrNotStored, status)
+	}
+	return nil
 }
 
 // afterRun sends the handler's response once its outcome is settled.
@@ -370,10 +395,11 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 	case errors.Is(err, ErrNoResponse):
 		// The client is gone and there is nothing to say.
 		return
-	case errors.Is(err, idem.ErrLeaseLost):
+	case errors.Is(err, idem.ErrLeaseLost), errors.Is(err, idem.ErrOutcomePending):
 		// The handler ran and had its effects, but its lease was taken over
-		// (it ran longer than the lease): its response is still the truth
-		// for this client. The executor's observer reported the loss.
+		// (it ran longer than the lease), or its outcome is still being
+		// stored through a store outage (lease mode): its response is the
+		// truth for this client. The executor's observer reported it.
 		ev.Kind, ev.Err = EventStoreError, err
 		m.cfg.observe(*ev)
 	default:
@@ -396,83 +422,28 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 // refused answers a request that did not run the handler and has nothing
 // to replay.
 func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
-	var inProgress *idem.InProgressError
-	var quota *idem.TenantQuotaError
-	switch {
-	case errors.As(err, &quota):
-		// The store has room, but not for this tenant: the others go on,
-		// so this is the tenant's rate of new keys, not an outage.
-		ev.Kind, ev.Status, ev.Err = EventTenantOverQuota, http.StatusTooManyRequests, err
-		m.cfg.observe(*ev)
-		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
-		m.problem(w, http.StatusTooManyRequests, "tenant-over-quota", "Tenant over its share of the idempotency store",
-			"This tenant holds its whole share of the idempotency store ("+strconv.FormatInt(quota.Share, 10)+" records) and a new key was refused, so the request was not processed; other tenants are served. Retry with the same Idempotency-Key after the time in Retry-After, once earlier keys expire.")
-	case errors.Is(err, idem.ErrStoreBusy): // before ErrStoreFull, which it matches too
-		ev.Kind, ev.Status, ev.Err = EventStoreBusy, http.StatusServiceUnavailable, err
-		m.cfg.observe(*ev)
-		w.Header().Set("Retry-After", "1")
-		m.problem(w, http.StatusServiceUnavailable, "store-busy", "Idempotency store busy",
-			"The idempotency store's connections were all in use by running requests and none freed up in time, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
-	case errors.Is(err, idem.ErrStoreFull):
-		ev.Kind, ev.Status, ev.Err = EventStoreFull, http.StatusServiceUnavailable, err
-		m.cfg.observe(*ev)
-		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
-		m.problem(w, http.StatusServiceUnavailable, "store-full", "Idempotency store full",
-			"The idempotency store is at its capacity (its records are all in use) and refused a new key, so the request was not processed; retry with the same Idempotency-Key after the time in Retry-After.")
-	case errors.Is(err, idem.ErrTooLarge):
-		// The operation and the middleware's tenant were checked before:
-		// this is the executor's tenant (idem.WithTenant).
-		ev.Kind, ev.Status, ev.Err = EventScopeTooLong, http.StatusBadRequest, err
-		m.cfg.observe(*ev)
-		m.problem(w, http.StatusBadRequest, "scope-too-long", "Request scope too long to record",
-			"The request's tenant or operation is longer than the idempotency store records; nothing was processed.")
-	case errors.Is(err, idem.ErrOutcomeNotStored), errors.Is(err, idem.ErrUndecodable):
-		// The first request ran; what it answered is not available to
-		// replay, and it will not run again for this key. A 503 would
-		// invite retries that can never succeed.
-		ev.Kind, ev.Status, ev.Err = EventNotReplayable, http.StatusInternalServerError, err
-		m.cfg.observe(*ev)
-		why := "its response could not be stored"
-		if errors.Is(err, idem.ErrUndecodable) {
-			why = "its stored response no longer decodes (the service was changed since)"
+	if p, ok := problemOf(err, m.cfg.maxRetry); ok {
+		ev.Kind, ev.Status = p.kind, p.status
+		if p.kind != EventConflict && p.kind != EventInProgress {
+			ev.Err = err
 		}
-		m.problem(w, http.StatusInternalServerError, "response-not-replayable", "Response of this Idempotency-Key cannot be replayed",
-			"The first request with this Idempotency-Key was processed, but "+why+". Retrying with this key will not process it again; look its result up instead.")
-	case errors.Is(err, idem.ErrMisconfigured):
-		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusInternalServerError, err
 		m.cfg.observe(*ev)
-		m.problem(w, http.StatusInternalServerError, "server-misconfigured", "Idempotency misconfigured",
-			"The service's idempotency settings are invalid, so no request with an Idempotency-Key can be processed; nothing was processed. Retrying will not help until the service is fixed.")
-	case errors.Is(err, idem.ErrPayloadMismatch):
-		ev.Kind, ev.Status = EventConflict, http.StatusUnprocessableEntity
-		m.cfg.observe(*ev)
-		m.problem(w, http.StatusUnprocessableEntity, "key-reused", "Idempotency-Key reused with a different request",
-			"This Idempotency-Key was already used with a different request (method, path, query or body); a key identifies one request and must not be reused for another.")
-	case errors.As(err, &inProgress):
-		ev.Kind, ev.Status = EventInProgress, http.StatusConflict
-		m.cfg.observe(*ev)
-		d := inProgress.RetryAfter
-		if m.cfg.maxRetry > 0 {
-			d = min(d, m.cfg.maxRetry)
-		}
-		w.Header().Set("Retry-After", retryAfter(d))
-		m.problem(w, http.StatusConflict, "request-in-progress", "A request with this Idempotency-Key is in progress",
-			"The first request with this Idempotency-Key has not finished; retry after the time in Retry-After to get its response.")
-	case ev.Request.Context().Err() != nil && errors.Is(err, ev.Request.Context().Err()):
+		m.write(w, p)
+		return
+	}
+	if ev.Request.Context().Err() != nil && errors.Is(err, ev.Request.Context().Err()) {
 		// The client went away while its request waited or claimed
 		// (WithClientCancellation): its own doing, not the store's, and
 		// there is no one to answer.
 		ev.Kind, ev.Err = EventClientGone, err
 		m.cfg.observe(*ev)
-	default:
-		// A store error; a replayed final error other than the ones above
-		// cannot happen (the middleware stores none).
-		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
-		m.cfg.observe(*ev)
-		w.Header().Set("Retry-After", "1")
-		m.problem(w, http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable",
-			"The idempotency of this request could not be checked, so it was not processed; retry with the same Idempotency-Key.")
+		return
 	}
+	// A store error; a replayed final error other than the ones above
+	// cannot happen (the middleware stores none).
+	ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
+	m.cfg.observe(*ev)
+	m.write(w, storeUnavailable)
 }
 
 // storeFullRetryAfter is the Retry-After of a 503 store-full: longer than a

@@ -11,7 +11,8 @@ import (
 // "key-reused", "request-in-progress", "replay-not-acceptable",
 // "request-too-large", "scope-too-long", "unreadable-body",
 // "invalid-request", "response-not-replayable", "store-full", "store-busy",
-// "tenant-over-quota", "store-unavailable", "server-misconfigured", "missing-tenant").
+// "tenant-over-quota", "store-unavailable", "server-misconfigured",
+// "missing-tenant", "missing-key-part").
 const DefaultProblemBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 
 // Problem is an RFC 9457 problem details object, as the middleware writes
@@ -28,7 +29,11 @@ type Problem struct {
 }
 
 func (m *middleware) problem(w http.ResponseWriter, status int, rule, title, detail string) {
-	b, err := json.Marshal(Problem{Type: m.cfg.problemBase + rule, Title: title, Status: status, Detail: detail})
+	problem(w, m.cfg.problemBase, status, rule, title, detail)
+}
+
+func problem(w http.ResponseWriter, base string, status int, rule, title, detail string) {
+	b, err := json.Marshal(Problem{Type: base + rule, Title: title, Status: status, Detail: detail})
 	if err != nil {
 		panic(err) // strings only: cannot happen
 	}

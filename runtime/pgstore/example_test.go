@@ -114,3 +114,28 @@ func ExampleStore_Sweep() {
 		log.Printf("swept %d expired idempotency records", total)
 	}
 }
+
+// sqlc-style code (Queries.WithTx) begins its unit of work with BeginTx: a
+// savepoint of the idempotency transaction inside a wrapped method on a
+// TxStore, a transaction of its own on the pool elsewhere.
+func ExampleBeginTx() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("IDEM_PG_DSN"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	placeOrder := func(ctx context.Context, cart string) error {
+		tx, err := pgstore.BeginTx(ctx, pool)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback(ctx) }() // does nothing after Commit
+		// q.WithTx(tx).CreateOrder(ctx, ...) in sqlc's shape:
+		if _, err := tx.Exec(ctx, "INSERT INTO orders (cart_id) VALUES ($1)", cart); err != nil {
+			return err
+		}
+		return tx.Commit(ctx) // in a claim: commits with the outcome
+	}
+	_ = placeOrder
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -32,7 +31,8 @@ CREATE TABLE IF NOT EXISTS billing_points (
 // PGLedger is a Ledger in PostgreSQL. Inside a method wrapped on a
 // transactional pgstore (pgstore.NewTx), it writes through the transaction
 // that holds the idempotency record, so the money moves if and only if the
-// outcome is committed; elsewhere it uses the pool.
+// outcome is committed; elsewhere each operation is a transaction of its
+// own on the pool (see begin).
 type PGLedger struct {
 	pool *pgxpool.Pool
 }
@@ -55,24 +55,26 @@ func (l *PGLedger) Setup(ctx context.Context, balances map[string]int64) error {
 	return nil
 }
 
-// querier is what pgx.Tx and *pgxpool.Pool have in common here.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (l *PGLedger) db(ctx context.Context) querier {
-	if tx, ok := pgstore.TxFrom(ctx); ok {
-		return tx
-	}
-	return l.pool
+// begin starts the unit of work of one ledger operation, explicitly in one
+// of two ways (pgstore.BeginTx): inside a method wrapped on a transactional
+// pgstore, a savepoint of the transaction that holds the idempotency record
+// (the money moves if and only if the outcome commits); elsewhere (the
+// unwrapped service, a lease-mode store), a transaction of its own on the
+// pool, so that the operation's statements still commit together. The
+// caller commits it and defers its Rollback.
+func (l *PGLedger) begin(ctx context.Context) (pgx.Tx, error) {
+	return pgstore.BeginTx(ctx, l.pool)
 }
 
 // Debit implements Ledger.
 func (l *PGLedger) Debit(ctx context.Context, customer, order string, amount int64) (string, int64, error) {
-	db := l.db(ctx)
+	db, err := l.begin(ctx)
+	if err != nil {
+		return "", 0, fmt.Errorf("debit: %w", err)
+	}
+	defer func() { _ = db.Rollback(ctx) }() // nothing after Commit
 	var balance int64
-	err := db.QueryRow(ctx,
+	err = db.QueryRow(ctx,
 		`UPDATE billing_accounts SET balance = balance - $2 WHERE customer = $1 AND balance >= $2 RETURNING balance`,
 		customer, amount).Scan(&balance)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -87,12 +89,19 @@ func (l *PGLedger) Debit(ctx context.Context, customer, order string, amount int
 		order, customer, -amount).Scan(&id); err != nil {
 		return "", 0, fmt.Errorf("debit: %w", err)
 	}
+	if err := db.Commit(ctx); err != nil {
+		return "", 0, fmt.Errorf("debit: %w", err)
+	}
 	return fmt.Sprintf("pay_%04d", id), balance, nil
 }
 
 // Credit implements Ledger.
 func (l *PGLedger) Credit(ctx context.Context, customer, order string, amount int64) (string, error) {
-	db := l.db(ctx)
+	db, err := l.begin(ctx)
+	if err != nil {
+		return "", fmt.Errorf("credit: %w", err)
+	}
+	defer func() { _ = db.Rollback(ctx) }()
 	if _, err := db.Exec(ctx, `UPDATE billing_accounts SET balance = balance + $2 WHERE customer = $1`, customer, amount); err != nil {
 		return "", fmt.Errorf("credit: %w", err)
 	}
@@ -102,15 +111,25 @@ func (l *PGLedger) Credit(ctx context.Context, customer, order string, amount in
 		order, customer, amount).Scan(&id); err != nil {
 		return "", fmt.Errorf("credit: %w", err)
 	}
+	if err := db.Commit(ctx); err != nil {
+		return "", fmt.Errorf("credit: %w", err)
+	}
 	return fmt.Sprintf("ref_%04d", id), nil
 }
 
 // AddPoints implements Ledger.
 func (l *PGLedger) AddPoints(ctx context.Context, order string, points int) error {
-	_, err := l.db(ctx).Exec(ctx,
-		`INSERT INTO billing_points (order_id, points) VALUES ($1, $2)
-		 ON CONFLICT (order_id) DO UPDATE SET points = billing_points.points + excluded.points`, order, points)
+	db, err := l.begin(ctx)
 	if err != nil {
+		return fmt.Errorf("add points: %w", err)
+	}
+	defer func() { _ = db.Rollback(ctx) }()
+	if _, err := db.Exec(ctx,
+		`INSERT INTO billing_points (order_id, points) VALUES ($1, $2)
+		 ON CONFLICT (order_id) DO UPDATE SET points = billing_points.points + excluded.points`, order, points); err != nil {
+		return fmt.Errorf("add points: %w", err)
+	}
+	if err := db.Commit(ctx); err != nil {
 		return fmt.Errorf("add points: %w", err)
 	}
 	return nil

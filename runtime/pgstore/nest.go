@@ -1,0 +1,223 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// Nested claims (idem.NestingTxStore; docs/LAYERS.md): a call whose
+// context carries the open transaction of an enclosing call on the same
+// pool (an idemhttp or idemgrpc claim around a generated wrapper, a wrapped
+// method calling another) claims its key inside that transaction, under the
+// savepoint idem_nested, instead of taking a second connection for a second
+// transaction. The method's own savepoint is idem_method, as at the top
+// level: PostgreSQL resolves a savepoint name to the most recent savepoint
+// of that name, and releasing idem_nested releases the inner idem_method,
+// so the levels stack.
+// lockNotAvail is lock_not_available: the nested claim's lock_timeout
+// fired (the key is held by another transaction).
+const lockNotAvail = "55P03"
+
+const (
+	nestSavepointSQL  = "SAVEPOINT idem_nested"
+	nestRollbackToSQL = "ROLLBACK TO SAVEPOINT idem_nested"
+	nestReleaseSQL    = "RELEASE SAVEPOINT idem_nested"
+	// The enclosing claim left idemgen.key_locked on in the transaction:
+	// the inner claim statement inserts only under the inner key's lock.
+	nestResetSQL = "SELECT set_config('idemgen.key_locked', 'off', true)"
+)
+
+// joinable is an open claim transaction of this package, top-level (txn)
+// or nested (nestedTxn).
+type joinable interface {
+	// joined returns the raw transaction and the store that opened it, and
+	// whether the claim is still open.
+	joined() (pgx.Tx, *TxStore, bool)
+}
+
+func (t *txn) joined() (pgx.Tx, *TxStore, bool) { return t.mtx.Tx, t.store, !t.done.Load() }
+
+func (t *nestedTxn) joined() (pgx.Tx, *TxStore, bool) { return t.tx, t.store, !t.done.Load() }
+
+// ErrOuterTxDone is returned by a nested claim whose enclosing call has
+// already ended its transaction (a wrapped method called after the
+// handler returned, from a goroutine that outlived it).
+var ErrOuterTxDone = errors.New("pgstore: the enclosing idempotent call's transaction has ended")
+
+// ClaimNested implements idem.NestingTxStore. outer must be an open claim
+// of a TxStore on the same pool (same database), and s must not be
+// partitioned (WithPartitions); otherwise nested is false and nothing is
+// done (the executor opens a transaction of its own with ClaimTx).
+//
+// In one round trip on outer's connection: the savepoint idem_nested, the
+// key's advisory lock (waiting at most wait, or WithLockTimeout's value,
+// through lock_timeout, as ClaimTx does), the claim statement and the
+// method's savepoint. When the key is claimed, the returned Txn holds it
+// until outer's transaction ends: its Complete writes the outcome (after
+// rolling back the method's writes for a final error) and releases the
+// savepoint, without committing; its Release rolls back to the savepoint.
+// When the key is not claimed (a replay, a call in progress, another
+// payload: the answers of ClaimTx), a second round trip rolls back to the
+// savepoint and releases it, so that outer's transaction holds nothing of
+// the attempt, not even the key's lock.
+func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, bool, error) {
+	j, ok := outer.(joinable)
+	if !ok || s.part != nil {
+		return idem.Claim{}, nil, false, nil
+	}
+	tx, owner, open := j.joined()
+	if owner.pool != s.pool {
+		return idem.Claim{}, nil, false, nil
+	}
+	if err := checkClaim(req); err != nil {
+		return idem.Claim{}, nil, true, err
+	}
+	if !open {
+		return idem.Claim{}, nil, true, fail("claim", req.Key, ErrOuterTxDone)
+	}
+	if wait <= 0 {
+		wait = s.lockTimeout
+	}
+	if wait <= 0 {
+		wait = time.Millisecond // a duplicate that does not wait: the key's lock at once, or busy
+	}
+	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	timeout := lockTimeoutValue(wait)
+	sql, withSlow, force := s.sql.fastTx, true, false
+	for attempt := 1; ; attempt++ {
+		var (
+			claim, final idem.Claim
+			res, fres    claimResult
+		)
+		b := &pgx.Batch{}
+		b.Queue(nestSavepointSQL)
+		b.Queue(nestResetSQL)
+		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout).Query(func(rows pgx.Rows) error {
+			var err error
+			final, fres, err = scanClaim(rows, false)
+			return err
+		})
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, res, err = scanClaim(rows, withSlow)
+			return err
+		})
+		b.Queue(savepointSQL)
+		err := tx.SendBatch(ctx, b).Close()
+		if err == nil && res == claimAnswered && claim.Claimed {
+			t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}
+			t.mtx = &methodTx{Tx: tx}
+			return claim, t, true, nil
+		}
+		// Not claimed, or failed: nothing of the attempt stays.
+		if uerr := undoNested(ctx, tx); uerr != nil {
+			return idem.Claim{}, nil, true, fail("claim", req.Key, errors.Join(err, uerr))
+		}
+		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
+			// Another transaction holds the key and did not end in time.
+			return s.holder(ctx, tx, req), nil, true, nil
+		}
+		if err != nil {
+			return idem.Claim{}, nil, true, fail("claim", req.Key, err)
+		}
+		if fres == claimAnswered {
+			return final, nil, true, nil // keyLock found the final record
+		}
+		if res == claimAnswered {
+			return claim, nil, true, nil
+		}
+		if res == claimAgain {
+			s.claimRetries.Add(1)
+		}
+		if attempt >= maxClaimAttempts {
+			return idem.Claim{}, nil, true, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+		}
+		sql, withSlow, force = s.sql.claimTx, false, true
+	}
+}
+
+// undoNested rolls tx back to the savepoint idem_nested and releases it,
+// in one round trip of the simple protocol (an Exec without arguments):
+// the transaction may be failed, and a failed transaction prepares no
+// statement.
+func undoNested(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, nestRollbackToSQL+"; "+nestReleaseSQL)
+	return err
+}
+
+// nestedTxn is a claim held inside an enclosing claim's transaction.
+type nestedTxn struct {
+	store *TxStore
+	tx    pgx.Tx // the enclosing claim's transaction
+	mtx   *methodTx
+	key   idem.Key
+	token idem.Token
+	done  atomic.Bool
+}
+
+// Context implements idem.Txn: ctx carrying the (shared) transaction for
+// TxFrom.
+func (t *nestedTxn) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, t.mtx)
+}
+
+// Complete implements idem.Txn: in one round trip it rolls back to the
+// method's savepoint (with discardWrites), stores out in the claimed row
+// and releases the savepoint idem_nested. Nothing is committed: the
+// enclosing claim's Complete commits the record with everything else, and
+// its Release rolls it back. When it fails, it rolls back to the savepoint
+// (no inner record, no inner write) if the transaction is still usable.
+func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
+	if !t.done.CompareAndSwap(false, true) {
+		return fail("complete", t.key, errTxnDone)
+	}
+	t.mtx.closed.Store(true)
+	args, err := completeArgs(t.key, t.token, out, ttl)
+	if err != nil {
+		_ = undoNested(ctx, t.tx)
+		return err
+	}
+	b := &pgx.Batch{}
+	if discardWrites {
+		b.Queue(rollbackToSQL)
+	}
+	b.Queue(t.store.sql.complete, args...).Exec(func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() != 1 {
+			return errors.New("the claimed row is gone")
+		}
+		return nil
+	})
+	b.Queue(nestReleaseSQL)
+	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
+		_ = undoNested(ctx, t.tx)
+		return fail("complete", t.key, err)
+	}
+	return nil
+}
+
+// Release implements idem.Txn: it rolls back to the savepoint idem_nested
+// (the inner claim and the inner method's writes) and releases it; the
+// enclosing transaction goes on.
+func (t *nestedTxn) Release(ctx context.Context) error {
+	if !t.done.CompareAndSwap(false, true) {
+		return fail("release", t.key, errTxnDone)
+	}
+	t.mtx.closed.Store(true)
+	if err := undoNested(ctx, t.tx); err != nil {
+		return fail("release", t.key, err)
+	}
+	return nil
+}
+
+var (
+	_ idem.NestingTxStore = (*TxStore)(nil)
+	_ idem.Txn            = (*nestedTxn)(nil)
+)
