@@ -221,6 +221,11 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File) {
 				// A test file of another variant of the package
 				// (go vet checks the one that has it).
 			default:
+				// A file of another build configuration: at the
+				// package clause, with its position.
+				if rel, err := filepath.Rel(dir, e.Pos.Filename); err == nil && !strings.HasPrefix(rel, "..") {
+					e.Pos.Filename = rel
+				}
 				pass.Reportf(src[0].Package, "%s: %s", e.Pos, e.Msg)
 			}
 		}
