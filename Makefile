@@ -12,7 +12,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
 
-.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint fuzz bench bench-growth stress sim \
+.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
 
 demo:
@@ -73,8 +73,18 @@ staticcheck:
 	$(GO) tool -modfile=tools/go.mod staticcheck $(PKGS)
 	for d in $(NESTED); do (cd $$d && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck ./...) || exit 1; done
 
-lint: staticcheck
+lint: staticcheck idemvet
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
+
+# idemvet (analysis/idemvet, docs/IDEMVET.md) through go vet over the
+# examples, the nested example modules too: annotation errors, stale
+# generated files, calls that bypass a wrapper, executors that cannot work.
+IDEMVET_NESTED := examples/grpcapi examples/consumer
+idemvet:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) build -o "$$tmp/idemvet" ./cmd/idemvet; \
+	echo "== ./examples/..."; $(GO) vet -vettool="$$tmp/idemvet" ./examples/...; \
+	for d in $(IDEMVET_NESTED); do echo "== $$d"; (cd $$d && $(GO) vet -vettool="$$tmp/idemvet" ./...); done
 
 # FuzzGenerate maps seeds to random service packages (the grammar of
 # internal/generate/generative_test.go) and checks that each generates and
@@ -88,10 +98,15 @@ fuzz:
 # and full_page_writes on, as in production); the tests keep the fast one.
 # The growth of pgstore (10^4 to 10^7 records, plain and partitioned) is
 # make bench-growth: it loads 2 × 1.1×10^7 records (about 11 GB of disk).
-bench:
+bench: bench-idemvet
 	IDEM_PG_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
 		(cd bench && $(GO) run ./cmd/dbos) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
+
+# idemvet under go vet against plain go vet on ./examples/..., as a ratio,
+# each from a cache with the packages compiled and no vet result.
+bench-idemvet:
+	scripts/bench-idemvet.sh ./examples/...
 
 bench-growth:
 	IDEM_PG_DURABLE=1 scripts/with-services.sh $(GO) run ./internal/cmd/benchgrowth -max-records 10000000
