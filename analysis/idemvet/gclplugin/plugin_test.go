@@ -168,8 +168,8 @@ func TestCustomGolangciLint(t *testing.T) {
 	for _, want := range []string{
 		"bad/bad.go:10:12: key: nope is not a parameter of Svc.Do (parameters: ctx, id) (idemvet)",
 		"shop/idem_gen.go:5:1: idem_gen.go is stale: idemgen would write it differently",
-		"main.go:14:55: idem.NewExecutor without idem.WithTenant or idem.SingleTenant panics",
-		"main.go:16:20: (*shop.Service).Charge is annotated with //idem: and this call bypasses its wrapper",
+		"main.go:14:56: idem.NewExecutor without idem.WithTenant or idem.SingleTenant panics",
+		"main.go:16:17: (*shop.Service).Charge is annotated with //idem: and this call bypasses its wrapper",
 	} {
 		assert.Contains(t, text, want)
 	}
