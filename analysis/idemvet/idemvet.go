@@ -102,11 +102,10 @@ func (*Wrapper) AFact() {}
 func (f *Wrapper) String() string { return "wrapper(" + f.Type + ")" }
 
 func run(pass *analysis.Pass) (any, error) {
-	var src, generated []*ast.File
+	var src []*ast.File
 	mentions := false
 	for _, f := range pass.Files {
 		if generate.IsGeneratedSyntax(f) {
-			generated = append(generated, f)
 			mentions = true
 			continue
 		}
