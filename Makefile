@@ -12,7 +12,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer
 
-.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet fuzz bench bench-idemvet bench-growth stress sim \
+.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
 
 demo:
@@ -23,6 +23,14 @@ demo:
 test: fmt-check vet staticcheck go-floor check
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
+	$(MAKE) --no-print-directory test-golangci
+
+# The idemvet golangci-lint plugin, built by golangci-lint custom (the
+# version tools/go.mod pins) in a scratch module and run on one of each
+# mistake: it builds golangci-lint twice, so it runs alone, with its own
+# timeout (analysis/idemvet/gclplugin TestCustomGolangciLint).
+test-golangci:
+	IDEMVET_GOLANGCI=1 $(GO) test -count=1 -timeout 45m -run '^TestCustomGolangciLint$$' ./analysis/idemvet/gclplugin/
 
 # vet and test every nested module under -race, against throwaway
 # PostgreSQL and Redis servers (the gRPC tests run on pgstore and redisstore).

@@ -188,6 +188,13 @@ func recvTypeName(e ast.Expr) string {
 // checkGenerated reports idemgen's errors for the package, or its generated
 // files that differ from what idemgen would write.
 func checkGenerated(pass *analysis.Pass, src []*ast.File) {
+	// The generator is fuzzed not to panic; if it ever does, the vet run
+	// of every other package must not die with it.
+	defer func() {
+		if r := recover(); r != nil {
+			pass.Reportf(src[0].Package, "idemvet: internal error in the generator (please report it with this package): %v", r)
+		}
+	}()
 	dir := filepath.Dir(pass.Fset.Position(src[0].Package).Filename)
 	ctx := context.Background()
 	files, err := generate.Package(ctx, generate.Checked{
