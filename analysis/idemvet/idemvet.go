@@ -138,17 +138,23 @@ func exportFacts(pass *analysis.Pass, src []*ast.File) {
 		anns, _ := annotations.ScanFile(pass.Fset, f)
 		for _, a := range anns {
 			var name *ast.Ident
-			var typeName string
 			switch {
-			case a.Decl != nil && a.Decl.Recv != nil && len(a.Decl.Recv.List) == 1:
-				name, typeName = a.Decl.Name, recvTypeName(a.Decl.Recv.List[0].Type)
-			case a.Field != nil && len(a.Field.Names) == 1 && a.Type != nil:
-				name, typeName = a.Field.Names[0], a.Type.Name.Name
+			case a.Decl != nil:
+				name = a.Decl.Name
+			case a.Field != nil && len(a.Field.Names) == 1:
+				name = a.Field.Names[0]
 			default:
 				continue
 			}
 			fn, ok := pass.TypesInfo.Defs[name].(*types.Func)
-			if !ok || typeName == "" {
+			if !ok {
+				continue
+			}
+			typeName := recvTypeName(fn)
+			if typeName == "" && a.Field != nil && a.Type != nil {
+				typeName = a.Type.Name.Name // the interface that declares it
+			}
+			if typeName == "" {
 				continue
 			}
 			wrapper, ctor := templates.WrapperNames(typeName)
@@ -165,24 +171,21 @@ func exportFacts(pass *analysis.Pass, src []*ast.File) {
 	}
 }
 
-// recvTypeName is the type name of a method receiver: T in t T, *T, T[K].
-func recvTypeName(e ast.Expr) string {
-	for {
-		switch x := e.(type) {
-		case *ast.StarExpr:
-			e = x.X
-		case *ast.ParenExpr:
-			e = x.X
-		case *ast.IndexExpr:
-			e = x.X
-		case *ast.IndexListExpr:
-			e = x.X
-		case *ast.Ident:
-			return x.Name
-		default:
-			return ""
-		}
+// recvTypeName is the name of the named type fn is a method of ("" for a
+// function).
+func recvTypeName(fn *types.Func) string {
+	recv := fn.Signature().Recv()
+	if recv == nil {
+		return ""
 	}
+	t := recv.Type()
+	if p, ok := t.(*types.Pointer); ok {
+		t = p.Elem()
+	}
+	if n, ok := types.Unalias(t).(*types.Named); ok {
+		return n.Obj().Name()
+	}
+	return ""
 }
 
 // checkGenerated reports idemgen's errors for the package, or its generated

@@ -12,65 +12,22 @@ import (
 )
 
 // The setup docs/IDEMVET.md gives a new user, followed from a scratch
-// module that replaces the idemgen module by this checkout: go get -tool of
-// idemgen and idemvet, go generate, then idemvet through go vet and
-// standalone, on a module with one of each mistake. go get runs with
+// module (testdata/scratch) that replaces the idemgen module by this
+// checkout: go get -tool of idemgen and idemvet, go generate, then idemvet
+// through go vet and standalone, on a module with one of each mistake. go get runs with
 // GOPROXY=off (this checkout is no release: the version is the one a
 // replace directive without one stands for); GOSUMDB=off lets the go
 // command write go.sum lines for modules of the cache.
 
 const atReplaced = "@v0.0.0-00010101000000-000000000000"
 
-const shopSvc = `package shop
-
-import "context"
-
-//go:generate go tool idemgen
-
-// Service charges.
-type Service struct{ runs int }
-
-// Charge charges once per id.
-//
-//idem:key=id ttl=1h
-func (s *Service) Charge(ctx context.Context, id string) (int, error) {
-	s.runs++
-	return s.runs, nil
+// scratchFile returns a file of testdata/scratch (README.md there).
+func scratchFile(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "scratch", filepath.FromSlash(name)))
+	require.NoError(t, err)
+	return string(b)
 }
-`
-
-const shopMain = `package main
-
-import (
-	"context"
-	"fmt"
-
-	"example.com/shop/shop"
-	"github.com/idemgen/idemgen/runtime/idem"
-	"github.com/idemgen/idemgen/runtime/memstore"
-)
-
-func main() {
-	raw := &shop.Service{}
-	svc := shop.NewIdempotentService(raw, idem.NewExecutor(memstore.New()))
-	a, err1 := svc.Charge(context.Background(), "o1")
-	b, err2 := raw.Charge(context.Background(), "o1")
-	fmt.Println(a, b, err1, err2)
-}
-`
-
-const badSvc = `package bad
-
-import "context"
-
-// Svc does.
-type Svc struct{}
-
-// Do does.
-//
-//idem:key=nope ttl=1h
-func (s *Svc) Do(ctx context.Context, id string) error { return nil }
-`
 
 func goCmd(t *testing.T, dir string, env []string, args ...string) (string, error) {
 	t.Helper()
@@ -92,15 +49,6 @@ func mustGo(t *testing.T, dir string, env []string, args ...string) string {
 	return out
 }
 
-// wantMistakes are one diagnostic of each kind, as the scratch module gets
-// them (paths relative to it).
-var wantMistakes = []string{
-	"bad/bad.go:10:12: key: nope is not a parameter of Svc.Do (parameters: ctx, id)",
-	"shop/idem_gen.go:5:1: idem_gen.go is stale: idemgen would write it differently",
-	"main.go:14:56: idem.NewExecutor without idem.WithTenant or idem.SingleTenant panics",
-	"main.go:16:17: (*shop.Service).Charge is annotated with //idem: and this call bypasses its wrapper",
-}
-
 func TestScratchModule(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") != "true" {
 		t.Skip("runs the go command in a scratch module")
@@ -110,8 +58,8 @@ func TestScratchModule(t *testing.T) {
 	dir := t.TempDir()
 	for name, content := range map[string]string{
 		"go.mod":       "module example.com/shop\n\ngo 1.26.0\n\nreplace github.com/idemgen/idemgen => " + root + "\n",
-		"shop/shop.go": shopSvc,
-		"main.go":      shopMain,
+		"shop/shop.go": scratchFile(t, "shop/shop.go"),
+		"main.go":      scratchFile(t, "main.go"),
 	} {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
@@ -123,6 +71,7 @@ func TestScratchModule(t *testing.T) {
 	mustGo(t, dir, nil, "generate", "./...")
 
 	// A correct module: nothing to say, both ways.
+	shopMain := scratchFile(t, "main.go")
 	fixed := strings.Replace(strings.Replace(shopMain, "memstore.New())", "memstore.New(), idem.SingleTenant())", 1), "raw.Charge", "svc.Charge", 1)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(fixed), 0o644))
 	tool := strings.TrimSpace(mustGo(t, dir, nil, "tool", "-n", "idemvet"))
@@ -132,15 +81,16 @@ func TestScratchModule(t *testing.T) {
 	// One of each mistake.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), []byte(shopMain), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bad"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad", "bad.go"), []byte(badSvc), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop", "shop.go"), []byte(strings.Replace(shopSvc, "ttl=1h", "ttl=2h", 1)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad", "bad.go"), []byte(scratchFile(t, "bad/bad.go")), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop", "shop.go"), []byte(strings.Replace(scratchFile(t, "shop/shop.go"), "ttl=1h", "ttl=2h", 1)), 0o644))
 	for _, args := range [][]string{
 		{"vet", "-vettool=" + tool, "./..."},
 		{"tool", "idemvet", "./..."},
 	} {
 		out, err := goCmd(t, dir, nil, args...)
 		require.Error(t, err, "go %s: %s", strings.Join(args, " "), out)
-		for _, want := range wantMistakes {
+		for want := range strings.Lines(scratchFile(t, "want.txt")) {
+			want = strings.TrimSpace(want)
 			assert.Contains(t, out, want, "go %s", strings.Join(args, " "))
 		}
 	}
