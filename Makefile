@@ -111,8 +111,8 @@ bench: bench-idemvet
 		(cd bench && $(GO) run ./cmd/dbos) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 
-# idemvet under go vet against plain go vet on ./examples/..., as a ratio,
-# each from a cache with the packages compiled and no vet result.
+# idemvet under go vet against plain go vet on ./examples/..., as ratios
+# (wall and CPU), both with the packages compiled and no vet result cached.
 bench-idemvet:
 	scripts/bench-idemvet.sh ./examples/...
 
