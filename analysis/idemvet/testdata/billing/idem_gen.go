@@ -34,7 +34,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:     "Service.Pay",
+	Op:     "example.com/vet/billing.Service.Pay",
+	Func:   "example.com/vet/billing.(*Service).Pay",
 	TTL:    time.Hour,
 	Final:  []idem.FinalError{{Name: "ErrDeclined", Err: ErrDeclined}},
 	Scheme: 0x369c4fc0,

@@ -34,7 +34,8 @@ func NewIdempotentMailer(next *Mailer, ex *idem.Executor) *IdempotentMailer { //
 
 // idemMailerSend is the annotation of (*Mailer).Send, for the runtime.
 var idemMailerSend = idem.Method{
-	Op:     "Mailer.Send",
+	Op:     "example.com/vet/stale.Mailer.Send",
+	Func:   "example.com/vet/stale.(*Mailer).Send",
 	TTL:    2 * time.Hour,
 	Scheme: 0x1bc5ca90,
 }
