@@ -7,9 +7,10 @@
 //     internal/generate.Package, which runs idemgen's resolver and emitter on
 //     the package the pass type-checked.
 //   - Stale generated code: idem_gen.go (or idem_gen_<constraint>.go) is not
-//     what idemgen would write now, is missing, or is no longer needed. A
-//     stale file's diagnostic carries the diff and a suggested fix that
-//     rewrites the file.
+//     what idemgen would write now, is missing, or is no longer needed,
+//     reported at the package's first //idem: line (golangci-lint hides
+//     what is reported in generated files). A stale file's diagnostic
+//     carries the diff and a suggested fix that rewrites the file.
 //   - Calls that bypass the wrapper: a call (or method value) of an
 //     annotated method through the unwrapped receiver, in another package
 //     than the method's, while the generated wrapper exists. An analysis
@@ -272,15 +273,18 @@ func checkFile(pass *analysis.Pass, src []*ast.File, f generate.File) {
 		return
 	}
 	if f.Delete {
-		pass.Reportf(in.Package, "%s is no longer needed (no annotated method is compiled with it): run go generate (idemgen), which removes it", name)
+		pass.Reportf(src[0].Package, "%s is no longer needed (no annotated method is compiled with it): run go generate (idemgen), which removes it", name)
 		return
 	}
 	if string(old) == string(f.Content) {
 		return
 	}
+	// At the first annotation, in the developer's own code: linters
+	// (golangci-lint by default) hide what they report in generated
+	// files. The fix edits the generated file.
 	tf := pass.Fset.File(in.Package)
 	pass.Report(analysis.Diagnostic{
-		Pos:     in.Package,
+		Pos:     firstAnnotation(pass, src),
 		Message: fmt.Sprintf("%s is stale: idemgen would write it differently; run go generate (idemgen) or apply the suggested fix\n%s", name, shortDiff(name, old, f.Content)),
 		SuggestedFixes: []analysis.SuggestedFix{{
 			Message:   "rewrite " + name + " as idemgen would",

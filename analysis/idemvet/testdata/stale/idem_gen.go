@@ -2,7 +2,7 @@
 
 //go:build !idemgen
 
-package stale // want `idem_gen\.go is stale: idemgen would write it differently`
+package stale
 
 import (
 	"context"
