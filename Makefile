@@ -12,7 +12,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
 
-.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint fuzz bench bench-growth stress sim \
+.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
 
 demo:
@@ -23,6 +23,14 @@ demo:
 test: fmt-check vet staticcheck go-floor check
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
+	$(MAKE) --no-print-directory test-golangci
+
+# The idemvet golangci-lint plugin, built by golangci-lint custom (the
+# version tools/go.mod pins) in a scratch module and run on one of each
+# mistake: it builds golangci-lint twice, so it runs alone, with its own
+# timeout (analysis/idemvet/gclplugin TestCustomGolangciLint).
+test-golangci:
+	IDEMVET_GOLANGCI=1 $(GO) test -count=1 -timeout 45m -run '^TestCustomGolangciLint$$' ./analysis/idemvet/gclplugin/
 
 # vet and test every nested module under -race, against throwaway
 # PostgreSQL and Redis servers (the gRPC tests run on pgstore and redisstore).
@@ -74,8 +82,18 @@ staticcheck:
 	$(GO) tool -modfile=tools/go.mod staticcheck $(PKGS)
 	for d in $(NESTED); do (cd $$d && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck ./...) || exit 1; done
 
-lint: staticcheck
+lint: staticcheck idemvet
 	$(GO) tool -modfile=tools/go.mod golangci-lint run $(PKGS)
+
+# idemvet (analysis/idemvet, docs/IDEMVET.md) through go vet over the
+# examples, the nested example modules too: annotation errors, stale
+# generated files, calls that bypass a wrapper, executors that cannot work.
+IDEMVET_NESTED := examples/grpcapi examples/consumer
+idemvet:
+	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(GO) build -o "$$tmp/idemvet" ./cmd/idemvet; \
+	echo "== ./examples/..."; $(GO) vet -vettool="$$tmp/idemvet" ./examples/...; \
+	for d in $(IDEMVET_NESTED); do echo "== $$d"; (cd $$d && $(GO) vet -vettool="$$tmp/idemvet" ./...); done
 
 # FuzzGenerate maps seeds to random service packages (the grammar of
 # internal/generate/generative_test.go) and checks that each generates and
@@ -89,10 +107,15 @@ fuzz:
 # and full_page_writes on, as in production); the tests keep the fast one.
 # The growth of pgstore (10^4 to 10^7 records, plain and partitioned) is
 # make bench-growth: it loads 2 × 1.1×10^7 records (about 11 GB of disk).
-bench:
+bench: bench-idemvet
 	IDEM_PG_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
 		(cd bench && $(GO) run ./cmd/dbos) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
+
+# idemvet under go vet against plain go vet on ./examples/..., as ratios
+# (wall and CPU), both with the packages compiled and no vet result cached.
+bench-idemvet:
+	scripts/bench-idemvet.sh ./examples/...
 
 bench-growth:
 	IDEM_PG_DURABLE=1 scripts/with-services.sh $(GO) run ./internal/cmd/benchgrowth -max-records 10000000

@@ -66,6 +66,7 @@ func run(ctx context.Context, out io.Writer, ackWait time.Duration) (Result, err
 	fmt.Fprintln(out, "\nwithout idemgen: the bare points.Service")
 	ledger = points.NewLedger()
 	bare := &points.Service{Ledger: ledger}
+	//idemvet:raw the demo's point: the same stories without the wrapper
 	if res.Without, err = play(ctx, out, ackWait, bare.HandleShipment, ledger); err != nil {
 		return res, err
 	}

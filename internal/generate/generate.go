@@ -173,35 +173,8 @@ func (g *generator) addPackage(pkg *packages.Package) {
 	if dir == "" {
 		return
 	}
-	fset := pkg.Fset
-	if fset == nil {
-		fset = token.NewFileSet()
-	}
-	if list := testFileAnnotations(fset, dir); len(list) > 0 {
-		for _, e := range list {
-			g.errs.push(e)
-		}
-		return
-	}
-	d, errs := scanDir(dir)
-	if len(errs) > 0 {
-		g.errs.add(pkg, errs)
-		return
-	}
-	if !excluded {
-		d.only(pkg.Name)
-	}
-	if !d.constrained() {
-		if excluded {
-			g.errs.load(pkg, g.wd)
-			return
-		}
-		model, err := annotations.ResolvePackage(pkg.Fset, pkg.Syntax, pkg.Types, pkg.TypesInfo)
-		if err != nil {
-			g.errs.add(pkg, err)
-			return
-		}
-		g.output(pkg, dir, d, model)
+	d := g.scanPackage(pkg, dir, excluded)
+	if d == nil {
 		return
 	}
 	if g.tc == nil {
@@ -229,6 +202,45 @@ func (g *generator) addPackage(pkg *packages.Package) {
 		j.base = pkg
 	}
 	g.jobs = append(g.jobs, j)
+}
+
+// scanPackage checks the test files and the directory of pkg and, when no
+// file of the directory has a build constraint, generates the package's
+// files (or records its errors) and returns nil. With build constraints it
+// returns the directory's files, for a job.
+func (g *generator) scanPackage(pkg *packages.Package, dir string, excluded bool) *dirFiles {
+	fset := pkg.Fset
+	if fset == nil {
+		fset = token.NewFileSet()
+	}
+	if list := testFileAnnotations(fset, dir); len(list) > 0 {
+		for _, e := range list {
+			g.errs.push(e)
+		}
+		return nil
+	}
+	d, errs := scanDir(dir)
+	if len(errs) > 0 {
+		g.errs.add(pkg, errs)
+		return nil
+	}
+	if !excluded {
+		d.only(pkg.Name)
+	}
+	if d.constrained() {
+		return d
+	}
+	if excluded {
+		g.errs.load(pkg, g.wd)
+		return nil
+	}
+	model, err := annotations.ResolvePackage(pkg.Fset, pkg.Syntax, pkg.Types, pkg.TypesInfo)
+	if err != nil {
+		g.errs.add(pkg, err)
+		return nil
+	}
+	g.output(pkg, dir, d, model)
+	return nil
 }
 
 // hiddenPackages returns, sorted, the directories under the patterns of the
