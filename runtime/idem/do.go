@@ -189,9 +189,10 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 	return ex.renew || m.Renew, nil
 }
 
-// refused reports whether a store refused a claim outright, writing nothing.
+// refused reports whether a store refused a claim outright, writing
+// nothing: a retry would be refused the same way.
 func refused(err error) bool {
-	return errors.Is(err, ErrStoreFull) || errors.Is(err, ErrTooLarge)
+	return errors.Is(err, ErrStoreFull) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrStoreSchema)
 }
 
 // call carries what one Do needs across its helpers.
@@ -218,24 +219,26 @@ func (c *call[T]) emit(kind EventKind, err error) {
 }
 
 func (c *call[T]) storeError(what string, err error) error {
-	err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
+	err = &storeError{key: c.key, call: what, err: err}
 	c.emit(EventStoreError, err)
 	return err
 }
 
 // claimError reports a claim (or a wait) that failed: the caller's doing
 // when its context is done (EventCanceled, the error wraps the context's),
-// the store's otherwise.
+// the store's otherwise (the error wraps ErrStoreUnavailable, unless the
+// store refused the caller's own input with ErrTooLarge).
 func (c *call[T]) claimError(ctx context.Context, what string, err error) error {
 	cerr := ctx.Err()
 	if cerr == nil {
-		return c.storeError(what, err)
+		serr := &storeError{key: c.key, call: what, before: !errors.Is(err, ErrTooLarge), err: err}
+		c.emit(EventStoreError, serr)
+		return serr
 	}
-	if errors.Is(err, cerr) {
-		err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
-	} else {
-		err = fmt.Errorf("idem: %s key %s: %w: %w", what, c.key.Hex(), cerr, err)
+	if !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
 	}
+	err = &storeError{key: c.key, call: what, err: err}
 	c.emit(EventCanceled, err)
 	return err
 }
@@ -281,7 +284,7 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	if rec.Fingerprint != c.fp {
 		if !c.schemeChanged(rec) {
 			c.emit(EventConflict, nil)
-			return v, false, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Hex())
+			return v, false, &mismatchError{key: c.key}
 		}
 		changed = true
 	}
