@@ -130,7 +130,7 @@ func (e *mismatchError) Unwrap() error { return ErrPayloadMismatch }
 // names the operation, the call and the key's hex ID once (a store's error
 // names the key already, see idemtest's ErrorsWrapSentinelAndNameKey):
 //
-//	idem: billing.Service.Pay: claim: idem: store unavailable, the method did not run: pgstore: claim 98f0…: failed to connect …
+//	idem: billing.Service.Pay: claim: store unavailable, the method did not run: pgstore: claim 98f0…: failed to connect …
 //
 // With before set (the method did not run), it wraps ErrStoreUnavailable
 // beside the store's error.
@@ -154,7 +154,7 @@ func (e *storeError) Error() string {
 	}
 	b.WriteString(": ")
 	if e.before {
-		b.WriteString(ErrStoreUnavailable.Error())
+		b.WriteString(strings.TrimPrefix(ErrStoreUnavailable.Error(), "idem: "))
 		b.WriteString(": ")
 	}
 	b.WriteString(cause)
