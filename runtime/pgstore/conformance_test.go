@@ -111,8 +111,12 @@ func unusable(pool *pgxpool.Pool, newStore func(*pgxpool.Pool, ...pgstore.Option
 	return down, unmigrated
 }
 
-func newLease(pool *pgxpool.Pool, opts ...pgstore.Option) idem.Store { return pgstore.New(pool, opts...) }
-func newTx(pool *pgxpool.Pool, opts ...pgstore.Option) idem.Store    { return pgstore.NewTx(pool, opts...) }
+func newLease(pool *pgxpool.Pool, opts ...pgstore.Option) idem.Store {
+	return pgstore.New(pool, opts...)
+}
+func newTx(pool *pgxpool.Pool, opts ...pgstore.Option) idem.Store {
+	return pgstore.NewTx(pool, opts...)
+}
 
 // TestOutdatedSchema: a table of v0.1's layout, never upgraded by Migrate,
 // is named as an outdated schema, in both modes: the error wraps
