@@ -441,6 +441,14 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		w.Header().Set("Retry-After", retryAfter(d))
 		m.problem(w, http.StatusConflict, "request-in-progress", "A request with this Idempotency-Key is in progress",
 			"The first request with this Idempotency-Key has not finished; retry after the time in Retry-After to get its response.")
+	case errors.Is(err, idem.ErrStoreUnavailable):
+		// The store could not be used before the handler ran (down, or its
+		// schema missing: idem.ErrStoreSchema): nothing was processed.
+		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
+		m.cfg.observe(*ev)
+		w.Header().Set("Retry-After", "1")
+		m.problem(w, http.StatusServiceUnavailable, "store-unavailable", "Idempotency store unavailable",
+			"The idempotency of this request could not be checked, so it was not processed; retry with the same Idempotency-Key.")
 	case ev.Request.Context().Err() != nil && errors.Is(err, ev.Request.Context().Err()):
 		// The client went away while its request waited or claimed
 		// (WithClientCancellation): its own doing, not the store's, and
@@ -448,8 +456,8 @@ func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 		ev.Kind, ev.Err = EventClientGone, err
 		m.cfg.observe(*ev)
 	default:
-		// A store error; a replayed final error other than the ones above
-		// cannot happen (the middleware stores none).
+		// Any other error (none is known: a replayed final error cannot
+		// happen, the middleware stores none) is answered as a store error.
 		ev.Kind, ev.Status, ev.Err = EventStoreError, http.StatusServiceUnavailable, err
 		m.cfg.observe(*ev)
 		w.Header().Set("Retry-After", "1")
