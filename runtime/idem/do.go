@@ -108,7 +108,10 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx)}
+	if c.info != nil {
+		c.info.replayed.Store(false) // this call's answer, not an earlier one's
+	}
 
 	if ex.txStore != nil {
 		claim, txn, err := ex.txStore.ClaimTx(ctx, req, m.Wait)
@@ -203,6 +206,7 @@ type call[T any] struct {
 	fp    Fingerprint
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
+	info  *CallInfo    // WithCallInfo's, or nil
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
@@ -302,15 +306,24 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 			c.emit(EventUndecodable, err)
 			return zero, false, err
 		}
-		c.emit(EventReplayed, nil)
+		c.replayed()
 		return v, false, nil
 	case StatusFailedFinal:
-		c.emit(EventReplayed, nil)
+		c.replayed()
 		return v, false, c.replayedError(rec.Outcome)
 	default:
 		c.emit(EventInProgress, nil)
 		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
 	}
+}
+
+// replayed tells the observer and the caller's CallInfo that the call was
+// answered with a stored outcome.
+func (c *call[T]) replayed() {
+	if c.info != nil {
+		c.info.replayed.Store(true)
+	}
+	c.emit(EventReplayed, nil)
 }
 
 // inProgressText gives the call's key its Text, when it has none, before
