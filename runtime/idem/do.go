@@ -497,7 +497,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 			c.emit(EventLeaseLost, err)
 			return
 		}
-		c.emit(EventStoreError, fmt.Errorf("idem: release key %s: %w", c.key.Hex(), err))
+		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -514,7 +514,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notSto
 	defer cancel()
 	err := c.tryComplete(dctx, token, out, c.ex.attempts)
 	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
-		notStored = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+		notStored = &storeError{key: c.key, call: "complete", err: err}
 		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
 	}
 	switch {
@@ -525,7 +525,7 @@ func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notSto
 		c.emit(EventCompleted, nil)
 		return nil
 	case errors.Is(err, ErrLeaseLost):
-		err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+		err = &storeError{key: c.key, call: "complete", err: err}
 		c.emit(EventLeaseLost, err)
 		return err
 	}
@@ -600,7 +600,7 @@ func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
 	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := txn.Release(dctx); err != nil {
-		c.emit(EventStoreError, fmt.Errorf("idem: rollback key %s: %w", c.key.Hex(), err))
+		c.emit(EventStoreError, &storeError{key: c.key, call: "rollback", err: err})
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -641,13 +641,13 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		case err == nil:
 			c.emit(EventRenewed, nil)
 		case errors.Is(err, ErrLeaseLost):
-			err = fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err)
+			err = &storeError{key: c.key, call: "renew", err: err}
 			c.emit(EventLeaseLost, err)
 			r.lost = err
 			r.cancel(err)
 			return
 		default:
-			c.emit(EventStoreError, fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err))
+			c.emit(EventStoreError, &storeError{key: c.key, call: "renew", err: err})
 		}
 	}
 }
