@@ -149,8 +149,12 @@ func BenchmarkFirstCall(b *testing.B) {
 }
 
 func BenchmarkReplay(b *testing.B) {
-	ex := idem.NewExecutor(memstore.New())
-	ctx := context.Background()
+	benchReplay(b, context.Background(), func() bool { return true })
+}
+
+// benchReplay replays one call b.N times with ctx; ok checks each replay.
+func benchReplay(b *testing.B, ctx context.Context, ok func() bool) {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	o := allocOrders(1)[0]
 	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
 		b.Fatal(err)
@@ -158,7 +162,7 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := place(ctx, ex, &o, "pay", nil); err != nil {
+		if _, err := place(ctx, ex, &o, "pay", nil); err != nil || !ok() {
 			b.Fatal(err)
 		}
 	}
@@ -204,17 +208,6 @@ func TestAllocsCallInfo(t *testing.T) {
 // BenchmarkReplayCallInfo is BenchmarkReplay with a CallInfo read after
 // every call; set beside BenchmarkReplay, it is the CallInfo's cost.
 func BenchmarkReplayCallInfo(b *testing.B) {
-	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx, info := idem.WithCallInfo(context.Background())
-	o := allocOrders(1)[0]
-	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := place(ctx, ex, &o, "pay", nil); err != nil || !info.Replayed() {
-			b.Fatal(err)
-		}
-	}
+	benchReplay(b, ctx, info.Replayed)
 }
