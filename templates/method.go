@@ -70,7 +70,8 @@ func (mg *methodGen) keyText() string {
 //
 //	// idemOrderServicePay is the annotation of (*OrderService).Pay.
 //	var idemOrderServicePay = idem.Method{
-//		Op:    "OrderService.Pay",
+//		Op:    "example.com/shop/orders.OrderService.Pay",
+//		Func:  "example.com/shop/orders.(*OrderService).Pay",
 //		TTL:   155 * time.Second,
 //		Lease: 10 * time.Second,                 // when lease= is given
 //		Wait:  3 * time.Second,                  // inflight=wait:3s
@@ -80,8 +81,11 @@ func (mg *methodGen) keyText() string {
 func (mg *methodGen) descriptor(s *source) {
 	fields := []keyValue{
 		{"Op", strconv.Quote(mg.m.Op)},
-		{"TTL", mg.durationCode(mg.m.TTL)},
 	}
+	if mg.m.FuncName != "" {
+		fields = append(fields, keyValue{"Func", strconv.Quote(mg.m.FuncName)})
+	}
+	fields = append(fields, keyValue{"TTL", mg.durationCode(mg.m.TTL)})
 	if mg.m.Lease > 0 {
 		fields = append(fields, keyValue{"Lease", mg.durationCode(mg.m.Lease)})
 	}

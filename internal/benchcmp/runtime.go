@@ -245,7 +245,7 @@ func (e *Env) memoryGroups(callers int) ([]Group, error) {
 	fsrc := e.fresh("mem-fw")
 	fw := framework(ctx, "wrapper on memstore", nil, fsrc)
 	fw.Prepare = func(n int) error {
-		wrapped = orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+		wrapped = orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 		return fsrc.prepare(n)
 	}
 	fw.Op = func(i int) error {
@@ -270,7 +270,7 @@ func (e *Env) memoryGroups(callers int) ([]Group, error) {
 	first := Group{Name: "memory/first", Callers: callers, Variants: []Variant{fw, floor, direct}}
 
 	ros := e.fixed("mem", 256)
-	rsvc := orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+	rsvc := orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	rfw, err := replayFramework(ctx, "wrapper on memstore", rsvc, ros)
 	if err != nil {
 		return nil, err
@@ -343,7 +343,7 @@ WHERE key = $1::bytea AND token = $2::bigint AND status = 1 AND expires_at > sta
 // autocommitted: three round trips, three commits.
 func (e *Env) pgLeaseFloor(ctx context.Context, svc *orders.Service, o *orders.Order) error {
 	key, tok := floorKey(o), newToken()
-	tag, err := e.Pool.Exec(ctx, leaseFloorClaimSQL, "", "Service.Place", key, o.ID+"|"+op, zeroFP[:], tok,
+	tag, err := e.Pool.Exec(ctx, leaseFloorClaimSQL, "", floorOp, key, o.ID+"|"+op, zeroFP[:], tok,
 		leaseFloorLease.Microseconds(), leaseFloorTTL.Microseconds())
 	if err != nil {
 		return err
@@ -370,6 +370,11 @@ func (e *Env) pgLeaseFloor(ctx context.Context, svc *orders.Service, o *orders.O
 	return nil
 }
 
+// floorOp is the operation name the floors store: the wrapper's, the
+// generator's default for orders.(*Service).Place (its package's import
+// path, the type and the method), so that both write the same bytes.
+const floorOp = "github.com/idemgen/idemgen/internal/benchcmp/orders.Service.Place"
+
 func floorKey(o *orders.Order) []byte {
 	k := sha256.Sum256([]byte(o.ID + "|" + op))
 	return k[:]
@@ -386,7 +391,7 @@ func (e *Env) pgTxFloor(ctx context.Context, svc *orders.Service, o *orders.Orde
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	key, tok := floorKey(o), newToken()
-	tag, err := tx.Exec(ctx, floorClaimSQL, "", "Service.Place", key, zeroFP[:], tok)
+	tag, err := tx.Exec(ctx, floorClaimSQL, "", floorOp, key, zeroFP[:], tok)
 	if err != nil {
 		return err
 	}
@@ -427,7 +432,7 @@ func (e *Env) pgPipelinedFloor(ctx context.Context, svc *orders.Service, o *orde
 	claimed := false
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(floorClaimSQL, "", "Service.Place", key, zeroFP[:], tok).Exec(func(ct pgconn.CommandTag) error {
+	b.Queue(floorClaimSQL, "", floorOp, key, zeroFP[:], tok).Exec(func(ct pgconn.CommandTag) error {
 		claimed = ct.RowsAffected() == 1
 		return nil
 	})
@@ -494,7 +499,7 @@ func (e *Env) pgGroups(callers int) ([]Group, error) {
 	}
 	var gs []Group
 	for _, st := range stores {
-		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store))
+		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store, idem.SingleTenant()))
 		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
 		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
 		if st.lease {
@@ -629,7 +634,7 @@ func (e *Env) redisGroups(callers int) ([]Group, error) {
 	ctx := e.Ctx
 	svc := &orders.Service{}
 	counters := []Counter{{Name: "redis", Load: e.RR.Load}}
-	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(redisstore.New(e.Redis, redisstore.WithPrefix("bench:"))))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(redisstore.New(e.Redis, redisstore.WithPrefix("bench:")), idem.SingleTenant()))
 	fsrc, bsrc := e.fresh("redis-fw"), e.fresh("redis-floor")
 	first := Group{Name: "redis/first", Callers: callers, Counters: counters, Variants: []Variant{
 		framework(ctx, "wrapper", wsvc, fsrc),
@@ -665,9 +670,9 @@ func (e *Env) tieredGroups(callers int) ([]Group, error) {
 	svc := &orders.Service{Pool: e.Pool}
 	counters := []Counter{{Name: "redis", Load: e.RR.Load}, {Name: "pg", Load: e.PG.Load}}
 	st := tiered.NewTx(redisstore.New(e.Redis, redisstore.WithPrefix("bench-t:")), pgstore.NewTx(e.Pool, pgstore.WithTable(tableTiered)))
-	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st, idem.SingleTenant()))
 	lst := tiered.New(redisstore.New(e.Redis, redisstore.WithPrefix("bench-tl:")), pgstore.New(e.Pool, pgstore.WithTable(tableTieredLease)))
-	lsvc := orders.NewIdempotentService(svc, idem.NewExecutor(lst))
+	lsvc := orders.NewIdempotentService(svc, idem.NewExecutor(lst, idem.SingleTenant()))
 	fsrc, bsrc, lfsrc, lbsrc := e.fresh("tiered-fw"), e.fresh("tiered-floor"), e.fresh("tiered-lease-fw"), e.fresh("tiered-lease-floor")
 	first := Group{Name: "tiered/first", Callers: callers, Counters: counters, Variants: []Variant{
 		framework(ctx, "wrapper", wsvc, fsrc),

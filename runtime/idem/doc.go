@@ -13,8 +13,13 @@
 //	//idem:key=order.ID+op ttl=155s
 //	func (s *OrderService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error)
 //
-//	svc := NewIdempotentOrderService(&OrderService{db}, idem.NewExecutor(pgstore.New(pool)))
+//	ex := idem.NewExecutor(pgstore.New(pool), idem.WithTenant(auth.Subject))
+//	svc := NewIdempotentOrderService(&OrderService{db}, ex)
 //	rcpt, err := svc.Pay(ctx, order, "pay") // a retry with the same key replays rcpt
+//
+// The tenancy is chosen where the executor is built: [WithTenant] scopes
+// records by the caller, [SingleTenant] puts every caller in one key space;
+// [NewExecutor] panics without exactly one of them.
 //
 // The stores are runtime/memstore (one process), runtime/pgstore,
 // runtime/redisstore, runtime/tiered (Redis in front of PostgreSQL) and
@@ -87,8 +92,10 @@
 //     fingerprint was computed by another release is replayed, not refused.
 //
 // Misuse fails early and names its cause: Do returns [ErrMisconfigured] for
-// invalid Method values and [ErrTooLarge] for a tenant or operation name
-// over the store limits, before anything is claimed.
+// invalid Method values, and for a second method (another [Method.Func])
+// under an operation name the executor has run, whose records would answer
+// the first one's calls; and [ErrTooLarge] for a tenant or operation name
+// over the store limits; all before anything is claimed.
 //
 // Errors and the default log ([LogEvents]) name a key by its hex ID
 // ([Key.Hex]), never by the caller's key text or tenant, which may carry

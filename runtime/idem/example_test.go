@@ -34,7 +34,7 @@ func charge(ctx context.Context, ex *idem.Executor, orderID string, cents int64,
 
 // Do runs a call at most once per key; a retry gets the stored result.
 func ExampleDo() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	charges := 0
 	pay := func() (string, error) { charges++; return fmt.Sprintf("receipt-%d", charges), nil }
@@ -51,7 +51,7 @@ func ExampleDo() {
 
 // A final error is stored and replayed; errors.Is still matches the sentinel.
 func ExampleDo_finalError() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	decline := func() (string, error) { return "", fmt.Errorf("charge order-2: %w", errDeclined) }
 	_, err1 := charge(ctx, ex, "order-2", 100, decline)
@@ -79,7 +79,7 @@ func ExampleDerive() {
 func ExampleWithObserver() {
 	ex := idem.NewExecutor(memstore.New(), idem.WithObserver(func(ev idem.Event) {
 		fmt.Println(ev.Kind, ev.Key.Op, ev.Key.Text)
-	}))
+	}), idem.SingleTenant())
 	pay := func() (string, error) { return "ok", nil }
 	_, _ = charge(context.Background(), ex, "order-3", 1, pay)
 	_, _ = charge(context.Background(), ex, "order-3", 1, pay)
@@ -93,7 +93,7 @@ func ExampleWithObserver() {
 // to the first caller; retries get ErrOutcomeNotStored instead of running
 // the method a second time.
 func ExampleErrOutcomeNotStored() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "Probes.Read", TTL: time.Hour}
 	reads := 0
 	read := func(ctx context.Context) (float64, error) {
@@ -116,7 +116,7 @@ func ExampleErrOutcomeNotStored() {
 // names it.
 func ExampleNewExecutor_invalidOption() {
 	defer func() { fmt.Println(recover()) }()
-	idem.NewExecutor(memstore.New(), idem.WithLease(0))
+	idem.NewExecutor(memstore.New(), idem.WithLease(0), idem.SingleTenant())
 	// Output: idem: WithLease(0s): lease must be > 0
 }
 
@@ -125,7 +125,7 @@ func ExampleNewExecutor_invalidOption() {
 // call and the retry) is replayed; with the same scheme, another
 // fingerprint is another payload.
 func ExampleMethod_scheme() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	pay := func(scheme uint32, fingerprint string) (string, error) {
 		m := &idem.Method{Op: "Payments.Charge", TTL: time.Hour, Scheme: scheme}
 		var k idem.KeyParts
@@ -186,4 +186,30 @@ func (downStore) Claim(context.Context, idem.ClaimRequest) (idem.Claim, error) {
 
 func (downStore) Release(context.Context, idem.Key, idem.Token) error {
 	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+// Method.Func names the wrapped method. Two methods under one operation
+// name would answer each other's calls with their stored outcomes, so an
+// executor refuses a second Func under an op it has run, before anything
+// is claimed; op= in the annotation gives one of them its own name.
+func ExampleMethod_func() {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	capture := func(m *idem.Method) (string, error) {
+		var k idem.KeyParts
+		k.String("orderID", "ord-42")
+		var h idem.Hasher
+		h.String("ord-42")
+		return idem.Do(context.Background(), ex, m, &k, &h, func(context.Context) (string, error) { return "captured by " + m.Func, nil })
+	}
+	payments := &idem.Method{Op: "Service.Capture", Func: "example.com/shop/payments.(*Service).Capture", TTL: time.Hour}
+	shipping := &idem.Method{Op: "Service.Capture", Func: "example.com/shop/shipping.(*Service).Capture", TTL: time.Hour}
+	fmt.Println(capture(payments))
+	_, err := capture(shipping)
+	fmt.Println(errors.Is(err, idem.ErrMisconfigured))
+	shipping.Op = "example.com/shop/shipping.Service.Capture"
+	fmt.Println(capture(shipping))
+	// Output:
+	// captured by example.com/shop/payments.(*Service).Capture <nil>
+	// true
+	// captured by example.com/shop/shipping.(*Service).Capture <nil>
 }

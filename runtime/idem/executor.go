@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -21,8 +22,19 @@ const GeneratedCodeVersion1 = true
 // Method describes one idempotent operation: what the annotation of a method
 // says, as the generator emits it. Hand-written callers fill it in directly.
 type Method struct {
-	// Op names the operation in the record key (Type.Method by default).
+	// Op names the operation in the record key. The generator's default is
+	// the method qualified by its package's import path
+	// (example.com/shop/payments.Service.Capture); op= in the annotation
+	// pins another. Two methods under one Op would share records, so an
+	// Executor refuses a second Func under an Op it has run.
 	Op string
+	// Func is the fully qualified name of the wrapped method, e.g.
+	// example.com/shop/payments.(*Service).Capture. Generated code sets
+	// it; it is empty for hand-written callers, which are not checked. An
+	// Executor that has run a Method with one non-empty Func under an Op
+	// refuses another non-empty Func under that Op (ErrMisconfigured),
+	// before anything is claimed.
+	Func string
 	// TTL is how long the outcome is kept and replayed. Required.
 	TTL time.Duration
 	// Lease is how long a claim holds before it may be taken over; 0 uses
@@ -79,6 +91,9 @@ type Executor struct {
 	bad      string  // the first invalid option, for NewExecutor's panic
 	tenancy  bool    // WithTenant or SingleTenant was given
 	single   bool    // SingleTenant was given
+	// ops maps each Op run with a non-empty Func to the first *Method
+	// that ran it (checkOp).
+	ops sync.Map
 }
 
 // invalid records the first invalid option.
@@ -240,9 +255,15 @@ func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 // NewExecutor returns an Executor on store. If store implements TxStore, the
 // claim, the method and the outcome run in one store transaction.
 //
-// NewExecutor panics if store is nil or an option is invalid (a lease or
-// timeout that is not positive, a nil tenant function, codec or clock,
-// renewal on a store that cannot renew), with a message naming the option,
+// The tenancy must be chosen: exactly one of WithTenant (records scoped by
+// the caller) and SingleTenant (one key space for every caller). Without a
+// choice a multi-tenant service would answer tenant B's order 1 with tenant
+// A's stored outcome, so NewExecutor refuses to guess.
+//
+// NewExecutor panics if store is nil, no tenancy or both were chosen, or an
+// option is invalid (a lease or timeout that is not positive, a nil tenant
+// function, codec or clock, renewal on a store that cannot renew), with a
+// message naming the option,
 // as http.ServeMux panics on an invalid pattern: such a mistake is in the
 // program, not in a request, and must not surface as a store error on
 // every call.
@@ -253,7 +274,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	e := &Executor{
 		store:    store,
 		lease:    DefaultLease,
-		tenant:   func(context.Context) string { return "" },
+		tenant:   func(context.Context) string { return "" }, // SingleTenant
 		codec:    JSONCodec{},
 		clock:    SystemClock{},
 		attempts: 3,
@@ -268,6 +289,11 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	e.renewer, _ = store.(Renewer)
 	for _, o := range opts {
 		o(e)
+	}
+	if !e.tenancy {
+		e.invalid("NewExecutor: no tenancy chosen: pass WithTenant(f) to scope records by the caller f " +
+			"names, or SingleTenant() if every caller may be answered with another caller's stored " +
+			"outcome when it sends that caller's key")
 	}
 	if e.renew && e.renewer == nil && e.txStore == nil {
 		e.invalid("WithRenewal(true): the store (%T) does not implement idem.Renewer", store)

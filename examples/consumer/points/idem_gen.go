@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 // idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
 // the runtime.
 var idemServiceHandleShipment = idem.Method{
-	Op:     "Service.HandleShipment",
+	Op:     "github.com/idemgen/idemgen/examples/consumer/points.Service.HandleShipment",
+	Func:   "github.com/idemgen/idemgen/examples/consumer/points.(*Service).HandleShipment",
 	TTL:    345760 * time.Second,
 	Scheme: 0x143a6e72,
 }

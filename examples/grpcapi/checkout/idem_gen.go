@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 // idemServicePlaceOrder is the annotation of (*Service).PlaceOrder, for the
 // runtime.
 var idemServicePlaceOrder = idem.Method{
-	Op:     "Service.PlaceOrder",
+	Op:     "github.com/idemgen/idemgen/examples/grpcapi/checkout.Service.PlaceOrder",
+	Func:   "github.com/idemgen/idemgen/examples/grpcapi/checkout.(*Service).PlaceOrder",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1a20107a,
 }

@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:    "Service.Pay",
+	Op:    "github.com/idemgen/idemgen/examples/orders/billing.Service.Pay",
+	Func:  "github.com/idemgen/idemgen/examples/orders/billing.(*Service).Pay",
 	TTL:   155 * time.Second,
 	Lease: time.Second,
 	Wait:  3 * time.Second,
@@ -83,7 +84,8 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 
 // idemServiceRefund is the annotation of (*Service).Refund, for the runtime.
 var idemServiceRefund = idem.Method{
-	Op:    "Service.Refund",
+	Op:    "github.com/idemgen/idemgen/examples/orders/billing.Service.Refund",
+	Func:  "github.com/idemgen/idemgen/examples/orders/billing.(*Service).Refund",
 	TTL:   155 * time.Second,
 	Lease: time.Second,
 	Final: []idem.FinalError{
@@ -124,7 +126,8 @@ func (w *IdempotentService) Refund(ctx context.Context, req RefundRequest) (*Ref
 // idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
 // the runtime.
 var idemServiceHandleShipment = idem.Method{
-	Op:    "Service.HandleShipment",
+	Op:    "github.com/idemgen/idemgen/examples/orders/billing.Service.HandleShipment",
+	Func:  "github.com/idemgen/idemgen/examples/orders/billing.(*Service).HandleShipment",
 	TTL:   168 * time.Hour,
 	Lease: time.Second,
 	Sentinels: []idem.FinalError{

@@ -34,7 +34,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePlace is the annotation of (*Service).Place, for the runtime.
 var idemServicePlace = idem.Method{
-	Op:     "Service.Place",
+	Op:     "github.com/idemgen/idemgen/internal/benchcmp/orders.Service.Place",
+	Func:   "github.com/idemgen/idemgen/internal/benchcmp/orders.(*Service).Place",
 	TTL:    5 * time.Minute,
 	Lease:  30 * time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},

@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:     "Service.Pay",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Pay",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Pay",
 	TTL:    time.Hour,
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
@@ -63,7 +64,8 @@ func (w *IdempotentService) Pay(ctx context.Context, req Request) (*Result, erro
 
 // idemServiceBrief is the annotation of (*Service).Brief, for the runtime.
 var idemServiceBrief = idem.Method{
-	Op:     "Service.Brief",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Brief",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Brief",
 	TTL:    3 * time.Second,
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
@@ -91,7 +93,8 @@ func (w *IdempotentService) Brief(ctx context.Context, req Request) (*Result, er
 
 // idemServiceAwait is the annotation of (*Service).Await, for the runtime.
 var idemServiceAwait = idem.Method{
-	Op:     "Service.Await",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Await",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Await",
 	TTL:    time.Hour,
 	Lease:  time.Second,
 	Wait:   2 * time.Second,

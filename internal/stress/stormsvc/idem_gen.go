@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:    "Service.Pay",
+	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.Pay",
+	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).Pay",
 	TTL:   155 * time.Second,
 	Lease: time.Second,
 	Wait:  3 * time.Second,
@@ -84,7 +85,8 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 // idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
 // the runtime.
 var idemServiceHandleShipment = idem.Method{
-	Op:    "Service.HandleShipment",
+	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.HandleShipment",
+	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).HandleShipment",
 	TTL:   168 * time.Hour,
 	Lease: time.Second,
 	Sentinels: []idem.FinalError{

@@ -35,7 +35,8 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:     "Refunds.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/BudgetTTL.(*Refunds).Refund",
 	TTL:    155 * time.Second,
 	Wait:   3 * time.Second,
 	Scheme: 0xced268bc,
@@ -65,7 +66,8 @@ func (w *IdempotentRefunds) Refund(ctx context.Context, req RefundRequest) (int,
 
 // idemRefundsVoid is the annotation of (*Refunds).Void, for the runtime.
 var idemRefundsVoid = idem.Method{
-	Op:     "Refunds.Void",
+	Op:     "github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Void",
+	Func:   "github.com/idemgen/idemgen/testdata/BudgetTTL.(*Refunds).Void",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
 }

@@ -37,7 +37,8 @@ func NewIdempotentOrderService(next *OrderService, ex *idem.Executor) *Idempoten
 // idemOrderServicePay is the annotation of (*OrderService).Pay, for the
 // runtime.
 var idemOrderServicePay = idem.Method{
-	Op:     "OrderService.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Pay",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
 }

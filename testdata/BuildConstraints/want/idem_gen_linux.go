@@ -17,7 +17,8 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceClose is the annotation of (*OrderService).Close, for the
 // runtime.
 var idemOrderServiceClose = idem.Method{
-	Op:     "OrderService.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0xcdb5d906,
 }
@@ -43,7 +44,8 @@ func (w *IdempotentOrderService) Close(ctx context.Context, h Handle) (int, erro
 // idemOrderServiceShip is the annotation of (*OrderService).Ship, for the
 // runtime.
 var idemOrderServiceShip = idem.Method{
-	Op:     "OrderService.Ship",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Ship",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
 }
@@ -88,7 +90,8 @@ func NewIdempotentNotifier(next *Notifier, ex *idem.Executor) *IdempotentNotifie
 
 // idemNotifierNotify is the annotation of (*Notifier).Notify, for the runtime.
 var idemNotifierNotify = idem.Method{
-	Op:     "Notifier.Notify",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.Notifier.Notify",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*Notifier).Notify",
 	TTL:    10 * time.Minute,
 	Scheme: 0x1bc5ca90,
 }

@@ -17,7 +17,8 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceClose2 is the annotation of (*OrderService).Close, for the
 // runtime.
 var idemOrderServiceClose2 = idem.Method{
-	Op:     "OrderService.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
 }

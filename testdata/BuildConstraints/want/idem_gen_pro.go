@@ -17,7 +17,8 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceUpgrade is the annotation of (*OrderService).Upgrade, for the
 // runtime.
 var idemOrderServiceUpgrade = idem.Method{
-	Op:     "OrderService.Upgrade",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Upgrade",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Upgrade",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
 }

@@ -34,7 +34,8 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:     "Svc.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/ByteKeys.Svc.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/ByteKeys.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x1907bdb8,
 }

@@ -34,7 +34,8 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcRoute is the annotation of (*Svc).Route, for the runtime.
 var idemSvcRoute = idem.Method{
-	Op:     "Svc.Route",
+	Op:     "github.com/idemgen/idemgen/testdata/ChanTypes.Svc.Route",
+	Func:   "github.com/idemgen/idemgen/testdata/ChanTypes.(*Svc).Route",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
 }

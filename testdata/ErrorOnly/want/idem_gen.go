@@ -35,7 +35,8 @@ func NewIdempotentShipper(next *Shipper, ex *idem.Executor) *IdempotentShipper {
 
 // idemShipperShip is the annotation of (*Shipper).Ship, for the runtime.
 var idemShipperShip = idem.Method{
-	Op:     "Shipper.Ship",
+	Op:     "github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Ship",
+	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xef77142c,
 }
@@ -61,7 +62,8 @@ func (w *IdempotentShipper) Ship(ctx context.Context, orderID int64) error {
 
 // idemShipperCancel is the annotation of (*Shipper).Cancel, for the runtime.
 var idemShipperCancel = idem.Method{
-	Op:     "Shipper.Cancel",
+	Op:     "github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Cancel",
+	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Cancel",
 	TTL:    time.Hour,
 	Scheme: 0x96a7ab9a,
 }

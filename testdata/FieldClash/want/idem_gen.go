@@ -34,7 +34,8 @@ func NewIdempotentExchange(next *Exchange, ex *idem.Executor) *IdempotentExchang
 
 // idemExchangeFill is the annotation of (*Exchange).Fill, for the runtime.
 var idemExchangeFill = idem.Method{
-	Op:     "Exchange.Fill",
+	Op:     "github.com/idemgen/idemgen/testdata/FieldClash.Exchange.Fill",
+	Func:   "github.com/idemgen/idemgen/testdata/FieldClash.(*Exchange).Fill",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
 }

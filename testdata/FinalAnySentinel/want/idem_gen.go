@@ -34,7 +34,8 @@ func NewIdempotentShop(next *Shop, ex *idem.Executor) *IdempotentShop {
 
 // idemShopCheckout is the annotation of (*Shop).Checkout, for the runtime.
 var idemShopCheckout = idem.Method{
-	Op:    "Shop.Checkout",
+	Op:    "github.com/idemgen/idemgen/testdata/FinalAnySentinel.Shop.Checkout",
+	Func:  "github.com/idemgen/idemgen/testdata/FinalAnySentinel.(*Shop).Checkout",
 	TTL:   time.Hour,
 	Final: []idem.FinalError{{Name: "ErrFraud", Err: ErrFraud}},
 	Sentinels: []idem.FinalError{

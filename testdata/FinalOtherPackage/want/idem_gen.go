@@ -35,8 +35,9 @@ func NewIdempotentCheckout(next *Checkout, ex *idem.Executor) *IdempotentCheckou
 
 // idemCheckoutPay is the annotation of (*Checkout).Pay, for the runtime.
 var idemCheckoutPay = idem.Method{
-	Op:  "Checkout.Pay",
-	TTL: time.Hour,
+	Op:   "github.com/idemgen/idemgen/testdata/FinalOtherPackage.Checkout.Pay",
+	Func: "github.com/idemgen/idemgen/testdata/FinalOtherPackage.(*Checkout).Pay",
+	TTL:  time.Hour,
 	Final: []idem.FinalError{
 		{Name: "payments.ErrDeclined", Err: payments.ErrDeclined},
 		{Name: "payments.ErrFraud", Err: payments.ErrFraud},

@@ -34,8 +34,9 @@ func NewIdempotentBank(next *Bank, ex *idem.Executor) *IdempotentBank {
 
 // idemBankDebit is the annotation of (*Bank).Debit, for the runtime.
 var idemBankDebit = idem.Method{
-	Op:  "Bank.Debit",
-	TTL: 24 * time.Hour,
+	Op:   "github.com/idemgen/idemgen/testdata/FinalSentinels.Bank.Debit",
+	Func: "github.com/idemgen/idemgen/testdata/FinalSentinels.(*Bank).Debit",
+	TTL:  24 * time.Hour,
 	Final: []idem.FinalError{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},

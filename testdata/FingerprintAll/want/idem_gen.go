@@ -34,7 +34,8 @@ func NewIdempotentBank(next *Bank, ex *idem.Executor) *IdempotentBank {
 
 // idemBankRoute is the annotation of (*Bank).Route, for the runtime.
 var idemBankRoute = idem.Method{
-	Op:     "Bank.Route",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Route",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Route",
 	TTL:    time.Hour,
 	Scheme: 0x483bfbf6,
 }
@@ -60,7 +61,8 @@ func (w *IdempotentBank) Route(ctx context.Context, id string, gw Gateway) (stri
 
 // idemBankSend is the annotation of (*Bank).Send, for the runtime.
 var idemBankSend = idem.Method{
-	Op:     "Bank.Send",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Send",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Send",
 	TTL:    time.Hour,
 	Scheme: 0xf6a95a9a,
 }
@@ -88,7 +90,8 @@ func (w *IdempotentBank) Send(ctx context.Context, t Transfer) (string, error) {
 
 // idemBankSendAll is the annotation of (*Bank).SendAll, for the runtime.
 var idemBankSendAll = idem.Method{
-	Op:     "Bank.SendAll",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.SendAll",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).SendAll",
 	TTL:    time.Hour,
 	Scheme: 0xd37080ac,
 }

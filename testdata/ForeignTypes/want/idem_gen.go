@@ -36,7 +36,8 @@ func NewIdempotentQuotes(next *Quotes, ex *idem.Executor) *IdempotentQuotes {
 
 // idemQuotesQuote is the annotation of (*Quotes).Quote, for the runtime.
 var idemQuotesQuote = idem.Method{
-	Op:     "Quotes.Quote",
+	Op:     "github.com/idemgen/idemgen/testdata/ForeignTypes.Quotes.Quote",
+	Func:   "github.com/idemgen/idemgen/testdata/ForeignTypes.(*Quotes).Quote",
 	TTL:    time.Hour,
 	Scheme: 0x545c6ec1,
 }

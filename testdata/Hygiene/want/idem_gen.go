@@ -34,7 +34,8 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcPay is the annotation of (*Svc).Pay, for the runtime.
 var idemSvcPay = idem.Method{
-	Op:     "Svc.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Pay",
 	TTL:    time.Minute,
 	Scheme: 0xe2e09a86,
 }
@@ -78,7 +79,8 @@ func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, string
 
 // idemSvcLen is the annotation of (*Svc).Len, for the runtime.
 var idemSvcLen = idem.Method{
-	Op:     "Svc.Len",
+	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Len",
+	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Len",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
 }

@@ -35,7 +35,8 @@ func NewIdempotentDesk(next *Desk, ex *idemrt.Executor) *IdempotentDesk {
 
 // idemDeskOpen is the annotation of (*Desk).Open, for the runtime.
 var idemDeskOpen = idemrt.Method{
-	Op:     "Desk.Open",
+	Op:     "github.com/idemgen/idemgen/testdata/ImportClash.Desk.Open",
+	Func:   "github.com/idemgen/idemgen/testdata/ImportClash.(*Desk).Open",
 	TTL:    2 * time2.Hour,
 	Scheme: 0xff1cbfb6,
 }

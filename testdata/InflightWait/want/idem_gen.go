@@ -35,7 +35,8 @@ func NewIdempotentExporter(next *Exporter, ex *idem.Executor) *IdempotentExporte
 
 // idemExporterExport is the annotation of (*Exporter).Export, for the runtime.
 var idemExporterExport = idem.Method{
-	Op:     "Exporter.Export",
+	Op:     "github.com/idemgen/idemgen/testdata/InflightWait.Exporter.Export",
+	Func:   "github.com/idemgen/idemgen/testdata/InflightWait.(*Exporter).Export",
 	TTL:    time.Hour,
 	Lease:  time.Minute,
 	Scheme: 0x1bc5ca90,
@@ -62,7 +63,8 @@ func (w *IdempotentExporter) Export(ctx context.Context, name string) (string, e
 // idemExporterExportWait is the annotation of (*Exporter).ExportWait, for the
 // runtime.
 var idemExporterExportWait = idem.Method{
-	Op:     "Exporter.ExportWait",
+	Op:     "github.com/idemgen/idemgen/testdata/InflightWait.Exporter.ExportWait",
+	Func:   "github.com/idemgen/idemgen/testdata/InflightWait.(*Exporter).ExportWait",
 	TTL:    time.Hour,
 	Lease:  time.Minute,
 	Wait:   time.Minute,

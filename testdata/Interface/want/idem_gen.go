@@ -37,7 +37,8 @@ func NewIdempotentMailer(next Mailer, ex *idem.Executor) *IdempotentMailer {
 
 // idemMailerSend is the annotation of Mailer.Send, for the runtime.
 var idemMailerSend = idem.Method{
-	Op:     "Mailer.Send",
+	Op:     "github.com/idemgen/idemgen/testdata/Interface.Mailer.Send",
+	Func:   "github.com/idemgen/idemgen/testdata/Interface.Mailer.Send",
 	TTL:    24 * time.Hour,
 	Scheme: 0x499ee258,
 }

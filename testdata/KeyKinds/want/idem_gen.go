@@ -34,7 +34,8 @@ func NewIdempotentScheduler(next *Scheduler, ex *idem.Executor) *IdempotentSched
 
 // idemSchedulerRun is the annotation of (*Scheduler).Run, for the runtime.
 var idemSchedulerRun = idem.Method{
-	Op:     "Scheduler.Run",
+	Op:     "github.com/idemgen/idemgen/testdata/KeyKinds.Scheduler.Run",
+	Func:   "github.com/idemgen/idemgen/testdata/KeyKinds.(*Scheduler).Run",
 	TTL:    time.Hour,
 	Scheme: 0xc24f17cb,
 }

@@ -34,7 +34,8 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:     "Refunds.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/LiteralKey.Refunds.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/LiteralKey.(*Refunds).Refund",
 	TTL:    72 * time.Hour,
 	Scheme: 0x143a6e72,
 }

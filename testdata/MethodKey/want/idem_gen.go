@@ -35,7 +35,8 @@ func NewIdempotentConsumer(next *Consumer, ex *idem.Executor) *IdempotentConsume
 
 // idemConsumerHandle is the annotation of (*Consumer).Handle, for the runtime.
 var idemConsumerHandle = idem.Method{
-	Op:     "Consumer.Handle",
+	Op:     "github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle",
+	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Handle",
 	TTL:    168 * time.Hour,
 	Scheme: 0x97afcbf8,
 }
@@ -64,7 +65,8 @@ func (w *IdempotentConsumer) Handle(ctx context.Context, m Message) (int, error)
 
 // idemConsumerAck is the annotation of (*Consumer).Ack, for the runtime.
 var idemConsumerAck = idem.Method{
-	Op:     "Consumer.Ack",
+	Op:     "github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Ack",
+	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Ack",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
 }

@@ -34,7 +34,8 @@ func NewIdempotentOrders(next *Orders, ex *idem.Executor) *IdempotentOrders {
 
 // idemOrdersCreate is the annotation of (*Orders).Create, for the runtime.
 var idemOrdersCreate = idem.Method{
-	Op:     "Orders.Create",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Orders.Create",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Orders).Create",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
 }
@@ -78,7 +79,8 @@ func NewIdempotentPayments(next *Payments, ex *idem.Executor) *IdempotentPayment
 
 // idemPaymentsCharge is the annotation of (*Payments).Charge, for the runtime.
 var idemPaymentsCharge = idem.Method{
-	Op:     "Payments.Charge",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Charge",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Charge",
 	TTL:    time.Hour,
 	Scheme: 0xd127592c,
 }
@@ -104,7 +106,8 @@ func (w *IdempotentPayments) Charge(ctx context.Context, orderID string, cents i
 
 // idemPaymentsRefund is the annotation of (*Payments).Refund, for the runtime.
 var idemPaymentsRefund = idem.Method{
-	Op:     "Payments.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Refund",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
 }

@@ -34,7 +34,8 @@ func NewIdempotentBilling(next *Billing, ex *idem.Executor) *IdempotentBilling {
 
 // idemBillingInvoice is the annotation of (*Billing).Invoice, for the runtime.
 var idemBillingInvoice = idem.Method{
-	Op:     "Billing.Invoice",
+	Op:     "github.com/idemgen/idemgen/testdata/NestedPath.Billing.Invoice",
+	Func:   "github.com/idemgen/idemgen/testdata/NestedPath.(*Billing).Invoice",
 	TTL:    30 * time.Minute,
 	Scheme: 0x13f50c90,
 }

@@ -34,7 +34,8 @@ func NewIdempotentWeird(next *Weird, ex *idem.Executor) *IdempotentWeird {
 
 // idemWeirdDo is the annotation of (*Weird).Do, for the runtime.
 var idemWeirdDo = idem.Method{
-	Op:     "Weird.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/ParamNames.Weird.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Do",
 	TTL:    time.Minute,
 	Scheme: 0x863983f7,
 }
@@ -76,7 +77,8 @@ func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex s
 
 // idemWeirdDrop is the annotation of (*Weird).Drop, for the runtime.
 var idemWeirdDrop = idem.Method{
-	Op:     "Weird.Drop",
+	Op:     "github.com/idemgen/idemgen/testdata/ParamNames.Weird.Drop",
+	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Drop",
 	TTL:    time.Minute,
 	Scheme: 0xd127592c,
 }

@@ -35,7 +35,8 @@ func NewIdempotentOrderService(next *OrderService, ex *idem.Executor) *Idempoten
 // idemOrderServicePay is the annotation of (*OrderService).Pay, for the
 // runtime.
 var idemOrderServicePay = idem.Method{
-	Op:     "OrderService.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/PointerReceiver.OrderService.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/PointerReceiver.(*OrderService).Pay",
 	TTL:    155 * time.Second,
 	Scheme: 0x8c6b4c68,
 }

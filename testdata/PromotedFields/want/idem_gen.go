@@ -35,7 +35,8 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:     "Svc.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x947dde9b,
 }
@@ -71,7 +72,8 @@ func (w *IdempotentSvc) Do(ctx context.Context, req *dep.Req) (int, error) {
 
 // idemSvcVal is the annotation of (*Svc).Val, for the runtime.
 var idemSvcVal = idem.Method{
-	Op:     "Svc.Val",
+	Op:     "github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Val",
+	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Val",
 	TTL:    time.Minute,
 	Scheme: 0xa8cbae23,
 }

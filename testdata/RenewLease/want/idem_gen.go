@@ -35,7 +35,8 @@ func NewIdempotentExporter(next *Exporter, ex *idem.Executor) *IdempotentExporte
 
 // idemExporterExport is the annotation of (*Exporter).Export, for the runtime.
 var idemExporterExport = idem.Method{
-	Op:     "Exporter.Export",
+	Op:     "github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Export",
+	Func:   "github.com/idemgen/idemgen/testdata/RenewLease.(*Exporter).Export",
 	TTL:    time.Hour,
 	Lease:  30 * time.Second,
 	Renew:  true,
@@ -62,7 +63,8 @@ func (w *IdempotentExporter) Export(ctx context.Context, name string) (string, e
 
 // idemExporterPing is the annotation of (*Exporter).Ping, for the runtime.
 var idemExporterPing = idem.Method{
-	Op:     "Exporter.Ping",
+	Op:     "github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Ping",
+	Func:   "github.com/idemgen/idemgen/testdata/RenewLease.(*Exporter).Ping",
 	TTL:    time.Hour,
 	Lease:  30 * time.Second,
 	Scheme: 0x1bc5ca90,

@@ -35,7 +35,8 @@ func NewIdempotentPay(next *Pay, ex *idem.Executor) *IdempotentPay {
 
 // idemPayPay is the annotation of (*Pay).Pay, for the runtime.
 var idemPayPay = idem.Method{
-	Op:     "Pay.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Pay.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.(*Pay).Pay",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
 }
@@ -92,7 +93,8 @@ func NewIdempotentStore(next Store, ex *idem.Executor) *IdempotentStore {
 
 // idemStoreStore is the annotation of Store.Store, for the runtime.
 var idemStoreStore = idem.Method{
-	Op:     "Store.Store",
+	Op:     "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store",
+	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
 }

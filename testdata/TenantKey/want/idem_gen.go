@@ -34,7 +34,8 @@ func NewIdempotentInvoices(next *Invoices, ex *idem.Executor) *IdempotentInvoice
 
 // idemInvoicesIssue is the annotation of (*Invoices).Issue, for the runtime.
 var idemInvoicesIssue = idem.Method{
-	Op:     "Invoices.Issue",
+	Op:     "github.com/idemgen/idemgen/testdata/TenantKey.Invoices.Issue",
+	Func:   "github.com/idemgen/idemgen/testdata/TenantKey.(*Invoices).Issue",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
 }

@@ -36,6 +36,7 @@ func NewIdempotentAccounts(next *Accounts, ex *idem.Executor) *IdempotentAccount
 // idemAccountsOpen is the annotation of (*Accounts).Open, for the runtime.
 var idemAccountsOpen = idem.Method{
 	Op:     "accounts.open",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Open",
 	TTL:    48 * time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
@@ -63,7 +64,8 @@ func (w *IdempotentAccounts) Open(ctx context.Context, req Request) (string, err
 
 // idemAccountsClose is the annotation of (*Accounts).Close, for the runtime.
 var idemAccountsClose = idem.Method{
-	Op:     "Accounts.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Close",
 	TTL:    15 * time.Minute,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
@@ -91,7 +93,8 @@ func (w *IdempotentAccounts) Close(ctx context.Context, req Request) (string, er
 
 // idemAccountsVerify is the annotation of (*Accounts).Verify, for the runtime.
 var idemAccountsVerify = idem.Method{
-	Op:     "Accounts.Verify",
+	Op:     "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Verify",
 	TTL:    time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
@@ -108,7 +111,7 @@ var idemAccountsVerify = idem.Method{
 func (w *IdempotentAccounts) Verify(ctx context.Context, req Request) (bool, error) {
 	var k idem.KeyParts
 	k.String("req.Email", req.Email)
-	k.String("op", "Accounts.Verify")
+	k.String("op", "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify")
 	var h idem.Hasher
 	h.String(req.AccountID)
 	h.String(req.Email)

@@ -36,7 +36,8 @@ func NewIdempotentÜberweisung(next *Überweisung, ex *idem.Executor) *Idempoten
 // idemÜberweisungBuchen is the annotation of (*Überweisung).Buchen, for the
 // runtime.
 var idemÜberweisungBuchen = idem.Method{
-	Op:     "Überweisung.Buchen",
+	Op:     "github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Buchen",
+	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Buchen",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
 }
@@ -63,7 +64,8 @@ func (w *IdempotentÜberweisung) Buchen(ctx context.Context, id string) (int, er
 // idemÜberweisungStornieren is the annotation of (*Überweisung).Stornieren,
 // for the runtime.
 var idemÜberweisungStornieren = idem.Method{
-	Op:     "Überweisung.Stornieren",
+	Op:     "github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Stornieren",
+	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Stornieren",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
 }

@@ -34,7 +34,8 @@ func NewIdempotentLedger(next *Ledger, ex *idem.Executor) *IdempotentLedger {
 
 // idemLedgerPost is the annotation of (Ledger).Post, for the runtime.
 var idemLedgerPost = idem.Method{
-	Op:     "Ledger.Post",
+	Op:     "github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post",
+	Func:   "github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post",
 	TTL:    10 * time.Minute,
 	Scheme: 0xaf8ff6ac,
 }

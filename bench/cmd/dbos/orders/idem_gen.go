@@ -34,7 +34,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePlace is the annotation of (*Service).Place, for the runtime.
 var idemServicePlace = idem.Method{
-	Op:     "Service.Place",
+	Op:     "github.com/idemgen/idemgen/bench/cmd/dbos/orders.Service.Place",
+	Func:   "github.com/idemgen/idemgen/bench/cmd/dbos/orders.(*Service).Place",
 	TTL:    24 * time.Hour,
 	Lease:  30 * time.Second,
 	Wait:   10 * time.Second,
