@@ -123,7 +123,7 @@ func (e *MissingKeyError) Unwrap() error { return ErrMissingKey }
 type mismatchError struct{ key Key }
 
 func (e *mismatchError) Error() string {
-	return fmt.Sprintf("idem: %.64s: key %s reused with a different payload", e.key.Op, e.key.Hex())
+	return fmt.Sprintf("idem: %s: key %s reused with a different payload", e.key.Op, e.key.Hex())
 }
 
 func (e *mismatchError) Unwrap() error { return ErrPayloadMismatch }
@@ -146,7 +146,7 @@ type storeError struct {
 func (e *storeError) Error() string {
 	var b strings.Builder
 	b.WriteString("idem: ")
-	fmt.Fprintf(&b, "%.64s", e.key.Op)
+	b.WriteString(e.key.Op) // at most MaxOpLen: Do checks it before any store call
 	b.WriteString(": ")
 	b.WriteString(e.call)
 	cause := e.err.Error()
