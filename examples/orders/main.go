@@ -20,9 +20,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,7 +50,49 @@ type demo struct {
 	gateway  *scriptedGateway
 	svc      *billing.IdempotentService
 	postgres bool
+	clock    *storeClock // the memory store's clock (nil on PostgreSQL)
+	events   recorder
 }
+
+// story is one story's title and the executor's events while it played:
+// what TestDemo checks each story's claim against.
+type story struct {
+	title  string
+	events []idem.Event
+}
+
+// recorder keeps the executor's events (an idem.WithObserver observer).
+type recorder struct {
+	mu     sync.Mutex
+	events []idem.Event
+}
+
+func (r *recorder) observe(ev idem.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, ev)
+}
+
+// take returns the events recorded since the last take.
+func (r *recorder) take() []idem.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	evs := r.events
+	r.events = nil
+	return evs
+}
+
+// storeClock is the memory store's clock: the real time plus an offset the
+// crash story advances, so that a lease lapses at a known point of the story
+// instead of after a real wait (and without depending on the machine's
+// speed).
+type storeClock struct{ offset atomic.Int64 }
+
+func (c *storeClock) now() time.Time {
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
+func (c *storeClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // ledgerView reads what the ledger did, whichever ledger it is.
 type ledgerView interface {
@@ -71,34 +113,43 @@ func (m memView) Points(_ context.Context, order string) (int, error) {
 var balances = map[string]int64{"alice": 100_000, "bob": 1_000, "carol": 50_000, "dave": 50_000}
 
 func run(ctx context.Context, out io.Writer, storeName string, verbose bool) error {
-	opts := []idem.Option{idem.SingleTenant()} // the demo has one client
-	if verbose {
-		opts = append(opts, idem.WithObserver(idem.LogEvents(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))))
-	}
+	_, err := play(ctx, out, storeName, verbose)
+	return err
+}
+
+// play plays every story and returns, per story, the executor's events.
+func play(ctx context.Context, out io.Writer, storeName string, verbose bool) ([]story, error) {
 	d := &demo{out: out, gateway: newScriptedGateway()}
+	observe := d.events.observe
+	if verbose {
+		log := idem.LogEvents(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))
+		observe = func(ev idem.Event) { d.events.observe(ev); log(ev) }
+	}
+	opts := []idem.Option{idem.SingleTenant(), idem.WithObserver(observe)}
 	var store idem.Store
 	var ledger billing.Ledger
 	switch {
 	case storeName == "memory":
 		mem := billing.NewMemLedger(balances)
-		store, ledger, d.ledger = memstore.New(), mem, memView{mem}
+		d.clock = &storeClock{}
+		store, ledger, d.ledger = memstore.New(memstore.WithClock(d.clock.now)), &keyedLedger{Ledger: mem}, memView{mem}
 	case strings.HasPrefix(storeName, "postgres://"), strings.HasPrefix(storeName, "postgresql://"):
 		pool, cleanup, err := demoSchema(ctx, storeName)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer cleanup()
 		txStore := pgstore.NewTx(pool)
 		if err := txStore.Migrate(ctx); err != nil {
-			return err
+			return nil, err
 		}
 		pg := billing.NewPGLedger(pool)
 		if err := pg.Setup(ctx, balances); err != nil {
-			return err
+			return nil, err
 		}
 		store, ledger, d.ledger, d.postgres = txStore, pg, pg, true
 	default:
-		return fmt.Errorf("unknown -store %q (want memory or a postgres:// URL)", storeName)
+		return nil, fmt.Errorf("unknown -store %q (want memory or a postgres:// URL)", storeName)
 	}
 	ex := idem.NewExecutor(store, opts...)
 	d.svc = billing.NewIdempotentService(&billing.Service{Ledger: ledger, Gateway: d.gateway}, ex)
@@ -108,6 +159,10 @@ func run(ctx context.Context, out io.Writer, storeName string, verbose bool) err
 	}
 	fmt.Fprintln(out, "idemgen demo: billing.Service wrapped by the generated IdempotentService,", where)
 
+	crashTitle := "stalled worker: it holds the key past its 1s lease, a retry takes the key over, the stalled worker's outcome is refused"
+	if d.postgres {
+		crashTitle = "crash mid-call: the worker's connection dies holding the key, its transaction rolls back, a retry executes"
+	}
 	stories := []struct {
 		title string
 		play  func(context.Context) error
@@ -117,16 +172,18 @@ func run(ctx context.Context, out io.Writer, storeName string, verbose bool) err
 		{"same key, different amount", d.differentAmount},
 		{"business failure: insufficient funds is stored and replayed", d.businessFailure},
 		{"transient failure: a gateway timeout releases the key, the retry executes", d.transientFailure},
-		{"crash mid-call: the worker dies holding the key, a retry takes over after the lease", d.crash},
+		{crashTitle, d.crash},
 		{"at-least-once queue: the same shipment message delivered twice", d.redelivery},
 	}
+	var played []story
 	for i, s := range stories {
 		fmt.Fprintf(out, "\n%d. %s\n", i+1, s.title)
 		if err := s.play(ctx); err != nil {
-			return fmt.Errorf("story %d: %w", i+1, err)
+			return played, fmt.Errorf("story %d: %w", i+1, err)
 		}
+		played = append(played, story{title: s.title, events: d.events.take()})
 	}
-	return d.summary(ctx)
+	return played, d.summary(ctx)
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, "   "+format+"\n", args...) }
@@ -215,24 +272,49 @@ func (d *demo) transientFailure(ctx context.Context) error {
 
 func (d *demo) crash(ctx context.Context) error {
 	order := &billing.Order{ID: "D-4001", Customer: "dave", Amount: 3000}
-	d.gateway.plan(order.ID, crash())
-	done := make(chan struct{})
+	if d.postgres {
+		return d.crashPostgres(ctx, order)
+	}
+	entered, resume := make(chan struct{}), make(chan struct{})
+	d.gateway.plan(order.ID, stall(entered, resume))
+	done := make(chan error, 1)
 	go func() {
-		defer close(done)
-		_, _ = d.svc.Pay(ctx, order, "pay") // the worker dies inside the gateway call
+		_, err := d.svc.Pay(ctx, order, "pay")
+		done <- err
 	}()
-	<-done
-	d.say("worker 1 crashed while holding the key (no release, no outcome)")
-	start := time.Now()
+	<-entered
+	// The worker stalls inside the gateway call (a GC pause, a stopped
+	// process, a partition) while the store's clock goes on.
+	d.clock.advance(1500 * time.Millisecond)
+	d.say("worker 1 claimed the key and stalled in the gateway; 1.5s passed on the store's clock, its 1s lease lapsed")
 	r, err := d.svc.Pay(ctx, order, "pay")
 	if err != nil {
 		return err
 	}
-	if d.postgres {
-		d.say("the crash rolled back worker 1's transaction: the retry claimed the key at once, receipt %s", r.PaymentID)
-	} else {
-		d.say("retry waited %.1fs for the 1s lease to lapse, took over, receipt %s", time.Since(start).Seconds(), r.PaymentID)
+	d.say("the retry took the lapsed key over under a new fencing token: receipt %s", r.PaymentID)
+	close(resume)
+	err = <-done
+	if !errors.Is(err, idem.ErrLeaseLost) {
+		return fmt.Errorf("the stalled worker: want ErrLeaseLost, got %v", err)
 	}
+	d.say("worker 1 woke up: its debit carried the same key and moved no money, and its outcome was refused: %v", err)
+	return nil
+}
+
+// crashPostgres: the worker's connection dies mid-call, as with its
+// process, and the server rolls its transaction back; the claim goes with
+// it, so the retry claims a free key.
+func (d *demo) crashPostgres(ctx context.Context, order *billing.Order) error {
+	d.gateway.plan(order.ID, crash())
+	if _, err := d.svc.Pay(ctx, order, "pay"); err == nil {
+		return errors.New("the crashed worker returned a receipt")
+	}
+	d.say("worker 1 crashed while holding the key (its connection died)")
+	r, err := d.svc.Pay(ctx, order, "pay")
+	if err != nil {
+		return err
+	}
+	d.say("the crash rolled back worker 1's transaction: the retry claimed the key at once, receipt %s", r.PaymentID)
 	return nil
 }
 
@@ -322,20 +404,64 @@ func fail(err error) func(context.Context) error {
 	return func(context.Context) error { return err }
 }
 
-// crash ends the worker as a process crash would. In memory, the calling
-// goroutine ends: no error is returned and nothing is released. On
-// PostgreSQL, the worker's connection dies, as it would with its process, so
-// the server rolls its transaction back, claim and ledger rows included (the
-// goroutine itself returns, so that the demo's pool can close).
+// stall blocks the call: it closes entered, then waits for resume.
+func stall(entered, resume chan struct{}) func(context.Context) error {
+	return func(context.Context) error {
+		close(entered)
+		<-resume
+		return nil
+	}
+}
+
+// crash ends the worker's connection to PostgreSQL, as its process's crash
+// would, so the server rolls its transaction back, claim and ledger rows
+// included (the goroutine itself returns, so that the demo's pool can close).
 func crash() func(context.Context) error {
 	return func(ctx context.Context) error {
 		if tx, ok := pgstore.TxFrom(ctx); ok {
 			_, _ = tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
-			return errors.New("worker crashed: connection lost")
 		}
-		runtime.Goexit()
-		return nil
+		return errors.New("worker crashed: connection lost")
 	}
+}
+
+// keyedLedger moves money once per idempotency key, as a payment API that
+// takes idempotency keys does: a debit under the key of a call it already
+// debited for (idem.KeyFrom, the key of the wrapped call in progress)
+// returns that payment again. It is what keeps a stalled worker, resuming
+// after another took its lapsed lease over, from paying twice in lease
+// mode, where the store's fencing refuses the stalled worker's outcome but
+// cannot undo its side effects.
+type keyedLedger struct {
+	billing.Ledger
+	mu   sync.Mutex
+	paid map[string]debit
+}
+
+type debit struct {
+	id      string
+	balance int64
+}
+
+// Debit implements billing.Ledger.
+func (l *keyedLedger) Debit(ctx context.Context, customer, order string, amount int64) (string, int64, error) {
+	key, ok := idem.KeyFrom(ctx)
+	if !ok {
+		return l.Ledger.Debit(ctx, customer, order, amount)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, seen := l.paid[key]; seen {
+		return p.id, p.balance, nil
+	}
+	id, balance, err := l.Ledger.Debit(ctx, customer, order, amount)
+	if err == nil {
+		if l.paid == nil {
+			l.paid = map[string]debit{}
+		}
+		l.paid[key] = debit{id, balance}
+	}
+	return id, balance, err
 }
 
 // demoSchema connects to dsn, creates a schema of the demo's own and returns

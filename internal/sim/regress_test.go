@@ -65,7 +65,7 @@ func TestStaleDuplicateStoresLater(t *testing.T) {
 		t.Fatalf("%s", r.Report())
 	}
 	trace := strings.Join(r.Trace, "\n")
-	for _, want := range []string{"w1(c2) complete applied: memstore: complete", "w1(c2) claim (DUPLICATE) applied: ok", "w1(c2) complete (DUPLICATE) applied: ok", "w1(c2) returns: error: idem: complete key "} {
+	for _, want := range []string{"w1(c2) complete applied: memstore: complete", "w1(c2) claim (DUPLICATE) applied: ok", "w1(c2) complete (DUPLICATE) applied: ok", "w1(c2) returns: error: idem: ", "Service.Await: complete: memstore: complete "} {
 		if !strings.Contains(trace, want) {
 			t.Fatalf("the schedule no longer has %q:\n%s", want, trace)
 		}

@@ -149,8 +149,12 @@ func BenchmarkFirstCall(b *testing.B) {
 }
 
 func BenchmarkReplay(b *testing.B) {
+	benchReplay(b, context.Background(), func() bool { return true })
+}
+
+// benchReplay replays one call b.N times with ctx; ok checks each replay.
+func benchReplay(b *testing.B, ctx context.Context, ok func() bool) {
 	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
-	ctx := context.Background()
 	o := allocOrders(1)[0]
 	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
 		b.Fatal(err)
@@ -158,8 +162,52 @@ func BenchmarkReplay(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := place(ctx, ex, &o, "pay", nil); err != nil {
+		if _, err := place(ctx, ex, &o, "pay", nil); err != nil || !ok() {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestAllocsCallInfo: a CallInfo costs its caller one allocation, in
+// WithCallInfo, and the calls made with it none: the first call and the
+// replay allocate what they do without it (TestAllocsFirstCall,
+// TestAllocsReplay, which pin that a call without one allocates nothing
+// for it either).
+func TestAllocsCallInfo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts allocations")
+	}
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	var kept context.Context
+	if got := testing.AllocsPerRun(allocRuns, func() { kept, _ = idem.WithCallInfo(base) }); got != 1 || kept == nil {
+		t.Errorf("WithCallInfo: %v allocations, want 1", got)
+	}
+	ctx, info := idem.WithCallInfo(base)
+	orders := allocOrders(allocRuns + 1)
+	i := 0
+	first := testing.AllocsPerRun(allocRuns, func() {
+		if _, err := place(ctx, ex, &orders[i], "pay", allocResult); err != nil || info.Replayed() {
+			t.Fatalf("first call: %v, replayed %v", err, info.Replayed())
+		}
+		i++
+	})
+	replay := testing.AllocsPerRun(allocRuns, func() {
+		if _, err := place(ctx, ex, &orders[0], "pay", nil); err != nil || !info.Replayed() {
+			t.Fatalf("replay: %v, replayed %v", err, info.Replayed())
+		}
+	})
+	codecFirst := testing.AllocsPerRun(allocRuns, func() { _, _ = (idem.JSONCodec{}).Marshal(allocResult) })
+	body, _ := (idem.JSONCodec{}).Marshal(allocResult)
+	codecReplay := testing.AllocsPerRun(allocRuns, func() { _ = (idem.JSONCodec{}).Unmarshal(body, new(allocReceipt)) })
+	checkAllocs(t, "first call with a CallInfo", first-codecFirst, 3)
+	checkAllocs(t, "replay with a CallInfo", replay-codecReplay, 1)
+}
+
+// BenchmarkReplayCallInfo is BenchmarkReplay with a CallInfo read after
+// every call; set beside BenchmarkReplay, it is the CallInfo's cost.
+func BenchmarkReplayCallInfo(b *testing.B) {
+	ctx, info := idem.WithCallInfo(context.Background())
+	benchReplay(b, ctx, info.Replayed)
 }

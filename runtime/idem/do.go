@@ -125,7 +125,10 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx)}
+	if c.info != nil {
+		c.info.replayed.Store(false) // this call's answer, not an earlier one's
+	}
 
 	if ex.txStore != nil {
 		claim, txn, err := claimTx(ctx, ex.txStore, req, m.Wait)
@@ -232,9 +235,10 @@ func (ex *Executor) checkOp(m *Method) error {
 		"give one of them another operation name (op=... in its //idem: annotation)", ErrMisconfigured, m.Op, first.Func, m.Func)
 }
 
-// refused reports whether a store refused a claim outright, writing nothing.
+// refused reports whether a store refused a claim outright, writing
+// nothing: a retry would be refused the same way.
 func refused(err error) bool {
-	return errors.Is(err, ErrStoreFull) || errors.Is(err, ErrTooLarge)
+	return errors.Is(err, ErrStoreFull) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrStoreSchema)
 }
 
 // call carries what one Do needs across its helpers.
@@ -245,6 +249,7 @@ type call[T any] struct {
 	fp    Fingerprint
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
+	info  *CallInfo    // WithCallInfo's, or nil
 	// until is when, at the latest, the call's claim stops being live
 	// (lease mode): a lease after the reply of its claim or of its last
 	// renewal, by the executor's clock.
@@ -265,24 +270,26 @@ func (c *call[T]) emit(kind EventKind, err error) {
 }
 
 func (c *call[T]) storeError(what string, err error) error {
-	err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
+	err = &storeError{key: c.key, call: what, err: err}
 	c.emit(EventStoreError, err)
 	return err
 }
 
 // claimError reports a claim (or a wait) that failed: the caller's doing
 // when its context is done (EventCanceled, the error wraps the context's),
-// the store's otherwise.
+// the store's otherwise (the error wraps ErrStoreUnavailable, unless the
+// store refused the caller's own input with ErrTooLarge).
 func (c *call[T]) claimError(ctx context.Context, what string, err error) error {
 	cerr := ctx.Err()
 	if cerr == nil {
-		return c.storeError(what, err)
+		serr := &storeError{key: c.key, call: what, before: !errors.Is(err, ErrTooLarge), err: err}
+		c.emit(EventStoreError, serr)
+		return serr
 	}
-	if errors.Is(err, cerr) {
-		err = fmt.Errorf("idem: %s key %s: %w", what, c.key.Hex(), err)
-	} else {
-		err = fmt.Errorf("idem: %s key %s: %w: %w", what, c.key.Hex(), cerr, err)
+	if !errors.Is(err, cerr) {
+		err = fmt.Errorf("%w: %w", cerr, err)
 	}
+	err = &storeError{key: c.key, call: what, err: err}
 	c.emit(EventCanceled, err)
 	return err
 }
@@ -328,7 +335,7 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	if rec.Fingerprint != c.fp {
 		if !c.schemeChanged(rec) {
 			c.emit(EventConflict, nil)
-			return v, false, fmt.Errorf("%w (key %s)", ErrPayloadMismatch, c.key.Hex())
+			return v, false, &mismatchError{key: c.key}
 		}
 		changed = true
 	}
@@ -346,15 +353,24 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 			c.emit(EventUndecodable, err)
 			return zero, false, err
 		}
-		c.emit(EventReplayed, nil)
+		c.replayed()
 		return v, false, nil
 	case StatusFailedFinal:
-		c.emit(EventReplayed, nil)
+		c.replayed()
 		return v, false, c.replayedError(rec.Outcome)
 	default:
 		c.emit(EventInProgress, nil)
 		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
 	}
+}
+
+// replayed tells the observer and the caller's CallInfo that the call was
+// answered with a stored outcome.
+func (c *call[T]) replayed() {
+	if c.info != nil {
+		c.info.replayed.Store(true)
+	}
+	c.emit(EventReplayed, nil)
 }
 
 // inProgressText gives the call's key its Text, when it has none, before
@@ -543,7 +559,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 			c.emit(EventLeaseLost, err)
 			return
 		}
-		c.emit(EventStoreError, fmt.Errorf("idem: release key %s: %w", c.key.Hex(), err))
+		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -617,7 +633,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 			err = ErrLeaseLost // a known mistake, switched on only by the simulator's tests
 		}
 		if errors.Is(err, ErrLeaseLost) {
-			k.err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+			k.err = &storeError{key: c.key, call: "complete", err: err}
 			c.emit(EventLeaseLost, k.err)
 			return keptLost
 		}
@@ -625,7 +641,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 		if k.since.IsZero() {
 			k.since = now
 		}
-		k.err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+		k.err = &storeError{key: c.key, call: "complete", err: err}
 		if !unreachable(err) {
 			// The store answered and refused.
 			k.refusals++
@@ -747,7 +763,7 @@ func (c *call[T]) releaseTx(ctx context.Context, txn Txn, cause error) {
 	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
 	if err := txn.Release(dctx); err != nil {
-		c.emit(EventStoreError, fmt.Errorf("idem: rollback key %s: %w", c.key.Hex(), err))
+		c.emit(EventStoreError, &storeError{key: c.key, call: "rollback", err: err})
 		return
 	}
 	c.emit(EventReleased, cause)
@@ -790,13 +806,13 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 			r.until = c.ex.now().Add(lease)
 			c.emit(EventRenewed, nil)
 		case errors.Is(err, ErrLeaseLost):
-			err = fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err)
+			err = &storeError{key: c.key, call: "renew", err: err}
 			c.emit(EventLeaseLost, err)
 			r.lost = err
 			r.cancel(err)
 			return
 		default:
-			c.emit(EventStoreError, fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err))
+			c.emit(EventStoreError, &storeError{key: c.key, call: "renew", err: err})
 		}
 	}
 }

@@ -37,7 +37,25 @@
 // Callers tell the outcomes apart with errors.Is: [ErrInProgress] (a
 // duplicate of a running call), [ErrPayloadMismatch] (the key reused with
 // another payload), [ErrMissingKey], [ErrLeaseLost], [ErrOutcomeNotStored],
-// [ErrFinal] and the other Err variables.
+// [ErrFinal] and the other Err variables. A store that could not be used
+// before the method ran (down, full, or its schema never migrated:
+// [ErrStoreSchema]) is an error wrapping [ErrStoreUnavailable] beside the
+// store's own: the method did not run, and no error of the method ever
+// wraps it. Its message names the operation, the store call and the key's
+// hex ID once:
+//
+//	idem: billing.Service.Pay: claim: store unavailable, the method did not run: pgstore: claim 98f0…: failed to connect …
+//
+// A caller that must know whether its result was replayed (to send an email
+// or count revenue once) asks with [WithCallInfo]:
+//
+//	ctx, info := idem.WithCallInfo(ctx)
+//	rcpt, err := svc.Pay(ctx, order, "pay")
+//	if err == nil && !info.Replayed() {
+//		sendReceipt(rcpt) // the first run's result, not a retry's replay
+//	}
+//
+// A call without a CallInfo pays no allocation for it, one context lookup.
 //
 // # Callers: generated wrappers and hand-written code
 //

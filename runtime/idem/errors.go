@@ -3,6 +3,7 @@ package idem
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,6 +59,20 @@ var (
 	// a retry fails the same way. Executor options are checked earlier, by
 	// NewExecutor.
 	ErrMisconfigured = errors.New("idem: misconfigured method")
+	// ErrStoreUnavailable: the store could not be used before the method
+	// ran (it could not be reached, it failed, it is full, or its schema is
+	// missing), so the method did not run; retry later with the same key.
+	// Every error the executor returns for a store call that failed before
+	// the method ran wraps it, beside the store's own error; an error of the
+	// method itself never does. The one exception is a store's refusal of
+	// the caller's own input (ErrTooLarge).
+	ErrStoreUnavailable = errors.New("idem: store unavailable, the method did not run")
+	// ErrStoreSchema: the store's tables are missing or older than the
+	// store's code (a database that was never migrated, or migrated by an
+	// older release); the store's Migrate method creates or updates them.
+	// SQL stores wrap it, naming the Migrate call, and the executor does not
+	// retry it: retrying cannot help until the schema is migrated.
+	ErrStoreSchema = errors.New("idem: the store's schema is missing or outdated")
 )
 
 // ErrStoreBusy is returned when the store could not take the call in time
@@ -158,6 +173,60 @@ func (e *MissingKeyError) Error() string {
 
 // Unwrap returns ErrMissingKey.
 func (e *MissingKeyError) Unwrap() error { return ErrMissingKey }
+
+// mismatchError is ErrPayloadMismatch for one call: it names the operation,
+// as MissingKeyError does, and the key's hex ID.
+type mismatchError struct{ key Key }
+
+func (e *mismatchError) Error() string {
+	return fmt.Sprintf("idem: %s: key %s reused with a different payload", e.key.Op, e.key.Hex())
+}
+
+func (e *mismatchError) Unwrap() error { return ErrPayloadMismatch }
+
+// storeError is a store call of the executor that failed. Its message
+// names the operation, the call and the key's hex ID once (a store's error
+// names the key already, see idemtest's ErrorsWrapSentinelAndNameKey):
+//
+//	idem: billing.Service.Pay: claim: store unavailable, the method did not run: pgstore: claim 98f0…: failed to connect …
+//
+// With before set (the method did not run), it wraps ErrStoreUnavailable
+// beside the store's error.
+type storeError struct {
+	key    Key
+	call   string // claim, complete, commit, waiting for, …
+	before bool
+	err    error
+}
+
+func (e *storeError) Error() string {
+	var b strings.Builder
+	b.WriteString("idem: ")
+	b.WriteString(e.key.Op) // at most MaxOpLen: Do checks it before any store call
+	b.WriteString(": ")
+	b.WriteString(e.call)
+	cause := e.err.Error()
+	if hex := e.key.Hex(); !strings.Contains(cause, hex) {
+		b.WriteString(" key ")
+		b.WriteString(hex)
+	}
+	b.WriteString(": ")
+	if e.before {
+		b.WriteString(strings.TrimPrefix(ErrStoreUnavailable.Error(), "idem: "))
+		b.WriteString(": ")
+	}
+	b.WriteString(cause)
+	return b.String()
+}
+
+// Unwrap returns the store's error, and ErrStoreUnavailable when the method
+// did not run.
+func (e *storeError) Unwrap() []error {
+	if e.before {
+		return []error{ErrStoreUnavailable, e.err}
+	}
+	return []error{e.err}
+}
 
 // Final marks err as a final (business) outcome: the executor stores it and
 // replays it to retries instead of releasing the key. Final(nil) is nil.

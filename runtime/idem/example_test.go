@@ -144,6 +144,50 @@ func ExampleMethod_scheme() {
 	// true
 }
 
+// WithCallInfo tells the caller whether its result was replayed, so that
+// what must happen once per result (a confirmation email, a revenue
+// counter) happens on the first run only.
+func ExampleWithCallInfo() {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	pay := func() (string, error) { return "receipt-1", nil }
+	for attempt := 1; attempt <= 2; attempt++ {
+		ctx, info := idem.WithCallInfo(context.Background())
+		receipt, err := charge(ctx, ex, "order-7", 4200, pay)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if !info.Replayed() {
+			fmt.Println("attempt", attempt, "email the customer:", receipt)
+		} else {
+			fmt.Println("attempt", attempt, "replayed", receipt+": no second email")
+		}
+	}
+	// Output:
+	// attempt 1 email the customer: receipt-1
+	// attempt 2 replayed receipt-1: no second email
+}
+
+// A store that cannot be used is told apart from the method's own failure
+// by idem.ErrStoreUnavailable: the method did not run.
+func ExampleErrStoreUnavailable() {
+	ex := idem.NewExecutor(downStore{}, idem.SingleTenant())
+	_, err := charge(context.Background(), ex, "order-8", 4200, func() (string, error) { return "never", nil })
+	fmt.Println(errors.Is(err, idem.ErrStoreUnavailable))
+	// Output: true
+}
+
+// downStore is a store whose server is down.
+type downStore struct{ idem.Store }
+
+func (downStore) Claim(context.Context, idem.ClaimRequest) (idem.Claim, error) {
+	return idem.Claim{}, errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
+func (downStore) Release(context.Context, idem.Key, idem.Token) error {
+	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
+}
+
 // A caller whose context ends while the store cannot be reached after the
 // method ran gets an *idem.OutcomePendingError: the call ran, and the
 // executor goes on storing its outcome while the claim can be live. It

@@ -343,8 +343,14 @@ func ContextWithKey(ctx context.Context, k Key) context.Context {
 // derived from it for downstream calls cannot collide across tenants. Use
 // Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
-	if c, ok := ctx.Value(keyContextKey{}).(*keyContext); ok {
-		return hex.EncodeToString(c.id[:]), true
+	for {
+		switch c := ctx.Value(keyContextKey{}).(type) {
+		case *keyContext:
+			return hex.EncodeToString(c.id[:]), true
+		case *infoContext:
+			ctx = c.Context // a CallInfo (WithCallInfo) answers the same Value key
+		default:
+			return "", false
+		}
 	}
-	return "", false
 }

@@ -308,7 +308,8 @@ func (s *server) refusal(err error) error {
 // StatusFor returns the status the interceptor answers for an error of
 // idem.Do that stopped a call before its handler ran: the first rule whose
 // error matches (errors.Is), else Unavailable (the store could not be
-// reached, or a wait ended). Aborted answers also carry a RetryInfo detail.
+// used, idem.ErrStoreUnavailable, its schema missing included; or a wait
+// ended). Aborted answers also carry a RetryInfo detail.
 func StatusFor(err error) *status.Status {
 	rules := []struct {
 		target error

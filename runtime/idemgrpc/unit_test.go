@@ -42,6 +42,10 @@ func TestStatusFor(t *testing.T) {
 		{fmt.Errorf("x: %w", idem.ErrOutcomeNotStored), codes.Internal},
 		{fmt.Errorf("x: %w", idem.ErrUndecodable), codes.Internal},
 		{fmt.Errorf("x: %w", idem.ErrMisconfigured), codes.Internal},
+		// What idem.Do returns when the store failed before the method ran.
+		{fmt.Errorf("idem: op: claim: %w: %w", idem.ErrStoreUnavailable, errors.New("dial tcp: connection refused")), codes.Unavailable},
+		{fmt.Errorf("idem: op: claim: %w: %w", idem.ErrStoreUnavailable, idem.ErrStoreSchema), codes.Unavailable},
+		{fmt.Errorf("idem: op: claim: %w: %w", idem.ErrStoreUnavailable, idem.ErrStoreFull), codes.ResourceExhausted},
 	}
 	for _, tc := range tests {
 		if got := idemgrpc.StatusFor(tc.err).Code(); got != tc.want {

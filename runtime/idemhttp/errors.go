@@ -105,6 +105,10 @@ func problemOf(err error, maxRetry time.Duration) (p problemSpec, ok bool) {
 			rule: "request-in-progress", title: "A request with this Idempotency-Key is in progress",
 			detail:     "Another attempt of this request took it over and has not finished; retry after the time in Retry-After to get its response.",
 			retryAfter: time.Second, hasRetryAfter: true}, true
+	case errors.Is(err, idem.ErrStoreUnavailable):
+		// The store could not be used before the handler ran (down, or its
+		// schema missing: idem.ErrStoreSchema): nothing was processed.
+		return storeUnavailable, true
 	case errors.Is(err, idem.ErrMissingKey):
 		return problemSpec{kind: EventInvalidRequest, status: http.StatusBadRequest,
 			rule: "missing-key-part", title: "Request lacks a part of its idempotency key",

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -68,15 +69,29 @@ func (failingTxn) Release(context.Context) error { return nil }
 
 func newStoreOf(s idem.Store) newStoreFunc { return func(*testing.T) idem.Store { return s } }
 
+// TestStoreUnavailable: a store that cannot be used before the handler ran
+// (down, or its schema never migrated) is a 503 store-unavailable, and the
+// event's error wraps idem.ErrStoreUnavailable.
 func TestStoreUnavailable(t *testing.T) {
-	fs := &faultyStore{Store: memstore.New(), claimErr: errors.New("dial tcp: connection refused")}
-	e := newEnv(t, newStoreOf(fs), statusHandler(201))
-	w := e.do("POST", "/orders", "k1", "{}")
-	wantProblem(t, w, 503, "store-unavailable")
-	if w.Header().Get("Retry-After") == "" {
-		t.Error("no Retry-After on 503")
+	for name, claimErr := range map[string]error{
+		"down":   errors.New("dial tcp: connection refused"),
+		"schema": fmt.Errorf("pgstore: claim 00ff: %w: run Migrate: relation does not exist", idem.ErrStoreSchema),
+	} {
+		t.Run(name, func(t *testing.T) {
+			fs := &faultyStore{Store: memstore.New(), claimErr: claimErr}
+			e := newEnv(t, newStoreOf(fs), statusHandler(201))
+			w := e.do("POST", "/orders", "k1", "{}")
+			wantProblem(t, w, 503, "store-unavailable")
+			if w.Header().Get("Retry-After") == "" {
+				t.Error("no Retry-After on 503")
+			}
+			e.wantRuns(0)
+			evs := e.events(idemhttp.EventStoreError)
+			if len(evs) != 1 || !errors.Is(evs[0].Err, idem.ErrStoreUnavailable) {
+				t.Fatalf("events %v: want one store error wrapping idem.ErrStoreUnavailable", evs)
+			}
+		})
 	}
-	e.wantRuns(0)
 }
 
 func TestLeaseLostStillAnswers(t *testing.T) {

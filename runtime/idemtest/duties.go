@@ -332,8 +332,9 @@ func (s *suite) otherToken(t *testing.T) {
 // a call it refuses (another token's, a final record's, an absent
 // record's, a key over the size limits) wraps its sentinel, so that
 // errors.Is tells the caller what happened, and names the key by its hex
-// ID (idem.Key.Hex), so that a log line says which record it is about. One
-// subtest per operation and state.
+// ID (idem.Key.Hex), once, so that a log line says which record it is
+// about (a store wrapping another's error does not repeat it). One subtest
+// per operation and state.
 func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
 	e := s.env(t)
 	held, done := s.req(e.key("held"), "p"), s.req(e.key("done"), "p")
@@ -389,6 +390,7 @@ func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
 			err := c.call()
 			requireErrorIs(t, err, c.sentinel)
 			assertContains(t, err.Error(), c.key.Hex(), "the error names the key's hex ID")
+			assertEqual(t, 1, strings.Count(err.Error(), c.key.Hex()), "the error names the key's hex ID once: %v", err)
 		})
 	}
 }

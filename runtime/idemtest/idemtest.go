@@ -40,7 +40,12 @@
 //     wrapping idem.ErrStoreFull, never dropping a live record, and expired
 //     records make room;
 //   - Sweep (Options.Sweep) removes at most limit expired records and
-//     returns how many.
+//     returns how many;
+//   - through idem.Do, a store whose server is down (Options.Down) or whose
+//     schema was never migrated (Options.Unmigrated) runs no method, and
+//     its error wraps idem.ErrStoreUnavailable (and idem.ErrStoreSchema,
+//     naming Migrate, not retried), names the operation and the key's hex
+//     ID once.
 package idemtest
 
 import (
@@ -90,6 +95,18 @@ type Options struct {
 	// it nil for a store that has none (Redis expires records itself): the
 	// Sweep case is then skipped.
 	Sweep func(ctx context.Context, store idem.Store, limit int) (int, error)
+	// Down returns a store whose server is down (an address nothing
+	// listens on): the DoStoreDown case checks, through idem.Do, that the
+	// method does not run and that the error wraps idem.ErrStoreUnavailable,
+	// names the operation and names the key's hex ID once. Leave it nil for
+	// a store without a server (memstore): the case is then skipped.
+	Down func(t *testing.T) idem.Store
+	// Unmigrated returns a store on a database whose schema was never
+	// migrated (SQL stores): the DoStoreUnmigrated case checks what
+	// DoStoreDown does, and that the error wraps idem.ErrStoreSchema, names
+	// Migrate and is not retried. Leave it nil for a store without a
+	// schema: the case is then skipped.
+	Unmigrated func(t *testing.T) idem.Store
 }
 
 type suite struct {
@@ -153,6 +170,8 @@ func Run(t *testing.T, o Options) {
 		{"Sweep", s.sweep},
 		{"DoLostRepliesRetried", s.doLostRepliesRetried},
 		{"DoLostCompleteReply", s.doLostCompleteReply},
+		{"DoStoreDown", s.doStoreDown},
+		{"DoStoreUnmigrated", s.doStoreUnmigrated},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

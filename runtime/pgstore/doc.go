@@ -98,7 +98,11 @@
 // names: a store with [WithTable] or another archive name uses Migrate (or
 // copies of the files with the names replaced; [Store.MigrationSQL] prints
 // them). Version 1 refuses a table in v0.1's layout, naming it, instead of
-// leaving it (see Upgrading from v0.1). A row
+// leaving it (see Upgrading from v0.1). A store whose table, a column or an
+// index is missing (never migrated, or migrated by an older release) answers
+// with an error wrapping idem.ErrStoreSchema that names Migrate; the
+// executor does not retry it, and the caller's error wraps
+// idem.ErrStoreUnavailable. A row
 // holds the key ID, token, lease, expiry, sweep instant, creation instant,
 // fingerprint scheme, status, fingerprint, the tenant, operation and
 // readable key as given, and the outcome (about 200 bytes with a small

@@ -73,6 +73,11 @@ func TestPartitionConformance(t *testing.T) {
 			pool := newPool(t, 80, nil)
 			table := newPartTable(t, pool, wideInterval, time.Hour)
 			opts := []pgstore.Option{pgstore.WithTable(table), pgstore.WithPartitions(wideInterval)}
+			newStore := newLease
+			if mode == "tx" {
+				newStore = newTx
+			}
+			down, unmigrated := unusable(pool, newStore, pgstore.WithPartitions(wideInterval))
 			idemtest.Run(t, idemtest.Options{
 				NewStore: func(t *testing.T) idem.Store {
 					if mode == "tx" {
@@ -83,6 +88,8 @@ func TestPartitionConformance(t *testing.T) {
 				Transactional: mode == "tx",
 				Sleep:         partTravel(t, pool, pgstore.New(pool, opts...).Table()),
 				Unit:          conformanceUnit,
+				Down:          down,
+				Unmigrated:    unmigrated,
 			})
 		})
 	}

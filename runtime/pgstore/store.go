@@ -449,9 +449,32 @@ func lockTimeoutValue(d time.Duration) string {
 
 const setLockTimeout = "SELECT set_config('lock_timeout', $1::text, true)"
 
-// fail wraps err in the store's convention: "pgstore: OP KEYHEX: err".
+// fail wraps err in the store's convention: "pgstore: OP KEYHEX: err". A
+// server's answer that the table, a column or an index the statement needs
+// does not exist (a table never migrated, or migrated by an older release)
+// also wraps idem.ErrStoreSchema and names the call that fixes it.
 func fail(op string, key idem.Key, err error) error {
+	if schemaMissing(err) {
+		return fmt.Errorf("pgstore: %s %s: %w: run the store's Migrate method (or apply pgstore's migrations) on this database: %w",
+			op, key.Hex(), idem.ErrStoreSchema, err)
+	}
 	return fmt.Errorf("pgstore: %s %s: %w", op, key.Hex(), err)
+}
+
+// schemaMissing reports whether err is the server's answer that an object
+// the statement names does not exist: undefined_table (42P01),
+// undefined_column (42703), undefined_object (42704), or no unique index for
+// ON CONFLICT (42P10), as a table of an older layout answers.
+func schemaMissing(err error) bool {
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	if !ok {
+		return false
+	}
+	switch pgErr.Code {
+	case "42P01", "42703", "42704", "42P10":
+		return true
+	}
+	return false
 }
 
 func claimArgs(req idem.ClaimRequest) []any {

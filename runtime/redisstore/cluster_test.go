@@ -49,6 +49,17 @@ func TestClusterConformance(t *testing.T) {
 		// of 150ms lapsed between two claims of one case once in three
 		// runs under -race (ClaimTwiceSameToken took 280ms).
 		Unit: 500 * time.Millisecond,
+		Down: func(t *testing.T) idem.Store {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := l.Addr().String()
+			_ = l.Close()
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{addr}, MaxRetries: -1, DialerRetries: 1})
+			t.Cleanup(func() { _ = c.Close() })
+			return redisstore.New(c)
+		},
 	})
 }
 

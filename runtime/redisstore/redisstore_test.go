@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -37,7 +38,22 @@ func TestConformance(t *testing.T) {
 	c := clientWith(t, redis.Options{ReadTimeout: 30 * time.Second})
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemtest:")) },
+		Down:     down,
 	})
+}
+
+// down is idemtest's Options.Down: a store whose server is down (an
+// address of this machine on which nothing listens).
+func down(t *testing.T) idem.Store {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = c.Close() })
+	return redisstore.New(c)
 }
 
 func TestBoundedBy(t *testing.T) {

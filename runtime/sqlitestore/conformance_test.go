@@ -2,8 +2,12 @@ package sqlitestore_test
 
 import (
 	"context"
+	"database/sql"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
@@ -29,9 +33,11 @@ func TestConformance(t *testing.T) {
 			db, _ := openDB(t)
 			return sqlitestore.New(db, clock.option())
 		},
-		Sleep: clock.Sleep,
-		Unit:  time.Second,
-		Sweep: sweepOf,
+		Sleep:      clock.Sleep,
+		Unit:       time.Second,
+		Sweep:      sweepOf,
+		Down:       func(t *testing.T) idem.Store { return sqlitestore.New(closedDB(t)) },
+		Unmigrated: func(t *testing.T) idem.Store { return sqlitestore.New(unmigratedDB(t)) },
 	})
 }
 
@@ -49,5 +55,23 @@ func TestConformanceTx(t *testing.T) {
 		Sleep:         clock.Sleep,
 		Unit:          time.Second,
 		Sweep:         sweepOf,
+		Down:          func(t *testing.T) idem.Store { return sqlitestore.NewTx(closedDB(t)) },
+		Unmigrated:    func(t *testing.T) idem.Store { return sqlitestore.NewTx(unmigratedDB(t)) },
 	})
+}
+
+// unmigratedDB is a database file that was never migrated.
+func unmigratedDB(t *testing.T) *sql.DB {
+	db, err := sqlitestore.Open(filepath.Join(t.TempDir(), "unmigrated.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// closedDB is a migrated database that was closed: a store that cannot be
+// used, as a server that is down is for the other stores.
+func closedDB(t *testing.T) *sql.DB {
+	db, _ := openDB(t)
+	require.NoError(t, db.Close())
+	return db
 }

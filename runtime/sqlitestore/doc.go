@@ -11,7 +11,10 @@
 //	ex := idem.NewExecutor(store, idem.WithTenant(tenantOf))
 //
 // A record is a row under the primary key key, the 32-byte SHA-256 of
-// tenant, operation and key parts (idem.Key.ID).
+// tenant, operation and key parts (idem.Key.ID). A database that was never
+// migrated (or was migrated by an older release) answers with an error
+// wrapping idem.ErrStoreSchema that names Migrate; the executor does not
+// retry it, and the caller's error wraps idem.ErrStoreUnavailable.
 //
 // # Two modes
 //

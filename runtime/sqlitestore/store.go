@@ -122,8 +122,29 @@ func New(db *sql.DB, opts ...Option) *Store {
 // DB returns the store's database.
 func (s *Store) DB() *sql.DB { return s.db }
 
+// fail wraps err in the store's convention: "sqlitestore: OP KEYHEX: err".
+// SQLite's answer that the table or a column the statement needs does not
+// exist (a database never migrated, or migrated by an older release) also
+// wraps idem.ErrStoreSchema and names the call that fixes it.
 func fail(op string, key idem.Key, err error) error {
+	if schemaMissing(err) {
+		return fmt.Errorf("sqlitestore: %s %s: %w: run the store's Migrate method (or apply sqlitestore.Schema) on this database: %w",
+			op, key.Hex(), idem.ErrStoreSchema, err)
+	}
 	return fmt.Errorf("sqlitestore: %s %s: %w", op, key.Hex(), err)
+}
+
+// schemaMissing reports whether err is SQLite's answer that a table, a
+// column or an index a statement names does not exist. SQLite tells them
+// by message only (the code is the generic SQLITE_ERROR).
+func schemaMissing(err error) bool {
+	var e *sqlite.Error
+	if !errors.As(err, &e) || e.Code() != sqlite3.SQLITE_ERROR {
+		return false
+	}
+	msg := e.Error()
+	return strings.Contains(msg, "no such table") || strings.Contains(msg, "no such column") ||
+		strings.Contains(msg, "has no column named") || strings.Contains(msg, "no such index")
 }
 
 // errNested refuses a store operation from inside a transactional call of

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
+	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/tiered"
 )
@@ -29,6 +30,14 @@ func TestConformance(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store {
 			return tiered.New(redisstore.New(c, redisstore.WithPrefix("tiered:")), pg)
+		},
+		// PostgreSQL down or never migrated, Redis up: the durable store
+		// decides every claim.
+		Down: func(t *testing.T) idem.Store {
+			return tiered.New(redisstore.New(c, redisstore.WithPrefix("tiered:")), pgstore.New(downPool(t)))
+		},
+		Unmigrated: func(t *testing.T) idem.Store {
+			return tiered.New(redisstore.New(c, redisstore.WithPrefix("tiered:")), pgstore.New(pg.Pool(), pgstore.WithTable("idem_never_migrated")))
 		},
 	})
 }
@@ -43,6 +52,12 @@ func TestConformanceTx(t *testing.T) {
 			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pg)
 		},
 		Transactional: true,
+		Down: func(t *testing.T) idem.Store {
+			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pgstore.NewTx(downPool(t)))
+		},
+		Unmigrated: func(t *testing.T) idem.Store {
+			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pgstore.NewTx(pg.Pool(), pgstore.WithTable("idem_never_migrated")))
+		},
 	})
 }
 

@@ -37,6 +37,20 @@ func pgStore(t testing.TB) *pgstore.Store {
 	return s
 }
 
+// downPool is a pool whose server is down (an address of this machine on
+// which nothing listens).
+func downPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	pool, err := pgxpool.New(t.Context(), "postgres://postgres@"+addr+"/idem?sslmode=disable")
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // pgTxStore returns a pgstore in transactional mode on the test PostgreSQL
 // server, on a table of this package's own.
 func pgTxStore(t testing.TB) *pgstore.TxStore {

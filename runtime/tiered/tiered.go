@@ -95,6 +95,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -370,9 +371,14 @@ func (s *Store) durableErr(op string, key idem.Key, err error) error {
 	return errorf(op, key, fmt.Errorf("%w: %w", ErrDurable, err))
 }
 
-// errorf wraps err with the store's name, the operation and the key's ID.
+// errorf wraps err with the store's name, the operation and the key's ID,
+// which it leaves out when err (a tier's error) names it already: a message
+// names the key once.
 func errorf(op string, k idem.Key, err error) error {
-	return fmt.Errorf("tiered: %s %s: %w", op, k.Hex(), err)
+	if hex := k.Hex(); !strings.Contains(err.Error(), hex) {
+		return fmt.Errorf("tiered: %s %s: %w", op, hex, err)
+	}
+	return fmt.Errorf("tiered: %s: %w", op, err)
 }
 
 func checkKey(k idem.Key) error {
