@@ -800,11 +800,14 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		err := c.ex.renewer.Renew(rctx, c.key, token, lease)
 		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return // the method returned meanwhile
 		case err == nil:
+			// Reported and counted even when the method returned
+			// meanwhile: the renewal happened, and the outcome is kept
+			// (lease mode) for as long as this lease lasts.
 			r.until = c.ex.now().Add(lease)
 			c.emit(EventRenewed, nil)
+		case ctx.Err() != nil:
+			return // the method returned meanwhile
 		case errors.Is(err, ErrLeaseLost):
 			err = &storeError{key: c.key, call: "renew", err: err}
 			c.emit(EventLeaseLost, err)
