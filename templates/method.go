@@ -77,8 +77,10 @@ func (mg *methodGen) keyText() string {
 //		Wait:  3 * time.Second,                  // inflight=wait:3s
 //		Renew: true,                             // renew=true
 //		Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}},
+//		Scheme: 0xc7348673,
+//		Stale:  idem.CheckLayout("OrderService.Pay", 0x1a2b3c4d, idem.HashedParam[*Order](false)), // see checkLayout
 //	}
-func (mg *methodGen) descriptor() jen.Code {
+func (mg *methodGen) descriptor() (jen.Code, error) {
 	fields := []jen.Code{
 		jen.Id("Op").Op(":").Lit(mg.m.Op),
 		jen.Id("TTL").Op(":").Add(durationCode(mg.m.TTL)),
@@ -99,8 +101,34 @@ func (mg *methodGen) descriptor() jen.Code {
 		fields = append(fields, mg.sentinels())
 	}
 	fields = append(fields, jen.Id("Scheme").Op(":").Op(fmt.Sprintf("%#08x", mg.m.Scheme)))
+	if mg.m.Layout != 0 {
+		stale, err := mg.checkLayout()
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, jen.Id("Stale").Op(":").Add(stale))
+	}
 	return doc(mg.desc+" is the annotation of "+mg.original()+", for the runtime.").Line().
-		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(multiline, fields...)
+		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(multiline, fields...), nil
+}
+
+// checkLayout checks, when the package is initialized, that the hashed
+// parameters have the layout the wrapper was generated for; the runtime
+// refuses every call of a stale wrapper (see layoutCheck for what the
+// compiler checks):
+//
+//	Stale: idem.CheckLayout("OrderService.Pay", 0x1a2b3c4d, idem.HashedParam[*Order](false), idem.HashedParam[string](false)),
+func (mg *methodGen) checkLayout() (jen.Code, error) {
+	args := []jen.Code{jen.Lit(mg.m.Op), jen.Op(fmt.Sprintf("%#08x", mg.m.Layout))}
+	for _, hp := range mg.m.Fingerprint {
+		t, err := mg.typeCode(mg.m.Params[hp.Param].Type)
+		if err != nil {
+			return nil, mg.errorf("parameter %s: %v", mg.m.Params[hp.Param].Name, err)
+		}
+		fields := len(hp.Values) > 0 && hp.Values[0].Field != ""
+		args = append(args, mg.rt("HashedParam").Index(t).Call(jen.Lit(fields)))
+	}
+	return mg.rt("CheckLayout").Call(args...), nil
 }
 
 // multiline is a braced list of one element per line.

@@ -125,7 +125,8 @@ func (g *gen) decls() []decl {
 			if !g.inFile(mg.m.Constraint) {
 				continue
 			}
-			add(mg.m.Pos, mg.descriptor)
+			ds = append(ds, decl{pos: mg.m.Pos, build: mg.descriptor})
+			ds = append(ds, decl{pos: mg.m.Pos, build: mg.layoutCheck})
 			ds = append(ds, decl{pos: mg.m.Pos, build: mg.method})
 		}
 		if !g.inFile(tg.t.Constraint) {

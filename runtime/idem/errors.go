@@ -48,6 +48,13 @@ var (
 	// a retry fails the same way. Executor options are checked earlier, by
 	// NewExecutor.
 	ErrMisconfigured = errors.New("idem: misconfigured method")
+
+	// ErrStaleWrapper: the generated wrapper was generated for other types
+	// than those the program was built with (its hashed parameters' layout
+	// changed since, and go generate was not run): Do refuses every call,
+	// before anything is claimed, rather than compare fingerprints computed
+	// for another layout. Run go generate. See CheckLayout.
+	ErrStaleWrapper = errors.New("idem: stale wrapper")
 )
 
 // NotStoredCode is the Outcome.ErrCode of the final outcome the executor
