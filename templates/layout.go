@@ -170,7 +170,7 @@ func (mg *methodGen) layoutCheck() (jen.Code, error) {
 		}
 	}
 
-	return doc("A build error here means that "+mg.original()+" or a type its key or fingerprint reads changed since this file was generated: run go generate.").Line().
+	return doc("A build error here means that " + mg.original() + " or a type its key or fingerprint reads changed since this file was generated: run go generate.").Line().
 		Func().Id("_").Params(named...).Block(body...), nil
 }
 

@@ -39,6 +39,13 @@ var idemÜberweisungBuchen = idem.Method{
 	Op:     "Überweisung.Buchen",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("Überweisung.Buchen", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Überweisung).Buchen or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Überweisung, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Überweisung).Buchen))
 }
 
 // Buchen is the idempotent form of (*Überweisung).Buchen: calls with the same
@@ -66,6 +73,13 @@ var idemÜberweisungStornieren = idem.Method{
 	Op:     "Überweisung.Stornieren",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("Überweisung.Stornieren", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Überweisung).Stornieren or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Überweisung, context.Context, string) error)(idem.StaleRunGoGenerate((*Überweisung).Stornieren))
 }
 
 // Stornieren is the idempotent form of (*Überweisung).Stornieren: calls with
