@@ -143,3 +143,13 @@ func ExampleMethod_scheme() {
 	// receipt-9 receipt-9 <nil>
 	// true
 }
+
+// Generated code checks, when its package is initialized, that the types of
+// a method's hashed parameters have the layout it was generated for; a
+// stale wrapper's calls are then refused with ErrStaleWrapper. (The layout
+// hash here is deliberately not the one of string: the wrapper is stale.)
+func ExampleCheckLayout() {
+	err := idem.CheckLayout("Orders.Pay", 0x1, idem.HashedParam[string](false))
+	fmt.Println(errors.Is(err, idem.ErrStaleWrapper))
+	// Output: true
+}
