@@ -52,7 +52,7 @@ import (
 )
 
 func main() {
-	svc := shop.NewIdempotentService(&shop.Service{}, idem.NewExecutor(memstore.New()))
+	svc := shop.NewIdempotentService(&shop.Service{}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	a, err1 := svc.Charge(context.Background(), "o1")
 	b, err2 := svc.Charge(context.Background(), "o1")
 	fmt.Println(a, b, err1, err2)

@@ -57,7 +57,8 @@ An annotation is a line in a method's doc comment:
 	//idem:key=order.ID+op ttl=155s final=ErrInsufficientFunds
 	func (s *OrderService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error)
 
-	svc := NewIdempotentOrderService(&OrderService{}, idem.NewExecutor(memstore.New()))
+	ex := idem.NewExecutor(memstore.New(), idem.WithTenant(tenantOf)) // or idem.SingleTenant()
+	svc := NewIdempotentOrderService(&OrderService{}, ex)
 
 Options: key, ttl, retries, timeout, backoff, downstream, margin, lease,
 inflight, hash, final, op, codec, renew; //idem:defaults on a type applies

@@ -59,7 +59,7 @@ func run(ctx context.Context, out io.Writer, ackWait time.Duration) (Result, err
 	var err error
 	fmt.Fprintln(out, "\nwith idemgen: points.IdempotentService, keyed by the message ID (//idem:key=msg.ID), memory store")
 	ledger := points.NewLedger()
-	svc := points.NewIdempotentService(&points.Service{Ledger: ledger}, idem.NewExecutor(memstore.New()))
+	svc := points.NewIdempotentService(&points.Service{Ledger: ledger}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	if res.With, err = play(ctx, out, ackWait, svc.HandleShipment, ledger); err != nil {
 		return res, err
 	}

@@ -118,7 +118,7 @@ func startPayments(p *payments, idempotent bool) (addr string, stop func(), err 
 	if idempotent {
 		// SingleTenant: payments has one caller, the checkout service; a
 		// service with many clients scopes keys by client (WithTenant).
-		icpts = append(icpts, idemgrpc.UnaryServerInterceptor(idem.NewExecutor(memstore.New()), idemgrpc.SingleTenant()))
+		icpts = append(icpts, idemgrpc.UnaryServerInterceptor(idem.NewExecutor(memstore.New(), idem.SingleTenant()), idemgrpc.SingleTenant()))
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(icpts...))
 	srv.RegisterService(&paymentsDesc, p)
@@ -182,7 +182,7 @@ func stories(ctx context.Context, out io.Writer, idempotent bool, counts Counts)
 		}
 		return nil
 	}}
-	a := checkout.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+	a := checkout.NewIdempotentService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	say := func(format string, args ...any) { fmt.Fprintf(out, "   "+format+"\n", args...) }
 	report := func(story, order string) {
 		charges, attempts := p.counts(order)

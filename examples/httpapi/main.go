@@ -159,7 +159,7 @@ func (c *client) post(ctx context.Context, url string, body []byte) (*http.Respo
 }
 
 func run(ctx context.Context, out io.Writer) error {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ledger := billing.NewMemLedger(map[string]int64{"alice": 100_000})
 	a := &api{svc: billing.NewIdempotentService(&billing.Service{Ledger: ledger, Gateway: &slowGateway{}}, ex)}
 

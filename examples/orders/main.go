@@ -71,7 +71,7 @@ func (m memView) Points(_ context.Context, order string) (int, error) {
 var balances = map[string]int64{"alice": 100_000, "bob": 1_000, "carol": 50_000, "dave": 50_000}
 
 func run(ctx context.Context, out io.Writer, storeName string, verbose bool) error {
-	var opts []idem.Option
+	opts := []idem.Option{idem.SingleTenant()} // the demo has one client
 	if verbose {
 		opts = append(opts, idem.WithObserver(idem.LogEvents(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))))
 	}

@@ -138,7 +138,7 @@ func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable s
 	defer pool.Close()
 	sub := &Env{Ctx: ctx, Pool: pool, PG: &PGCounter{}, run: e.run}
 	svc := &orders.Service{Pool: pool}
-	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(newStore(pool)))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(newStore(pool), idem.SingleTenant()))
 	tag := strings.NewReplacer(" ", "-", "/", "-").Replace(name)
 	wos, fos := e.fixed(tag+"-w", calls), e.fixed(tag+"-f", calls)
 	if replay {

@@ -245,7 +245,7 @@ func (e *Env) memoryGroups(callers int) ([]Group, error) {
 	fsrc := e.fresh("mem-fw")
 	fw := framework(ctx, "wrapper on memstore", nil, fsrc)
 	fw.Prepare = func(n int) error {
-		wrapped = orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+		wrapped = orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 		return fsrc.prepare(n)
 	}
 	fw.Op = func(i int) error {
@@ -270,7 +270,7 @@ func (e *Env) memoryGroups(callers int) ([]Group, error) {
 	first := Group{Name: "memory/first", Callers: callers, Variants: []Variant{fw, floor, direct}}
 
 	ros := e.fixed("mem", 256)
-	rsvc := orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New()))
+	rsvc := orders.NewIdempotentService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	rfw, err := replayFramework(ctx, "wrapper on memstore", rsvc, ros)
 	if err != nil {
 		return nil, err
@@ -494,7 +494,7 @@ func (e *Env) pgGroups(callers int) ([]Group, error) {
 	}
 	var gs []Group
 	for _, st := range stores {
-		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store))
+		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store, idem.SingleTenant()))
 		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
 		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
 		if st.lease {
@@ -629,7 +629,7 @@ func (e *Env) redisGroups(callers int) ([]Group, error) {
 	ctx := e.Ctx
 	svc := &orders.Service{}
 	counters := []Counter{{Name: "redis", Load: e.RR.Load}}
-	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(redisstore.New(e.Redis, redisstore.WithPrefix("bench:"))))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(redisstore.New(e.Redis, redisstore.WithPrefix("bench:")), idem.SingleTenant()))
 	fsrc, bsrc := e.fresh("redis-fw"), e.fresh("redis-floor")
 	first := Group{Name: "redis/first", Callers: callers, Counters: counters, Variants: []Variant{
 		framework(ctx, "wrapper", wsvc, fsrc),
@@ -665,9 +665,9 @@ func (e *Env) tieredGroups(callers int) ([]Group, error) {
 	svc := &orders.Service{Pool: e.Pool}
 	counters := []Counter{{Name: "redis", Load: e.RR.Load}, {Name: "pg", Load: e.PG.Load}}
 	st := tiered.NewTx(redisstore.New(e.Redis, redisstore.WithPrefix("bench-t:")), pgstore.NewTx(e.Pool, pgstore.WithTable(tableTiered)))
-	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st))
+	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st, idem.SingleTenant()))
 	lst := tiered.New(redisstore.New(e.Redis, redisstore.WithPrefix("bench-tl:")), pgstore.New(e.Pool, pgstore.WithTable(tableTieredLease)))
-	lsvc := orders.NewIdempotentService(svc, idem.NewExecutor(lst))
+	lsvc := orders.NewIdempotentService(svc, idem.NewExecutor(lst, idem.SingleTenant()))
 	fsrc, bsrc, lfsrc, lbsrc := e.fresh("tiered-fw"), e.fresh("tiered-floor"), e.fresh("tiered-lease-fw"), e.fresh("tiered-lease-floor")
 	first := Group{Name: "tiered/first", Callers: callers, Counters: counters, Variants: []Variant{
 		framework(ctx, "wrapper", wsvc, fsrc),

@@ -312,7 +312,7 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 	w.p = drawParams(w.rng, opts.Faults)
 	w.mem = w.newStore()
 	w.renew = opts.renews(seed)
-	exOpts := []idem.Option{idem.WithClock(clock{w}), idem.WithRenewal(w.renew)}
+	exOpts := []idem.Option{idem.WithClock(clock{w}), idem.WithRenewal(w.renew), idem.SingleTenant()}
 	if opts.Trace {
 		exOpts = append(exOpts, idem.WithObserver(func(ev idem.Event) {
 			who := "?"

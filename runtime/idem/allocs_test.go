@@ -72,7 +72,7 @@ func TestAllocsFirstCall(t *testing.T) {
 	const want = 3
 	ctx, cancel := context.WithCancel(context.Background()) // a request's context is cancellable
 	defer cancel()
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	orders := allocOrders(allocRuns + 1)
 	i := 0
 	got := testing.AllocsPerRun(allocRuns, func() {
@@ -99,7 +99,7 @@ func TestAllocsReplay(t *testing.T) {
 	const want = 1
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	o := allocOrders(1)[0]
 	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func checkAllocs(t *testing.T, what string, got float64, want int) {
 }
 
 func BenchmarkFirstCall(b *testing.B) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	orders := allocOrders(b.N)
 	b.ReportAllocs()
@@ -149,7 +149,7 @@ func BenchmarkFirstCall(b *testing.B) {
 }
 
 func BenchmarkReplay(b *testing.B) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	o := allocOrders(1)[0]
 	if _, err := place(ctx, ex, &o, "pay", allocResult); err != nil {

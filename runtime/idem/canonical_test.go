@@ -286,7 +286,7 @@ var (
 // TestReplayedFinalKeepsSentinel: a Final error that wraps a sentinel the
 // Method lists (in Final or Sentinels) replays errors.Is-equal to it.
 func TestReplayedFinalKeepsSentinel(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.Pay", TTL: time.Minute, Sentinels: []idem.FinalError{
 		{Name: "errOther", Err: errOther}, {Name: "errCardDeclined", Err: errCardDeclined},
 	}}

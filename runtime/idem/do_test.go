@@ -43,7 +43,7 @@ func call[T any](ctx context.Context, ex *idem.Executor, m *idem.Method, id stri
 
 func TestDoEvents(t *testing.T) {
 	var ev events
-	ex := idem.NewExecutor(memstore.New(), idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(memstore.New(), idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	ok := func(context.Context) (int, error) { return 1, nil }
 	_, err := call(t.Context(), ex, m, "a", ok)
@@ -60,7 +60,7 @@ func TestDoEvents(t *testing.T) {
 }
 
 func TestDoPutsKeyInContext(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	got, err := call(t.Context(), ex, m, "a", func(ctx context.Context) (string, error) {
 		k, ok := idem.KeyFrom(ctx)
@@ -79,7 +79,7 @@ func TestDoPutsKeyInContext(t *testing.T) {
 }
 
 func TestDoInProgress(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New(), idem.WithLease(10*time.Second))
+	ex := idem.NewExecutor(memstore.New(), idem.WithLease(10*time.Second), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	started, release := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -105,7 +105,7 @@ func TestDoInProgress(t *testing.T) {
 }
 
 func TestDoWaitsThenReplays(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute, Wait: 2 * time.Second}
 	var runs atomic.Int32
 	fn := func(context.Context) (int, error) {
@@ -126,7 +126,7 @@ func TestDoWaitsThenReplays(t *testing.T) {
 }
 
 func TestDoWaitGivesUp(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute, Wait: 30 * time.Millisecond}
 	started, release := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -145,7 +145,7 @@ func TestDoWaitGivesUp(t *testing.T) {
 }
 
 func TestDoCancelledContextReleases(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	ctx, cancel := context.WithCancel(t.Context())
 	_, err := call(ctx, ex, m, "a", func(ctx context.Context) (int, error) {
@@ -159,7 +159,7 @@ func TestDoCancelledContextReleases(t *testing.T) {
 }
 
 func TestDoStoresOutcomeAfterCallerGaveUp(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	ctx, cancel := context.WithCancel(t.Context())
 	_, err := call(ctx, ex, m, "a", func(context.Context) (int, error) {
@@ -173,7 +173,7 @@ func TestDoStoresOutcomeAfterCallerGaveUp(t *testing.T) {
 }
 
 func TestDoMissingKeyDoesNotCall(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	called := false
 	_, err := call(t.Context(), ex, m, "", func(context.Context) (int, error) { called = true; return 1, nil })
@@ -213,7 +213,7 @@ func TestDoRetriesComplete(t *testing.T) {
 	fs := &flakyStore{Store: memstore.New()}
 	fs.fail.Store(2)
 	var ev events
-	ex := idem.NewExecutor(fs, idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(fs, idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 9, nil })
 	require.NoError(t, err)
@@ -228,7 +228,7 @@ func TestDoCompleteGivesUp(t *testing.T) {
 	fs := &flakyStore{Store: memstore.New()}
 	fs.fail.Store(100)
 	var ev events
-	ex := idem.NewExecutor(fs, idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(fs, idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 9, nil })
 	require.NoError(t, err, "the method ran: its caller gets its result")
@@ -271,7 +271,7 @@ func TestKeyTextWhereRead(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &keyTextStore{Store: memstore.New(), local: tc.local}
-			var opts []idem.Option
+			opts := []idem.Option{idem.SingleTenant()}
 			var ev events
 			if tc.observed {
 				opts = append(opts, idem.WithObserver(ev.observe))

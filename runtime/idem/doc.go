@@ -13,8 +13,13 @@
 //	//idem:key=order.ID+op ttl=155s
 //	func (s *OrderService) Pay(ctx context.Context, order *Order, op string) (*Receipt, error)
 //
-//	svc := NewIdempotentOrderService(&OrderService{db}, idem.NewExecutor(pgstore.New(pool)))
+//	ex := idem.NewExecutor(pgstore.New(pool), idem.WithTenant(auth.Subject))
+//	svc := NewIdempotentOrderService(&OrderService{db}, ex)
 //	rcpt, err := svc.Pay(ctx, order, "pay") // a retry with the same key replays rcpt
+//
+// The tenancy is chosen where the executor is built: [WithTenant] scopes
+// records by the caller, [SingleTenant] puts every caller in one key space;
+// [NewExecutor] panics without exactly one of them.
 //
 // The stores are runtime/memstore (one process), runtime/pgstore,
 // runtime/redisstore, runtime/tiered (Redis in front of PostgreSQL) and

@@ -34,7 +34,7 @@ func charge(ctx context.Context, ex *idem.Executor, orderID string, cents int64,
 
 // Do runs a call at most once per key; a retry gets the stored result.
 func ExampleDo() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	charges := 0
 	pay := func() (string, error) { charges++; return fmt.Sprintf("receipt-%d", charges), nil }
@@ -51,7 +51,7 @@ func ExampleDo() {
 
 // A final error is stored and replayed; errors.Is still matches the sentinel.
 func ExampleDo_finalError() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	ctx := context.Background()
 	decline := func() (string, error) { return "", fmt.Errorf("charge order-2: %w", errDeclined) }
 	_, err1 := charge(ctx, ex, "order-2", 100, decline)
@@ -79,7 +79,7 @@ func ExampleDerive() {
 func ExampleWithObserver() {
 	ex := idem.NewExecutor(memstore.New(), idem.WithObserver(func(ev idem.Event) {
 		fmt.Println(ev.Kind, ev.Key.Op, ev.Key.Text)
-	}))
+	}), idem.SingleTenant())
 	pay := func() (string, error) { return "ok", nil }
 	_, _ = charge(context.Background(), ex, "order-3", 1, pay)
 	_, _ = charge(context.Background(), ex, "order-3", 1, pay)
@@ -93,7 +93,7 @@ func ExampleWithObserver() {
 // to the first caller; retries get ErrOutcomeNotStored instead of running
 // the method a second time.
 func ExampleErrOutcomeNotStored() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	m := &idem.Method{Op: "Probes.Read", TTL: time.Hour}
 	reads := 0
 	read := func(ctx context.Context) (float64, error) {
@@ -116,7 +116,7 @@ func ExampleErrOutcomeNotStored() {
 // names it.
 func ExampleNewExecutor_invalidOption() {
 	defer func() { fmt.Println(recover()) }()
-	idem.NewExecutor(memstore.New(), idem.WithLease(0))
+	idem.NewExecutor(memstore.New(), idem.WithLease(0), idem.SingleTenant())
 	// Output: idem: WithLease(0s): lease must be > 0
 }
 
@@ -125,7 +125,7 @@ func ExampleNewExecutor_invalidOption() {
 // call and the retry) is replayed; with the same scheme, another
 // fingerprint is another payload.
 func ExampleMethod_scheme() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	pay := func(scheme uint32, fingerprint string) (string, error) {
 		m := &idem.Method{Op: "Payments.Charge", TTL: time.Hour, Scheme: scheme}
 		var k idem.KeyParts

@@ -245,9 +245,15 @@ func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 // NewExecutor returns an Executor on store. If store implements TxStore, the
 // claim, the method and the outcome run in one store transaction.
 //
-// NewExecutor panics if store is nil or an option is invalid (a lease or
-// timeout that is not positive, a nil tenant function, codec or clock,
-// renewal on a store that cannot renew), with a message naming the option,
+// The tenancy must be chosen: exactly one of WithTenant (records scoped by
+// the caller) and SingleTenant (one key space for every caller). Without a
+// choice a multi-tenant service would answer tenant B's order 1 with tenant
+// A's stored outcome, so NewExecutor refuses to guess.
+//
+// NewExecutor panics if store is nil, no tenancy or both were chosen, or an
+// option is invalid (a lease or timeout that is not positive, a nil tenant
+// function, codec or clock, renewal on a store that cannot renew), with a
+// message naming the option,
 // as http.ServeMux panics on an invalid pattern: such a mistake is in the
 // program, not in a request, and must not surface as a store error on
 // every call.
@@ -258,7 +264,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	e := &Executor{
 		store:    store,
 		lease:    DefaultLease,
-		tenant:   func(context.Context) string { return "" },
+		tenant:   func(context.Context) string { return "" }, // SingleTenant
 		codec:    JSONCodec{},
 		clock:    SystemClock{},
 		attempts: 3,
@@ -273,6 +279,11 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	e.renewer, _ = store.(Renewer)
 	for _, o := range opts {
 		o(e)
+	}
+	if !e.tenancy {
+		e.invalid("NewExecutor: no tenancy chosen: pass WithTenant(f) to scope records by the caller f " +
+			"names, or SingleTenant() if every caller may be answered with another caller's stored " +
+			"outcome when it sends that caller's key")
 	}
 	if e.renew && e.renewer == nil && e.txStore == nil {
 		e.invalid("WithRenewal(true): the store (%T) does not implement idem.Renewer", store)

@@ -183,7 +183,7 @@ func TestDoUnstorableOutcome(t *testing.T) {
 			st := newFaultStore(nil)
 			st.refuse = tc.refuse
 			var ev eventLog
-			opts := []idem.Option{idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true))}
+			opts := []idem.Option{idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true)), idem.SingleTenant()}
 			if tc.codec != nil {
 				opts = append(opts, idem.WithCodec(tc.codec))
 			}
@@ -211,7 +211,7 @@ func TestDoUnstorableOutcome(t *testing.T) {
 			st := &txStore{faultStore: newFaultStore(nil)}
 			st.refuse = tc.refuse
 			var ev eventLog
-			opts := []idem.Option{idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true))}
+			opts := []idem.Option{idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true)), idem.SingleTenant()}
 			if tc.codec != nil {
 				opts = append(opts, idem.WithCodec(tc.codec))
 			}
@@ -270,7 +270,7 @@ func TestDoCompleteDownKeepsResult(t *testing.T) {
 	st := newFaultStore(nil)
 	st.failComplete = 100
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true)))
+	ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.WithClock(newFakeClock(true)), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 5, nil })
 	require.NoError(t, err)
@@ -332,7 +332,7 @@ func TestDoSubstituteOnlyWhenTheStoreAnswers(t *testing.T) {
 			st := newFaultStore(nil)
 			st.refuse = refuseStatus(idem.StatusSucceeded, tc.err)
 			var ev eventLog
-			ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe))
+			ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe), idem.SingleTenant())
 			m := &idem.Method{Op: "T.M", TTL: time.Minute}
 			v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 8, nil })
 			require.NoError(t, err)
@@ -370,7 +370,7 @@ func TestNewExecutorRejectsBadOptions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
-			var opts []idem.Option
+			opts := []idem.Option{idem.SingleTenant()}
 			if tc.opt != nil {
 				opts = append(opts, tc.opt)
 			}
@@ -378,9 +378,9 @@ func TestNewExecutorRejectsBadOptions(t *testing.T) {
 		})
 	}
 	assert.NotPanics(t, func() {
-		idem.NewExecutor(memstore.New(), idem.WithObserver(nil), idem.WithRenewal(false), idem.WithLease(time.Nanosecond))
-		idem.NewExecutor(newFaultStore(nil), idem.WithRenewal(true))
-		idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithRenewal(true))
+		idem.NewExecutor(memstore.New(), idem.WithObserver(nil), idem.WithRenewal(false), idem.WithLease(time.Nanosecond), idem.SingleTenant())
+		idem.NewExecutor(newFaultStore(nil), idem.WithRenewal(true), idem.SingleTenant())
+		idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithRenewal(true), idem.SingleTenant())
 	}, "valid options, and renewal on a store that renews or holds claims in a transaction")
 }
 
@@ -427,7 +427,7 @@ func TestDoRejectsBadMethod(t *testing.T) {
 func TestDoClaimReplyLost(t *testing.T) {
 	st := newFaultStore(nil)
 	st.dropClaim = 1
-	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)))
+	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	runs := 0
 	fn := func(context.Context) (int, error) { runs++; return runs, nil }
@@ -450,7 +450,7 @@ func TestDoClaimGivesUpReleases(t *testing.T) {
 	st := newFaultStore(nil)
 	st.dropClaim = 3
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	_, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 1, nil })
 	require.ErrorIs(t, err, errTransport)
@@ -472,7 +472,7 @@ func TestDoClaimRefusalIsFinal(t *testing.T) {
 	for _, refusal := range []error{idem.ErrStoreFull, idem.ErrTooLarge} {
 		t.Run(refusal.Error(), func(t *testing.T) {
 			st := newFaultStore(nil)
-			ex := idem.NewExecutor(refusing{st, refusal}, idem.WithClock(newFakeClock(true)))
+			ex := idem.NewExecutor(refusing{st, refusal}, idem.WithClock(newFakeClock(true)), idem.SingleTenant())
 			m := &idem.Method{Op: "T.M", TTL: time.Minute}
 			_, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 1, nil })
 			require.ErrorIs(t, err, refusal)
@@ -498,7 +498,7 @@ func TestDoCompleteReplyLost(t *testing.T) {
 	st := newFaultStore(nil)
 	st.dropComplete = 1
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(st, idem.WithClock(newFakeClock(true)), idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 4, nil })
 	require.NoError(t, err)
@@ -530,7 +530,7 @@ func TestDoGoexit(t *testing.T) {
 	t.Run("lease", func(t *testing.T) {
 		st := newFaultStore(nil)
 		var ev eventLog
-		ex := idem.NewExecutor(st, idem.WithObserver(ev.observe))
+		ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute}
 		goexit(ex, m)
 		e, ok := ev.find(idem.EventReleased)
@@ -543,7 +543,7 @@ func TestDoGoexit(t *testing.T) {
 	t.Run("lease with renewal", func(t *testing.T) {
 		clk := newFakeClock(false)
 		st := newFaultStore(clk)
-		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true))
+		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute}
 		goexit(ex, m)
 		clk.mu.Lock()
@@ -554,7 +554,7 @@ func TestDoGoexit(t *testing.T) {
 	})
 	t.Run("tx", func(t *testing.T) {
 		st := &txStore{faultStore: newFaultStore(nil)}
-		ex := idem.NewExecutor(st)
+		ex := idem.NewExecutor(st, idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute}
 		goexit(ex, m)
 		assert.Equal(t, []string{"rollback"}, st.endedList())
@@ -562,7 +562,7 @@ func TestDoGoexit(t *testing.T) {
 	t.Run("panic", func(t *testing.T) {
 		st := newFaultStore(nil)
 		var ev eventLog
-		ex := idem.NewExecutor(st, idem.WithObserver(ev.observe))
+		ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute}
 		assert.PanicsWithValue(t, "boom", func() {
 			_, _ = call(t.Context(), ex, m, "a", func(context.Context) (int, error) { panic("boom") })
@@ -583,7 +583,7 @@ func TestDoRenewsLease(t *testing.T) {
 			clk := newFakeClock(false)
 			st := newFaultStore(clk)
 			var ev eventLog
-			opts := []idem.Option{idem.WithClock(clk), idem.WithLease(30 * time.Second), idem.WithObserver(ev.observe)}
+			opts := []idem.Option{idem.WithClock(clk), idem.WithLease(30 * time.Second), idem.WithObserver(ev.observe), idem.SingleTenant()}
 			m := &idem.Method{Op: "T.M", TTL: 10 * time.Minute}
 			if how == "executor" {
 				opts = append(opts, idem.WithRenewal(true))
@@ -650,7 +650,7 @@ func TestDoRenewalLostCancelsMethod(t *testing.T) {
 			st := newFaultStore(clk)
 			st.renewFault = fmt.Errorf("faultstore: renew: %w", idem.ErrLeaseLost)
 			var ev eventLog
-			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithObserver(ev.observe))
+			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithObserver(ev.observe), idem.SingleTenant())
 			m := &idem.Method{Op: "T.M", TTL: 10 * time.Minute}
 			res := make(chan error, 1)
 			go func() {
@@ -676,7 +676,7 @@ func TestDoRenewalSurvivesAFailure(t *testing.T) {
 	st := newFaultStore(clk)
 	st.renewFault = errTransport
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithLease(30*time.Second), idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.WithLease(30*time.Second), idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: 10 * time.Minute}
 	finish := make(chan struct{})
 	res := make(chan error, 1)
@@ -728,7 +728,7 @@ func TestDoLeaseFromDeadline(t *testing.T) {
 			clk := newFakeClock(false)
 			clk.now = time.Now() // the context's deadline is in real time
 			st := newFaultStore(clk)
-			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(tc.renew), idem.WithLease(30*time.Second), idem.WithStoreTimeout(5*time.Second))
+			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(tc.renew), idem.WithLease(30*time.Second), idem.WithStoreTimeout(5*time.Second), idem.SingleTenant())
 			ctx := t.Context()
 			if tc.deadline > 0 {
 				var cancel context.CancelFunc
@@ -761,7 +761,7 @@ func TestDoSchemeChange(t *testing.T) {
 		t.Run(fmt.Sprintf("%d-%d", tc.first, tc.retry), func(t *testing.T) {
 			st := newFaultStore(nil)
 			var ev eventLog
-			ex := idem.NewExecutor(st, idem.WithObserver(ev.observe))
+			ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.SingleTenant())
 			runs := 0
 			fn := func(context.Context) (int, error) { runs++; return runs, nil }
 			_, err := callFP(t.Context(), ex, &idem.Method{Op: "T.M", TTL: time.Minute, Scheme: tc.first}, "a", "old", fn)
@@ -788,7 +788,7 @@ func TestDoSchemeChangeTakesOverLapsedClaim(t *testing.T) {
 	clk := newFakeClock(false)
 	st := newFaultStore(clk)
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithObserver(ev.observe), idem.SingleTenant())
 	key, err := idem.NewKey("", "T.M", "a")
 	require.NoError(t, err)
 	var h idem.Hasher
@@ -825,7 +825,7 @@ func TestDoUndecodableOutcome(t *testing.T) {
 	}
 	st := newFaultStore(nil)
 	var ev eventLog
-	ex := idem.NewExecutor(st, idem.WithObserver(ev.observe))
+	ex := idem.NewExecutor(st, idem.WithObserver(ev.observe), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
 	_, err := call(t.Context(), ex, m, "a", func(context.Context) (v1, error) { return v1{A: 1, B: "x"}, nil })
 	require.NoError(t, err)
@@ -856,7 +856,7 @@ func TestDoCallerCancellation(t *testing.T) {
 	}
 	t.Run("claim", func(t *testing.T) {
 		var ev eventLog
-		ex := idem.NewExecutor(newFaultStore(nil), idem.WithObserver(ev.observe))
+		ex := idem.NewExecutor(newFaultStore(nil), idem.WithObserver(ev.observe), idem.SingleTenant())
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := call(ctx, ex, &idem.Method{Op: "T.M", TTL: time.Minute}, "a", func(context.Context) (int, error) { return 1, nil })
@@ -869,7 +869,7 @@ func TestDoCallerCancellation(t *testing.T) {
 	})
 	t.Run("claim in a transaction", func(t *testing.T) {
 		var ev eventLog
-		ex := idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithObserver(ev.observe))
+		ex := idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithObserver(ev.observe), idem.SingleTenant())
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		_, err := call(ctx, ex, &idem.Method{Op: "T.M", TTL: time.Minute}, "a", func(context.Context) (int, error) { return 1, nil })
@@ -880,7 +880,7 @@ func TestDoCallerCancellation(t *testing.T) {
 		clk := newFakeClock(false)
 		st := newFaultStore(clk)
 		var ev eventLog
-		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithObserver(ev.observe))
+		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithObserver(ev.observe), idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute, Wait: 10 * time.Second}
 		key, err := idem.NewKey("", "T.M", "a")
 		require.NoError(t, err)
@@ -959,7 +959,7 @@ func TestDoLostRepliesEverywhere(t *testing.T) {
 			for _, s := range plan {
 				st.plan[s.op] = s.f
 			}
-			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithLease(lease))
+			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithLease(lease), idem.SingleTenant())
 			m := &idem.Method{Op: "T.M", TTL: time.Hour}
 			runs := 0
 			v1, err1 := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { runs++; return oc.fn() })
@@ -1016,9 +1016,9 @@ func TestDoFinalSentinelMatchesErrFinal(t *testing.T) {
 	errDeclined := errors.New("declined")
 	for _, mode := range []string{"lease", "tx"} {
 		t.Run(mode, func(t *testing.T) {
-			ex := idem.NewExecutor(newFaultStore(nil))
+			ex := idem.NewExecutor(newFaultStore(nil), idem.SingleTenant())
 			if mode == "tx" {
-				ex = idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)})
+				ex = idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.SingleTenant())
 			}
 			m := &idem.Method{Op: "T.Pay", TTL: time.Hour, Final: []idem.FinalError{{Name: "ErrDeclined", Err: errDeclined}}}
 			for i := range 2 {
@@ -1034,6 +1034,69 @@ func TestDoFinalSentinelMatchesErrFinal(t *testing.T) {
 				assert.ErrorIs(t, err, idem.ErrFinal, "call %d", i)
 				assert.Equal(t, "charge: declined", err.Error(), "call %d", i)
 			}
+		})
+	}
+}
+
+// TestNewExecutorRequiresTenancy: the tenancy is a choice made where the
+// executor is built. Without one, a multi-tenant service would put every
+// caller in one key space and answer tenant B's order 1 with tenant A's
+// stored outcome; NewExecutor refuses to guess.
+func TestNewExecutorRequiresTenancy(t *testing.T) {
+	tenant := func(context.Context) string { return "t" }
+	const none = "idem: NewExecutor: no tenancy chosen: pass WithTenant(f) to scope records by the caller f " +
+		"names, or SingleTenant() if every caller may be answered with another caller's stored " +
+		"outcome when it sends that caller's key"
+	const both = "idem: WithTenant and SingleTenant both given: choose one tenancy"
+	for _, tc := range []struct {
+		name string
+		opts []idem.Option
+		want string // the panic, or "" for none
+	}{
+		{"none", nil, none},
+		{"other options only", []idem.Option{idem.WithLease(time.Second), idem.WithObserver(func(idem.Event) {})}, none},
+		{"both", []idem.Option{idem.WithTenant(tenant), idem.SingleTenant()}, both},
+		{"both, single first", []idem.Option{idem.SingleTenant(), idem.WithTenant(tenant)}, both},
+		{"tenant", []idem.Option{idem.WithTenant(tenant)}, ""},
+		{"single", []idem.Option{idem.SingleTenant()}, ""},
+		{"single twice", []idem.Option{idem.SingleTenant(), idem.SingleTenant()}, ""},
+		{"tenant twice", []idem.Option{idem.WithTenant(tenant), idem.WithTenant(tenant)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			build := func() { idem.NewExecutor(memstore.New(), tc.opts...) }
+			if tc.want == "" {
+				assert.NotPanics(t, build)
+				return
+			}
+			assert.PanicsWithValue(t, tc.want, build)
+		})
+	}
+}
+
+// TestTenancyScopesRecords: under WithTenant two tenants' identical keys are
+// two records (each runs), under SingleTenant they are one (the second
+// replays the first's outcome).
+func TestTenancyScopesRecords(t *testing.T) {
+	type ctxKey struct{}
+	tenant := func(ctx context.Context) string { s, _ := ctx.Value(ctxKey{}).(string); return s }
+	m := &idem.Method{Op: "T.M", TTL: time.Minute}
+	for _, tc := range []struct {
+		name string
+		opt  idem.Option
+		runs int
+	}{
+		{"WithTenant", idem.WithTenant(tenant), 2},
+		{"SingleTenant", idem.SingleTenant(), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := idem.NewExecutor(memstore.New(), tc.opt)
+			runs := 0
+			for _, who := range []string{"a", "b"} {
+				ctx := context.WithValue(t.Context(), ctxKey{}, who)
+				_, err := call(ctx, ex, m, "order-1", func(context.Context) (int, error) { runs++; return runs, nil })
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.runs, runs)
 		})
 	}
 }

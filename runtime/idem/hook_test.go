@@ -94,7 +94,7 @@ func TestCallHook(t *testing.T) {
 	}
 	t.Run("lease mode", func(t *testing.T) {
 		var h hookLog
-		ex := idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(&h))
+		ex := idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(&h), idem.SingleTenant())
 		_, err := call(t.Context(), ex, m, "a", ok)
 		require.NoError(t, err)
 		_, err = call(t.Context(), ex, m, "a", ok)
@@ -107,7 +107,7 @@ func TestCallHook(t *testing.T) {
 	})
 	t.Run("transactional mode", func(t *testing.T) {
 		var h hookLog
-		ex := idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithCallHook(&h))
+		ex := idem.NewExecutor(&txStore{faultStore: newFaultStore(nil)}, idem.WithCallHook(&h), idem.SingleTenant())
 		_, err := call(t.Context(), ex, m, "a", ok)
 		require.NoError(t, err)
 		_, err = call(t.Context(), ex, m, "b", func(context.Context) (int, error) { return 0, errors.New("transient") })
@@ -121,7 +121,7 @@ func TestCallHook(t *testing.T) {
 	})
 	t.Run("panic", func(t *testing.T) {
 		var h hookLog
-		ex := idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(&h))
+		ex := idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(&h), idem.SingleTenant())
 		assert.PanicsWithValue(t, "boom", func() {
 			_, _ = call(t.Context(), ex, m, "a", func(context.Context) (int, error) { panic("boom") })
 		})
@@ -134,7 +134,7 @@ func TestCallHook(t *testing.T) {
 		var h hookLog
 		clock := newFakeClock(true)
 		st := newFaultStore(clock)
-		ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.WithClock(clock))
+		ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.WithClock(clock), idem.SingleTenant())
 		wm := &idem.Method{Op: "T.M", TTL: time.Minute, Wait: 10 * time.Millisecond}
 		// Another process holds the key for its whole lease.
 		var k idem.KeyParts
@@ -165,7 +165,7 @@ func TestCallHook(t *testing.T) {
 		var h hookLog
 		clock := newFakeClock(false)
 		st := newFaultStore(clock)
-		ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.WithClock(clock), idem.WithRenewal(true), idem.WithLease(30*time.Second))
+		ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.WithClock(clock), idem.WithRenewal(true), idem.WithLease(30*time.Second), idem.SingleTenant())
 		started, finish := make(chan struct{}), make(chan struct{})
 		res := make(chan error, 1)
 		go func() {
@@ -190,7 +190,7 @@ func TestCallHook(t *testing.T) {
 		}, h.list())
 	})
 	t.Run("nil", func(t *testing.T) {
-		assert.PanicsWithValue(t, "idem: WithCallHook(nil)", func() { idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(nil)) })
+		assert.PanicsWithValue(t, "idem: WithCallHook(nil)", func() { idem.NewExecutor(newFaultStore(nil), idem.WithCallHook(nil), idem.SingleTenant()) })
 	})
 }
 

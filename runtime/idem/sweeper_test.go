@@ -20,7 +20,7 @@ import (
 func expiredStore(t *testing.T, clock *fakeClock, n int) *memstore.Store {
 	t.Helper()
 	st := memstore.New(memstore.WithClock(clock.Now))
-	ex := idem.NewExecutor(st, idem.WithClock(clock))
+	ex := idem.NewExecutor(st, idem.WithClock(clock), idem.SingleTenant())
 	m := &idem.Method{Op: "T.Sweep", TTL: time.Second}
 	for i := range n {
 		_, err := call(t.Context(), ex, m, fmt.Sprint(i), func(context.Context) (int, error) { return i, nil })

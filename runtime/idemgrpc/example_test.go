@@ -20,7 +20,7 @@ import (
 // retry of one logical call (the same ctx from ContextWithOutgoingKey) is answered
 // from the store, and the handler ran once.
 func Example() {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	svc := &echo{}
 	srv := grpc.NewServer(grpc.UnaryInterceptor(idemgrpc.UnaryServerInterceptor(ex, idemgrpc.SingleTenant())))
 	srv.RegisterService(&echoDesc, svc)

@@ -222,11 +222,11 @@ type newStoreFunc func(t *testing.T) idem.Store
 // interceptor is a single-tenant server interceptor on store (a test that
 // scopes by tenant uses tenantInterceptor).
 func interceptor(store idem.Store, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
-	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store), append([]idemgrpc.Option{idemgrpc.SingleTenant()}, opts...)...)
+	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store, idem.SingleTenant()), append([]idemgrpc.Option{idemgrpc.SingleTenant()}, opts...)...)
 }
 
 // tenantInterceptor is a server interceptor on store whose keys are scoped
 // by tenant.
 func tenantInterceptor(store idem.Store, tenant func(context.Context) string, opts ...idemgrpc.Option) grpc.UnaryServerInterceptor {
-	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store), append([]idemgrpc.Option{idemgrpc.WithTenant(tenant)}, opts...)...)
+	return idemgrpc.UnaryServerInterceptor(idem.NewExecutor(store, idem.SingleTenant()), append([]idemgrpc.Option{idemgrpc.WithTenant(tenant)}, opts...)...)
 }

@@ -96,7 +96,7 @@ func TestClientKey(t *testing.T) {
 	var parent context.Context
 	var parts idem.KeyParts
 	parts.String("order", "o-1")
-	if _, err := idem.Do(context.Background(), idem.NewExecutor(memstore.New()), &idem.Method{Op: "parent", TTL: time.Minute},
+	if _, err := idem.Do(context.Background(), idem.NewExecutor(memstore.New(), idem.SingleTenant()), &idem.Method{Op: "parent", TTL: time.Minute},
 		&parts, &idem.Hasher{}, func(ctx context.Context) (int, error) { parent = ctx; return 0, nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestObserver(t *testing.T) {
 // invalid option make UnaryServerInterceptor panic with a message naming
 // it; a nil option or function makes UnaryClientInterceptor panic.
 func TestInvalidOptionsPanic(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	single := idemgrpc.SingleTenant()
 	for _, c := range []struct {
 		name string

@@ -71,12 +71,12 @@ func benchCases(loopback bool) map[string]func(b *testing.B) {
 	return map[string]func(*testing.B){
 		"bare": func(b *testing.B) { benchServe(b, benchHandler, loopback, nil) },
 		"first": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			h := idemhttp.New(idem.NewExecutor(memstore.New(), idem.SingleTenant()), idemhttp.SingleTenant())(benchHandler)
 			prefix := idemhttp.GenerateKey() + "-"
 			benchServe(b, h, loopback, func(i int) string { return prefix + strconv.Itoa(i) })
 		},
 		"replayed": func(b *testing.B) {
-			h := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+			h := idemhttp.New(idem.NewExecutor(memstore.New(), idem.SingleTenant()), idemhttp.SingleTenant())(benchHandler)
 			key := idemhttp.GenerateKey()
 			benchServe(b, h, loopback, func(int) string { return key })
 		},
@@ -133,7 +133,7 @@ func median(v []float64) float64 {
 // adds to the bare handler's ("first+ns", "replay+ns"), and the
 // allocations it adds (from testing.AllocsPerRun, before the timed loop).
 func BenchmarkOverhead(b *testing.B) {
-	mw := idemhttp.New(idem.NewExecutor(memstore.New()), idemhttp.SingleTenant())(benchHandler)
+	mw := idemhttp.New(idem.NewExecutor(memstore.New(), idem.SingleTenant()), idemhttp.SingleTenant())(benchHandler)
 	prefix := idemhttp.GenerateKey() + "-"
 	replayKey := idemhttp.GenerateKey()
 	n := 0

@@ -10,7 +10,7 @@
 // its response is stored and replayed, byte for byte, to every retry with the
 // same key, marked "Idempotent-Replayed: true".
 //
-//	ex := idem.NewExecutor(pgstore.New(pool))
+//	ex := idem.NewExecutor(pgstore.New(pool), idem.SingleTenant()) // the middleware scopes its keys itself
 //	mw := idemhttp.New(ex,
 //		idemhttp.WithTenant(func(r *http.Request) string { return auth.Subject(r) }),
 //	)

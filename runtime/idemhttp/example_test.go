@@ -22,7 +22,7 @@ func ExampleNew() {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"order":%d}`, orders)
 	})
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	mw := idemhttp.New(ex,
 		// Scope keys by caller; without it the service is single-tenant.
 		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }),
@@ -107,7 +107,7 @@ func ExampleParseKey() {
 func ExampleWithPolicy() {
 	// Stripe-like: once the handler started, every response is stored,
 	// failures included, and a retry never runs the handler again.
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	_ = idemhttp.New(ex, idemhttp.SingleTenant(), idemhttp.WithPolicy(idemhttp.StoreAll))
 
 	fmt.Println(idemhttp.DefaultPolicy(201), idemhttp.DefaultPolicy(429), idemhttp.DefaultPolicy(503))

@@ -21,7 +21,7 @@ import (
 // (WithMaxResponse(0) released every key: 16 concurrent duplicates ran the
 // handler 16 times; WithTTL(0) answered every keyed request with 503).
 func TestInvalidOptionsPanic(t *testing.T) {
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	for _, c := range []struct {
 		name string
 		opts []idemhttp.Option

@@ -36,7 +36,7 @@ func BenchmarkRedisReplay(b *testing.B) {
 	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b)})
 	b.Cleanup(func() { _ = c.Close() })
 	ctx := b.Context()
-	mw := idemhttp.New(idem.NewExecutor(redisstore.New(c, redisstore.WithPrefix("idemhttp-bench:"))), idemhttp.SingleTenant())(benchHandler)
+	mw := idemhttp.New(idem.NewExecutor(redisstore.New(c, redisstore.WithPrefix("idemhttp-bench:")), idem.SingleTenant()), idemhttp.SingleTenant())(benchHandler)
 	key := idemhttp.GenerateKey()
 	floorKey := "idemhttp-bench-floor:" + key
 	if err := c.Set(ctx, floorKey, benchResponse, time.Hour).Err(); err != nil {

@@ -45,7 +45,7 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/charges", charge)
-	ex := idem.NewExecutor(newStore(t))
+	ex := idem.NewExecutor(newStore(t), idem.SingleTenant())
 	// Tenant: the API key, as Stripe scopes keys by account.
 	tenant := func(r *http.Request) string { return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }
 	mw := idemhttp.New(ex, idemhttp.WithTenant(tenant))(mux)

@@ -99,7 +99,7 @@ func newTenancyEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w h
 		e.mu.Lock()
 		e.idevs = append(e.idevs, ev)
 		e.mu.Unlock()
-	}))
+	}), idem.SingleTenant())
 	opts = append([]idemhttp.Option{idemhttp.WithObserver(func(ev idemhttp.Event) {
 		e.mu.Lock()
 		e.evs = append(e.evs, ev)
@@ -608,7 +608,7 @@ func testTenantIsolation(t *testing.T, newStore newStoreFunc) {
 
 func testOperationScope(t *testing.T, newStore newStoreFunc) {
 	e := &env{t: t}
-	e.ex = idem.NewExecutor(newStore(t))
+	e.ex = idem.NewExecutor(newStore(t), idem.SingleTenant())
 	mux := http.NewServeMux()
 	count := func(w http.ResponseWriter, r *http.Request) {
 		e.runs.Add(1)
@@ -1107,7 +1107,7 @@ func testPathBytes(t *testing.T, newStore newStoreFunc) {
 		runs.Add(1)
 		w.WriteHeader(201)
 	})
-	h := idemhttp.New(idem.NewExecutor(newStore(t)), idemhttp.SingleTenant())(mux)
+	h := idemhttp.New(idem.NewExecutor(newStore(t), idem.SingleTenant()), idemhttp.SingleTenant())(mux)
 	for _, target := range []string{"/orders/" + strings.Repeat("b", 4096), "/orders/%00%FF"} {
 		key := idemhttp.GenerateKey()
 		for i := range 2 {

@@ -29,7 +29,7 @@ func BenchmarkReplay(b *testing.B) {
 			idemotel.WithTracerProvider(sdktrace.NewTracerProvider()))}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			ex := idem.NewExecutor(memstore.New(), c.opts...)
+			ex := idem.NewExecutor(memstore.New(), append(c.opts, idem.SingleTenant())...)
 			if _, err := do(b.Context(), ex, m, "a", "p", fn); err != nil {
 				b.Fatal(err)
 			}

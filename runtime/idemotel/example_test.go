@@ -14,7 +14,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	st := memstore.New(memstore.WithMaxRecords(100_000))
-	ex := idem.NewExecutor(st, idemotel.Instrument(idemotel.WithStoreName("memstore")))
+	ex := idem.NewExecutor(st, idemotel.Instrument(idemotel.WithStoreName("memstore")), idem.SingleTenant())
 	_ = ex // generated wrappers and idemhttp.New run on ex
 
 	reg, err := idemotel.ObserveSize(st, 100_000, memstore.DefaultMaxBytes, idemotel.WithStoreName("memstore"))

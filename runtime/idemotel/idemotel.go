@@ -7,7 +7,7 @@
 // It is a module of its own, so that programs that do not use it do not
 // depend on OpenTelemetry. One line turns it on:
 //
-//	ex := idem.NewExecutor(store, idemotel.Instrument(idemotel.WithStoreName("pgstore")))
+//	ex := idem.NewExecutor(store, idem.WithTenant(tenantOf), idemotel.Instrument(idemotel.WithStoreName("pgstore")))
 //
 // The meter and tracer providers default to the global ones (otel.Meter,
 // otel.Tracer). The key's text and the tenant may carry personal data: they

@@ -175,7 +175,7 @@ func TestScriptedSequence(t *testing.T) {
 	tm := newTelemetry()
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	st := &link{Store: memstore.New(memstore.WithClock(clk.Now))}
-	ex := idem.NewExecutor(st, idem.WithClock(clk), idemotel.Instrument(tm.opts...))
+	ex := idem.NewExecutor(st, idem.WithClock(clk), idemotel.Instrument(tm.opts...), idem.SingleTenant())
 	m := &idem.Method{Op: "Billing.Pay", TTL: time.Hour, Lease: 10 * time.Second}
 	ctx := t.Context()
 	runs := 0

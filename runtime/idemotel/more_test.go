@@ -26,7 +26,7 @@ func TestSweepAndSizeMetrics(t *testing.T) {
 	tm := newTelemetry()
 	clk := &clock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	st := memstore.New(memstore.WithClock(clk.Now), memstore.WithMaxRecords(100))
-	ex := idem.NewExecutor(st, idem.WithClock(clk))
+	ex := idem.NewExecutor(st, idem.WithClock(clk), idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Second}
 	for i := range 5 {
 		if _, err := do(t.Context(), ex, m, fmt.Sprint(i), "p", func(context.Context) (string, error) { return "ok", nil }); err != nil {
@@ -120,7 +120,7 @@ func TestTieredEvents(t *testing.T) {
 	}
 	fast := &link{Store: memstore.New(), down: true}
 	st := tiered.New(fast, memstore.New(), tiered.WithObserver(observe), tiered.WithInlineFastCalls(), tiered.WithCooldown(time.Hour))
-	ex := idem.NewExecutor(st)
+	ex := idem.NewExecutor(st, idem.SingleTenant())
 	for i := range 2 {
 		if _, err := do(t.Context(), ex, &idem.Method{Op: "T.M", TTL: time.Minute}, fmt.Sprint(i), "p", func(context.Context) (string, error) {
 			return "ok", nil

@@ -171,7 +171,7 @@ func run(b *testing.B, callers int, fn func(i int64) error) {
 
 func BenchmarkStore(b *testing.B) {
 	e := newBenchEnv(b)
-	exLease, exTx := idem.NewExecutor(e.lease), idem.NewExecutor(e.tx)
+	exLease, exTx := idem.NewExecutor(e.lease, idem.SingleTenant()), idem.NewExecutor(e.tx, idem.SingleTenant())
 	// Replays cycle over completed keys.
 	const replayKeys = 64
 	for _, ex := range []*idem.Executor{exLease, exTx} {

@@ -27,7 +27,7 @@ func ExampleNew() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ex := idem.NewExecutor(store)
+	ex := idem.NewExecutor(store, idem.SingleTenant())
 
 	// What a generated wrapper does (see IdempotentLedger in the tests).
 	m := &idem.Method{Op: "Payments.Charge", TTL: 24 * time.Hour, Lease: 30 * time.Second}
@@ -55,7 +55,7 @@ func ExampleNewTx() {
 	if err := store.Migrate(ctx); err != nil {
 		log.Fatal(err)
 	}
-	ex := idem.NewExecutor(store) // store is an idem.TxStore
+	ex := idem.NewExecutor(store, idem.SingleTenant()) // store is an idem.TxStore
 
 	m := &idem.Method{Op: "Ledger.Credit", TTL: time.Hour, Wait: 2 * time.Second}
 	var k idem.KeyParts

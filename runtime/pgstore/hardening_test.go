@@ -292,7 +292,7 @@ func TestLostRepliesThroughDo(t *testing.T) {
 				if mode == "tx" {
 					store = pgstore.NewTx(pool, pgstore.WithTable(table))
 				}
-				ex := idem.NewExecutor(store)
+				ex := idem.NewExecutor(store, idem.SingleTenant())
 				m := &idem.Method{Op: "lost.Op", TTL: time.Hour, Lease: time.Hour}
 				id := "lost-" + randHex(4)
 				k, err := idem.NewKey("", m.Op, id)
@@ -331,7 +331,7 @@ func TestPoolPressure(t *testing.T) {
 	pool := newPool(t, 2, nil)
 	table := newTable(t, pool)
 	s := pgstore.NewTx(pool, pgstore.WithTable(table), pgstore.WithAcquireTimeout(200*time.Millisecond))
-	ex := idem.NewExecutor(s)
+	ex := idem.NewExecutor(s, idem.SingleTenant())
 	m := &idem.Method{Op: "pressure.Op", TTL: time.Hour, Lease: time.Minute}
 	inside, finish := make(chan struct{}, 2), make(chan struct{})
 	var finished sync.Once

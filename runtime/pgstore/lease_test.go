@@ -26,7 +26,7 @@ func TestLeaseStall(t *testing.T) {
 	var events sync.Map
 	ex := idem.NewExecutor(pgstore.New(pool, pgstore.WithTable(table)), idem.WithObserver(func(ev idem.Event) {
 		events.Store(ev.Kind, true)
-	}))
+	}), idem.SingleTenant())
 	ledger := newLedger(t, pool)
 	svc := NewIdempotentLedger(ledger, ex)
 	m := idemLedgerCredit

@@ -31,7 +31,7 @@ func TestRaceThroughWrapper(t *testing.T) {
 				store = pgstore.NewTx(pool, pgstore.WithTable(table))
 			}
 			ledger := newLedger(t, pool)
-			svc := NewIdempotentLedger(ledger, idem.NewExecutor(store))
+			svc := NewIdempotentLedger(ledger, idem.NewExecutor(store, idem.SingleTenant()))
 			prefix := randHex(4)
 			noWait := idemLedgerCredit
 			noWait.Wait = 0

@@ -22,7 +22,7 @@ func TestRoundTrips(t *testing.T) {
 			if mode == "tx" {
 				store = pgstore.NewTx(pool, pgstore.WithTable(table))
 			}
-			ex := idem.NewExecutor(store)
+			ex := idem.NewExecutor(store, idem.SingleTenant())
 			m := &idem.Method{Op: "rt.Op", TTL: idemLedgerCredit.TTL}
 			call := func(id string) {
 				var k idem.KeyParts

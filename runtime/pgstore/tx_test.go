@@ -26,7 +26,7 @@ func newTxEnv(t *testing.T, conns int32) *txEnv {
 	table := newTable(t, pool)
 	s := pgstore.NewTx(pool, pgstore.WithTable(table))
 	l := newLedger(t, pool)
-	return &txEnv{t: t, store: s, ledger: l, svc: NewIdempotentLedger(l, idem.NewExecutor(s))}
+	return &txEnv{t: t, store: s, ledger: l, svc: NewIdempotentLedger(l, idem.NewExecutor(s, idem.SingleTenant()))}
 }
 
 // record returns the status of the key's record, 0 when there is none.

@@ -24,6 +24,6 @@ func ExampleNew_cluster() {
 		ClusterStateReloadInterval: time.Second,
 	})
 	defer client.Close()
-	ex := idem.NewExecutor(redisstore.New(client, redisstore.WithPrefix("billing:")))
+	ex := idem.NewExecutor(redisstore.New(client, redisstore.WithPrefix("billing:")), idem.SingleTenant())
 	_ = ex
 }

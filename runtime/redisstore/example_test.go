@@ -17,7 +17,7 @@ import (
 func Example() {
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer client.Close()
-	ex := idem.NewExecutor(redisstore.New(client, redisstore.WithPrefix("billing:")))
+	ex := idem.NewExecutor(redisstore.New(client, redisstore.WithPrefix("billing:")), idem.SingleTenant())
 
 	m := idem.Method{Op: "Billing.Pay", TTL: 24 * time.Hour}
 	pay := func(ctx context.Context, orderID string, cents int64) (string, error) {

@@ -39,7 +39,7 @@ func benchPath(b *testing.B, mode, path string) {
 	if mode == "tx" {
 		store = sqlitestore.NewTx(db)
 	}
-	ex := idem.NewExecutor(store)
+	ex := idem.NewExecutor(store, idem.SingleTenant())
 	ctx := context.Background()
 	call := func(id string) {
 		var k idem.KeyParts

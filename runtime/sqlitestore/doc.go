@@ -8,7 +8,7 @@
 //	db, err := sqlitestore.Open("/var/lib/app/idem.db") // WAL, synchronous=FULL, busy_timeout
 //	store := sqlitestore.New(db)                        // or sqlitestore.NewTx(db)
 //	err = store.Migrate(ctx)                            // or apply Schema with your migration tool
-//	ex := idem.NewExecutor(store)
+//	ex := idem.NewExecutor(store, idem.WithTenant(tenantOf))
 //
 // A record is a row under the primary key key, the 32-byte SHA-256 of
 // tenant, operation and key parts (idem.Key.ID).

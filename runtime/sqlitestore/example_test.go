@@ -41,7 +41,7 @@ func ExampleNew() {
 			fmt.Println(err)
 			return
 		}
-		receipt, err := charge(idem.NewExecutor(store), "o-1", 1999)
+		receipt, err := charge(idem.NewExecutor(store, idem.SingleTenant()), "o-1", 1999)
 		fmt.Println(restart, receipt, err)
 		_ = db.Close()
 	}
@@ -72,7 +72,7 @@ func ExampleNewTx() {
 		fmt.Println(err)
 		return
 	}
-	ex := idem.NewExecutor(store)
+	ex := idem.NewExecutor(store, idem.SingleTenant())
 	m := idem.Method{Op: "orders.Place", TTL: time.Hour}
 	place := func(id string, cents int64) (int64, error) {
 		var k idem.KeyParts

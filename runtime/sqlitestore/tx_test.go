@@ -72,7 +72,7 @@ func TestExactlyOnceConcurrent(t *testing.T) {
 			if mode == "tx" {
 				store = sqlitestore.NewTx(db)
 			}
-			ex := idem.NewExecutor(store)
+			ex := idem.NewExecutor(store, idem.SingleTenant())
 			m := placeMethod
 			m.Wait = time.Minute
 			const n = 48
@@ -113,7 +113,7 @@ func TestExactlyOnceConcurrent(t *testing.T) {
 func TestTxWrites(t *testing.T) {
 	db, _ := openDB(t)
 	withOrders(t, db)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db))
+	ex := idem.NewExecutor(sqlitestore.NewTx(db), idem.SingleTenant())
 	ctx := t.Context()
 
 	var kept *sqlitestore.Tx
@@ -173,7 +173,7 @@ func TestTxWrites(t *testing.T) {
 func TestTxDuplicateAnswersByPolicy(t *testing.T) {
 	db, _ := openDB(t)
 	withOrders(t, db)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db))
+	ex := idem.NewExecutor(sqlitestore.NewTx(db), idem.SingleTenant())
 	ctx := t.Context()
 	running, finish := make(chan struct{}), make(chan struct{})
 	done := make(chan error, 1)
@@ -219,11 +219,11 @@ func TestTxDuplicateAnswersByPolicy(t *testing.T) {
 func TestTxOtherProcessBounded(t *testing.T) {
 	db, path := openDB(t)
 	withOrders(t, db)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db))
+	ex := idem.NewExecutor(sqlitestore.NewTx(db), idem.SingleTenant())
 	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(300)&_pragma=journal_mode(WAL)")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = other.Close() })
-	otherEx := idem.NewExecutor(sqlitestore.NewTx(other, sqlitestore.WithLockTimeout(300*time.Millisecond)))
+	otherEx := idem.NewExecutor(sqlitestore.NewTx(other, sqlitestore.WithLockTimeout(300*time.Millisecond)), idem.SingleTenant())
 	ctx := t.Context()
 
 	hold := func(id string) (chan struct{}, chan error) {
@@ -256,7 +256,7 @@ func TestTxOtherProcessBounded(t *testing.T) {
 // caller's write lock.
 func TestTxNestedCallRefused(t *testing.T) {
 	db, _ := openDB(t)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db))
+	ex := idem.NewExecutor(sqlitestore.NewTx(db), idem.SingleTenant())
 	var inner error
 	_, err := place(t.Context(), ex, &placeMethod, "outer", 1, func(ctx context.Context) (string, error) {
 		_, inner = place(ctx, ex, &placeMethod, "inner", 1, func(context.Context) (string, error) { return "x", nil })
@@ -294,7 +294,7 @@ func processesShareOneFile(t *testing.T, mode string) {
 		if mode == "tx" {
 			store = sqlitestore.NewTx(hdb)
 		}
-		ex := idem.NewExecutor(store)
+		ex := idem.NewExecutor(store, idem.SingleTenant())
 		m := placeMethod
 		m.Wait = time.Minute
 		for range perHandle {
@@ -327,7 +327,7 @@ func processesShareOneFile(t *testing.T, mode string) {
 // stops waiting at once.
 func TestWriteLockTimeout(t *testing.T) {
 	db, _ := openDB(t)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db, sqlitestore.WithLockTimeout(100*time.Millisecond)))
+	ex := idem.NewExecutor(sqlitestore.NewTx(db, sqlitestore.WithLockTimeout(100*time.Millisecond)), idem.SingleTenant())
 	ctx := t.Context()
 	running, finish, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {

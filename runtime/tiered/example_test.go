@@ -39,6 +39,6 @@ func Example() {
 				slog.Warn("idempotency: Redis is down, serving from PostgreSQL alone", "err", ev.Err)
 			}
 		}))
-	ex := idem.NewExecutor(store)
+	ex := idem.NewExecutor(store, idem.SingleTenant())
 	_ = ex // pass ex to the generated wrappers: NewIdempotentBillingService(svc, ex)
 }

@@ -163,7 +163,7 @@ func TestCooldown(t *testing.T) {
 // does not run unprotected.
 func TestDurableDown(t *testing.T) {
 	s := tiered.New(memstore.New(), &brokenStore{})
-	ex := idem.NewExecutor(s)
+	ex := idem.NewExecutor(s, idem.SingleTenant())
 	m := idem.Method{Op: "op", TTL: time.Minute}
 	ran := false
 	_, err := call(t.Context(), ex, &m, "k1", "p", func(context.Context) (string, error) { ran = true; return "x", nil })

@@ -32,7 +32,7 @@ func (r *Refunds) Void(ctx context.Context, id string) error { return nil }
 func main() {
 	ctx := context.Background()
 	r := &Refunds{}
-	w := NewIdempotentRefunds(r, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentRefunds(r, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for range 2 {
 		n, err := w.Refund(ctx, RefundRequest{CustomerID: "c1", RefundNo: "r1"})
 		fmt.Println("refund:", n, err)

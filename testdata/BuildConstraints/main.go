@@ -30,7 +30,7 @@ func (s *OrderService) Refund(order Order) string { return "refunded " + order.I
 
 func main() {
 	ctx := context.Background()
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	w := NewIdempotentOrderService(&OrderService{}, ex)
 	a, err := w.Pay(ctx, Order{ID: "o1"})
 	fmt.Println("pay:", a, err)

@@ -40,7 +40,7 @@ func (s *Svc) Do(ctx context.Context, id ID, msg *Msg, arr [3]B) (int, error) {
 func main() {
 	ctx := context.Background()
 	s := &Svc{}
-	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	m := &Msg{ID: ID{1, 2, 3, 4}, UUID: [16]byte{9}, Raw: [2]B{5, 6}}
 	fmt.Println(w.Do(ctx, ID{1}, m, [3]B{7}))
 	fmt.Println(w.Do(ctx, ID{1}, m, [3]B{7}))

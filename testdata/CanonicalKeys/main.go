@@ -71,7 +71,7 @@ func main() {
 		if ev.Kind == idem.EventClaimed {
 			fmt.Println("  key:", ev.Key.Text)
 		}
-	})))
+	}), idem.SingleTenant()))
 	// 2026-03-01 09:30 UTC, in the local zone, with a monotonic reading (as
 	// time.Now gives).
 	now := time.Now()

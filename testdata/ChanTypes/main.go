@@ -34,7 +34,7 @@ func (s *Svc) Route(ctx context.Context, id string, in chan (<-chan int), out ch
 func main() {
 	ctx := context.Background()
 	s := &Svc{}
-	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for range 2 {
 		m, err := w.Route(ctx, "r", make(chan (<-chan int)), nil, nil, struct {
 			Inner

@@ -37,7 +37,7 @@ func (s *Shipper) Cancel(ctx context.Context, orderID int64, reason string) erro
 func main() {
 	ctx := context.Background()
 	s := &Shipper{failFirst: true}
-	w := NewIdempotentShipper(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentShipper(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	fmt.Println("ship 1:", w.Ship(ctx, 1))
 	fmt.Println("ship 1 again (the failure released the key):", w.Ship(ctx, 1))

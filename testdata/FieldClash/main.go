@@ -25,7 +25,7 @@ func (e *Exchange) Fill(ctx context.Context, orderID string) (string, error) {
 }
 
 func main() {
-	w := NewIdempotentExchange(&Exchange{ex: "XNAS"}, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentExchange(&Exchange{ex: "XNAS"}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for range 2 {
 		fmt.Println(w.Fill(context.Background(), "o-1"))
 	}

@@ -42,7 +42,7 @@ func (s *Shop) Checkout(ctx context.Context, order string) (string, error) {
 func main() {
 	ctx := context.Background()
 	s := &Shop{}
-	w := NewIdempotentShop(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentShop(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for _, order := range []string{"declined", "fraud", "internal"} {
 		_, first := w.Checkout(ctx, order)
 		_, again := w.Checkout(ctx, order)

@@ -26,7 +26,7 @@ func (c *Checkout) Pay(ctx context.Context, cartID string, card payments.Card, c
 func main() {
 	ctx := context.Background()
 	c := &Checkout{}
-	w := NewIdempotentCheckout(c, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentCheckout(c, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	card := payments.Card{Number: "4242", Limit: 100}
 	for range 2 {
 		_, err := w.Pay(ctx, "cart-1", card, 500)

@@ -43,7 +43,7 @@ func (b *Bank) Debit(ctx context.Context, orderID string, cents int) (int, error
 func main() {
 	ctx := context.Background()
 	b := &Bank{balance: 100}
-	w := NewIdempotentBank(b, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentBank(b, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	_, err := w.Debit(ctx, "o1", 500)
 	fmt.Println("o1:", err)

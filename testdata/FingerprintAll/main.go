@@ -62,7 +62,7 @@ func (b *Bank) SendAll(ctx context.Context, batch *Batch) (int, error) {
 func main() {
 	ctx := context.Background()
 	b := &Bank{}
-	w := NewIdempotentBank(b, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentBank(b, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	send := func(what string, t Transfer) {
 		out, err := w.Send(ctx, t)
 		fmt.Printf("%s: %s %v mismatch=%v\n", what, out, err, errors.Is(err, idem.ErrPayloadMismatch))

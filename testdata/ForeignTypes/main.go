@@ -36,7 +36,7 @@ func (q *Quotes) Quote(ctx context.Context, client netip.Addr, at time.Time, amo
 
 func main() {
 	q := &Quotes{}
-	w := NewIdempotentQuotes(q, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentQuotes(q, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	amounts := map[string][]money.Amount{"eu": {{Cents: 100, Currency: "EUR"}}, "us": {{Cents: 250, Currency: "USD"}}}
 	for range 2 {

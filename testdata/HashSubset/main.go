@@ -28,7 +28,7 @@ func (n *Notifier) Ping(ctx context.Context, userID int, text string) (int, erro
 func main() {
 	ctx := context.Background()
 	n := &Notifier{}
-	w := NewIdempotentNotifier(n, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentNotifier(n, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	r, err := w.Notify(ctx, 1, "hello", "trace-a", false, 1)
 	fmt.Println("notify:", r, err)

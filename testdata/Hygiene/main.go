@@ -43,7 +43,7 @@ func (s *Svc) Len(ctx context.Context, len string, w uint8) error {
 func main() {
 	ctx := context.Background()
 	s := &Svc{}
-	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for range 2 {
 		r, err := w.Pay(ctx, &Order{ID: "o1"}, "s", 7, nil, []byte("x"), true, 1, time.Second)
 		fmt.Println(r.N, err)

@@ -32,7 +32,7 @@ func (d *Desk) Open(ctx stdctx.Context, t *idem.Ticket) (*idem.Ticket, error) {
 func main() {
 	ctx := stdctx.Background()
 	d := &Desk{}
-	w := NewIdempotentDesk(d, rt.NewExecutor(memstore.New()))
+	w := NewIdempotentDesk(d, rt.NewExecutor(memstore.New(), rt.SingleTenant()))
 	for range 2 {
 		t, err := w.Open(ctx, &idem.Ticket{ID: "T-1", Title: "printer on fire"})
 		fmt.Printf("%+v %v\n", *t, err)

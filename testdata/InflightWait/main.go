@@ -39,7 +39,7 @@ func (e *Exporter) ExportWait(ctx context.Context, name string) (string, error) 
 func main() {
 	ctx := context.Background()
 	e := &Exporter{started: make(chan string), release: make(chan struct{})}
-	w := NewIdempotentExporter(e, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentExporter(e, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	var wg sync.WaitGroup
 	wg.Go(func() { out, err := w.Export(ctx, "report"); fmt.Println("first:", out, err) })

@@ -32,7 +32,7 @@ func (s *smtp) Outbox() []string { return s.sent }
 
 func main() {
 	ctx := context.Background()
-	var m Mailer = NewIdempotentMailer(&smtp{}, idem.NewExecutor(memstore.New()))
+	var m Mailer = NewIdempotentMailer(&smtp{}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	for range 3 {
 		id, err := m.Send(ctx, "ann@example.com", "Your receipt", "Thanks!")
 		fmt.Println("send receipt:", id, err)

@@ -59,7 +59,7 @@ func main() {
 		if ev.Kind == idem.EventClaimed {
 			fmt.Println("  key:", ev.Key.Text)
 		}
-	})))
+	}), idem.SingleTenant()))
 	job := &Job{No: OrderNo{7}, Day: Day{2026, 3, 1}, Shard: 9, Region: "eu", ID: UUID{0: 0xab, 15: 0xcd}, Prio: -2, Urgent: true}
 	for range 2 {
 		out, err := w.Run(ctx, job, 1)

@@ -31,7 +31,7 @@ func main() {
 		if ev.Kind == idem.EventClaimed {
 			fmt.Println("  claimed key", ev.Key.Text)
 		}
-	})))
+	}), idem.SingleTenant()))
 	for _, req := range []RefundRequest{
 		{CustomerID: "a", RefundNo: "bc", Cents: 1},
 		{CustomerID: "ab", RefundNo: "c", Cents: 1},

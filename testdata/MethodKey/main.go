@@ -49,7 +49,7 @@ func (c *Consumer) Ack(ctx context.Context, m Message) (string, error) {
 func main() {
 	ctx := context.Background()
 	c := &Consumer{}
-	w := NewIdempotentConsumer(c, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentConsumer(c, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	// Each delivery counts its own Envelope() calls: the fingerprint sees
 	// every field of the message, so a redelivery must be equal to the
 	// first delivery, counter included.

@@ -40,7 +40,7 @@ func (Catalog) Price(string) int { return 42 }
 
 func main() {
 	ctx := context.Background()
-	ex := idem.NewExecutor(memstore.New()) // one executor and store for both
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant()) // one executor and store for both
 	orders := NewIdempotentOrders(&Orders{}, ex)
 	p := &Payments{}
 	payments := NewIdempotentPayments(p, ex)

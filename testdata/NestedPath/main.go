@@ -36,7 +36,7 @@ func (b *Billing) Invoice(ctx context.Context, req *Request) (int, error) {
 func main() {
 	ctx := context.Background()
 	b := &Billing{}
-	w := NewIdempotentBilling(b, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentBilling(b, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	full := &Request{Meta: Meta{RequestID: "r1"}, Customer: &Customer{Name: "Ann", Account: &Account{ID: "acc-7"}}}
 	for range 2 {

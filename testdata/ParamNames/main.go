@@ -32,7 +32,7 @@ func (s *Weird) Drop(ctx context.Context, id string, _ int) error {
 func main() {
 	ctx := context.Background()
 	s := &Weird{}
-	wr := NewIdempotentWeird(s, rt.NewExecutor(memstore.New()))
+	wr := NewIdempotentWeird(s, rt.NewExecutor(memstore.New(), rt.SingleTenant()))
 	for range 2 {
 		out, err := wr.Do(ctx, "k", 1, Pair{In: &Inner{V: "v"}}, "ex", "err", "key", "hash", "next", "idem", true)
 		fmt.Println(out, err)

@@ -36,7 +36,7 @@ func (s *OrderService) Refund(order *Order) int { return order.Amount }
 func main() {
 	ctx := context.Background()
 	svc := &OrderService{}
-	w := NewIdempotentOrderService(svc, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentOrderService(svc, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	r, err := w.Pay(ctx, &Order{ID: "o1", Amount: 5}, "pay")
 	fmt.Printf("first:    %+v %v\n", *r, err)

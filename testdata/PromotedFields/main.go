@@ -35,7 +35,7 @@ func (s *Svc) Val(ctx context.Context, req dep.Req) (int, error) {
 func main() {
 	ctx := context.Background()
 	s := &Svc{}
-	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentSvc(s, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	r := dep.NewReq("a", 1, &dep.Inner{Code: "c"})
 	for range 2 {
 		fmt.Println(w.Do(ctx, &r))

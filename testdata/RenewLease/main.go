@@ -39,13 +39,13 @@ type plainStore struct{ idem.Store }
 func main() {
 	ctx := context.Background()
 	e := &Exporter{}
-	w := NewIdempotentExporter(e, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentExporter(e, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	out, err := w.Export(ctx, "q3")
 	fmt.Println("first:", out, err)
 	out, err = w.Export(ctx, "q3")
 	fmt.Println("retry:", out, err, "runs:", e.runs)
 
-	p := NewIdempotentExporter(e, idem.NewExecutor(plainStore{memstore.New()}))
+	p := NewIdempotentExporter(e, idem.NewExecutor(plainStore{memstore.New()}, idem.SingleTenant()))
 	_, err = p.Export(ctx, "q4")
 	fmt.Println("on a store that cannot renew:", errors.Is(err, idem.ErrMisconfigured))
 	out, err = p.Ping(ctx, "q4")

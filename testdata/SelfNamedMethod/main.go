@@ -47,7 +47,7 @@ func (m *mem) Load(id string) (string, bool) { return id, m.saved[id] > 0 }
 
 func main() {
 	ctx := context.Background()
-	ex := idem.NewExecutor(memstore.New())
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 	p := &Pay{}
 	w := NewIdempotentPay(p, ex)
 	fmt.Println(w.Pay(ctx, "a"))

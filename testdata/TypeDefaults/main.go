@@ -45,7 +45,7 @@ func main() {
 		if ev.Kind == idem.EventClaimed {
 			fmt.Printf("  claimed %s/%s\n", ev.Key.Op, ev.Key.Text)
 		}
-	})))
+	}), idem.SingleTenant()))
 	req := Request{AccountID: "acc-1", Email: "ann@example.com"}
 	for range 2 {
 		o, _ := w.Open(ctx, req)

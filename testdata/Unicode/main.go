@@ -38,7 +38,7 @@ var _ *IdempotentÜberweisung = NewIdempotentÜberweisung(nil, nil)
 func main() {
 	ctx := context.Background()
 	u := &Überweisung{}
-	w := NewIdempotentÜberweisung(u, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentÜberweisung(u, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 	fmt.Println(w.Buchen(ctx, "x"))
 	fmt.Println(w.Buchen(ctx, "x"))
 	fmt.Println("calls:", u.calls)

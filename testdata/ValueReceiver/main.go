@@ -28,7 +28,7 @@ func (l Ledger) Post(ctx context.Context, t Transfer) (int, error) {
 func main() {
 	ctx := context.Background()
 	var total int
-	w := NewIdempotentLedger(&Ledger{posted: &total}, idem.NewExecutor(memstore.New()))
+	w := NewIdempotentLedger(&Ledger{posted: &total}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 
 	for _, t := range []Transfer{
 		{Account: "acc-1", Seq: 1, Cents: 100},

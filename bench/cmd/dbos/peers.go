@@ -242,7 +242,7 @@ func newEnv(ctx context.Context, dsn string, conns int32, logger *slog.Logger) (
 
 	// idemgen: the generated wrapper of orders.Service.Place on pgstore.
 	svc := func(t *orders.Table, st idem.Store) func(context.Context, *orders.Order) (*orders.Receipt, error) {
-		w := orders.NewIdempotentService(&orders.Service{Pool: e.idemPool, Table: t}, idem.NewExecutor(st))
+		w := orders.NewIdempotentService(&orders.Service{Pool: e.idemPool, Table: t}, idem.NewExecutor(st, idem.SingleTenant()))
 		return func(ctx context.Context, o *orders.Order) (*orders.Receipt, error) {
 			return w.Place(context.WithValue(ctx, markKey{}, true), o)
 		}

@@ -181,7 +181,7 @@ func newIdemhttp(ctx context.Context, pool *pgxpool.Pool, addr string) (*server,
 		return nil, err
 	}
 	rc, rtt := newRedis(addr)
-	ex := idem.NewExecutor(redisstore.New(rc, redisstore.WithPrefix("peer-idemhttp:")))
+	ex := idem.NewExecutor(redisstore.New(rc, redisstore.WithPrefix("peer-idemhttp:")), idem.SingleTenant())
 	mux := http.NewServeMux()
 	mux.Handle("POST /orders", b.httpHandler())
 	// SingleTenant: the benchmark's clients send no credentials, and no peer

@@ -37,12 +37,12 @@ func BenchmarkPay(b *testing.B) {
 		}
 	})
 	b.Run("wrapped-first", func(b *testing.B) {
-		svc := NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New()))
+		svc := NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
 			if i%len(orders) == 0 { // a fresh store: every call is a first call
-				svc = NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New()))
+				svc = NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 			}
 			if _, err := svc.Pay(ctx, orders[i%len(orders)], "pay"); err != nil {
 				b.Fatal(err)
@@ -51,7 +51,7 @@ func BenchmarkPay(b *testing.B) {
 		}
 	})
 	b.Run("wrapped-replay", func(b *testing.B) {
-		svc := NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New()))
+		svc := NewIdempotentService(newSvc(), idem.NewExecutor(memstore.New(), idem.SingleTenant()))
 		if _, err := svc.Pay(ctx, orders[0], "pay"); err != nil {
 			b.Fatal(err)
 		}
