@@ -50,33 +50,11 @@ func (mg *methodGen) layoutCheck() (jen.Code, error) {
 		recv = jen.Op("*").Add(recv)
 		expr = jen.Parens(jen.Op("*").Qual(mg.pkg.Path, mg.t.Name)).Dot(m.Name)
 	}
-	params := []jen.Code{recv}
-	var named []jen.Code
-	for i, p := range m.Params {
-		t := p.Type
-		variadic := mg.variadic() && i == len(m.Params)-1
-		if variadic {
-			t = t.(*types.Slice).Elem()
-		}
-		c, err := mg.typeCode(t)
-		if err != nil {
-			return nil, mg.errorf("parameter %s: %v", p.Name, err)
-		}
-		if variadic {
-			c = jen.Op("...").Add(c)
-		}
-		params = append(params, c)
-		named = append(named, jen.Id(mg.pnames[i]).Add(jen.Add(c)))
+	params, results, err := mg.signature()
+	if err != nil {
+		return nil, err
 	}
-	results := []jen.Code{jen.Error()}
-	if m.Result != nil {
-		c, err := mg.typeCode(m.Result)
-		if err != nil {
-			return nil, mg.errorf("result: %v", err)
-		}
-		results = []jen.Code{c, jen.Error()}
-	}
-	body = append(body, jen.Id("_").Op("=").Parens(jen.Func().Params(params...).Params(results...)).Call(stale(expr)))
+	body = append(body, jen.Id("_").Op("=").Parens(jen.Func().Params(append([]jen.Code{recv}, params...)...).Params(results...)).Call(stale(expr)))
 
 	// Named types whose underlying type the wrapper relies on, each once.
 	underlying := map[types.Type]bool{}
@@ -171,7 +149,7 @@ func (mg *methodGen) layoutCheck() (jen.Code, error) {
 	}
 
 	return doc("A build error here means that " + mg.original() + " or a type its key or fingerprint reads changed since this file was generated: run go generate.").Line().
-		Func().Id("_").Params(named...).Block(body...), nil
+		Func().Id("_").Params(mg.named(params)...).Block(body...), nil
 }
 
 // isTimeType reports whether n is time.Time, whose underlying struct no

@@ -281,31 +281,10 @@ func (mg *methodGen) method() (jen.Code, error) {
 		mg.err = mg.names.name("err")
 	}
 
-	sig := make([]jen.Code, len(m.Params))
-	for i, p := range m.Params {
-		t := p.Type
-		variadic := mg.variadic() && i == len(m.Params)-1
-		if variadic {
-			t = t.(*types.Slice).Elem()
-		}
-		c, err := mg.typeCode(t)
-		if err != nil {
-			return nil, mg.errorf("parameter %s: %v", p.Name, err)
-		}
-		if variadic {
-			c = jen.Op("...").Add(c)
-		}
-		sig[i] = jen.Id(mg.pnames[i]).Add(c)
+	sig, results, err := mg.signature()
+	if err != nil {
+		return nil, err
 	}
-	var results []jen.Code
-	if m.Result != nil {
-		t, err := mg.typeCode(m.Result)
-		if err != nil {
-			return nil, mg.errorf("result: %v", err)
-		}
-		results = append(results, t)
-	}
-	results = append(results, jen.Error())
 
 	body, err := mg.keyParts()
 	if err != nil {
@@ -321,8 +300,47 @@ func (mg *methodGen) method() (jen.Code, error) {
 	}
 	body = append(append(body, fp...), call...)
 	return mg.methodDoc().Line().
-		Func().Params(jen.Id(mg.recv).Op("*").Id(mg.wrapper)).Id(m.Name).Params(sig...).Params(results...).
+		Func().Params(jen.Id(mg.recv).Op("*").Id(mg.wrapper)).Id(m.Name).Params(mg.named(sig)...).Params(results...).
 		Block(body...), nil
+}
+
+// signature returns the types of the method's parameters (the last one
+// ...T when variadic) and of its results, (R, error) or error.
+func (mg *methodGen) signature() (params, results []jen.Code, err error) {
+	m := mg.m
+	params = make([]jen.Code, len(m.Params))
+	for i, p := range m.Params {
+		t := p.Type
+		variadic := mg.variadic() && i == len(m.Params)-1
+		if variadic {
+			t = t.(*types.Slice).Elem()
+		}
+		c, err := mg.typeCode(t)
+		if err != nil {
+			return nil, nil, mg.errorf("parameter %s: %v", p.Name, err)
+		}
+		if variadic {
+			c = jen.Op("...").Add(c)
+		}
+		params[i] = c
+	}
+	if m.Result != nil {
+		t, err := mg.typeCode(m.Result)
+		if err != nil {
+			return nil, nil, mg.errorf("result: %v", err)
+		}
+		results = append(results, t)
+	}
+	return params, append(results, jen.Error()), nil
+}
+
+// named returns the parameters of the wrapper's signature: name type.
+func (mg *methodGen) named(params []jen.Code) []jen.Code {
+	named := make([]jen.Code, len(params))
+	for i, c := range params {
+		named[i] = jen.Id(mg.pnames[i]).Add(c)
+	}
+	return named
 }
 
 // keyParts builds the key inline, part by part, in annotation order:
