@@ -102,6 +102,10 @@ func (S) M(ctx context.Context, req Req, n int) error { return nil }`,
 //idem:key=req.ID ttl=1s hash=req
 func (S) M(ctx context.Context, req Req) error { return nil }`,
 			`13:31: method S.M: parameter req cannot be fingerprinted: req.p is an unsafe.Pointer, which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
+		{"every blind spot of a parameter, not the first", `type Req struct{ ID string; done func(); Subs map[string]chan int; in struct{ f func() } }
+//idem:key=req.ID ttl=1s
+func (S) M(ctx context.Context, req Req) error { return nil }`,
+			`13:33: method S.M: parameter req cannot be fingerprinted: req.done is a function (func()), req.Subs[k] is a channel (chan int) and req.in.f is a function (func()), which a fingerprint cannot compare; give Req an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or leave req out of the fingerprint with hash=none (a retry with the same key then replays whatever its arguments)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,4 +148,64 @@ func (S) N(ctx context.Context, req Outer, h Hooked) error { return nil }
 	require.NoError(t, err, "recursive types, interfaces (checked at run time), complex numbers and idem.Fingerprinter types are fine; hash= leaves done out")
 	require.Len(t, p.Types, 1)
 	require.Len(t, p.Types[0].Methods, 2)
+}
+
+// TestResultShapes is the class of issue 20.5: for every shape of result
+// type, the generator either accepts it (it round-trips through the JSON
+// codec, or the method says codec=custom) or refuses it with the true
+// reason for every field that blocks it, not only the first.
+func TestResultShapes(t *testing.T) {
+	const (
+		prefix    = "15:10: method S.M: result type "
+		wayOut    = "; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom"
+		anyReason = "any is an interface: JSON decodes into it only its own types (float64 for every number, map[string]any for every object, []any for every array), so a replay would differ from the first result (an int comes back as float64, a struct as map[string]any, an int64 over 2^53 rounded); use a concrete type"
+	)
+	tests := []struct {
+		name, decl, result string
+		codec              string // the method's codec= option, if any
+		want               string // "" when accepted
+	}{
+		{"the issue's Meta and chan", `type T struct{ ID string; Meta map[string]any; Done chan struct{} }`, "T", "",
+			prefix + "T cannot round-trip through the JSON codec: 2 problems: (1) field T.Meta: " + anyReason + "; (2) field T.Done: chan struct{} is a channel: JSON cannot encode it" + wayOut},
+		{"any alone", `type T struct{ V any }`, "T", "",
+			prefix + "T cannot round-trip through the JSON codec: field T.V: " + anyReason + wayOut},
+		{"interface{} in a slice", `type T struct{ Items []interface{} }`, "*T", "",
+			prefix + "*T cannot round-trip through the JSON codec: field T.Items: interface{} is an interface: JSON decodes into it only its own types (float64 for every number, map[string]any for every object, []any for every array), so a replay would differ from the first result (an int comes back as float64, a struct as map[string]any, an int64 over 2^53 rounded); use a concrete type" + wayOut},
+		{"an interface with methods", `type T struct{ Err error }`, "T", "",
+			prefix + "T cannot round-trip through the JSON codec: field T.Err: error is an interface with methods: JSON cannot decode a value into it, so a replay would fail; use a concrete type" + wayOut},
+		{"every field, nested and at the top", `type In struct{ F func(); c complex64 }
+type T struct{ In In; Secret string ` + "`json:\"-\"`" + `; m map[K]chan int }`, "[]T", "",
+			prefix + "[]T cannot round-trip through the JSON codec: 4 problems: " +
+				"(1) field T.In: field In.F: func() is a function: JSON cannot encode it; " +
+				"(2) field T.In: field In.c is unexported: JSON drops it, so a replay would return it zeroed; export it, or give In MarshalJSON and UnmarshalJSON methods that carry it; " +
+				`(3) field T.Secret is tagged json:"-": JSON drops it, so a replay would return it zeroed; remove the tag, or give T MarshalJSON and UnmarshalJSON methods that carry it; ` +
+				"(4) field T.m is unexported: JSON drops it, so a replay would return it zeroed; export it, or give T MarshalJSON and UnmarshalJSON methods that carry it" + wayOut},
+		{"a map's key and value", `type T map[K]chan int`, "T", "",
+			prefix + "T cannot round-trip through the JSON codec: 2 problems: (1) map key type K is not a string or integer kind or an encoding.TextMarshaler; (2) chan int is a channel: JSON cannot encode it" + wayOut},
+		{"any under codec=custom", `type T struct{ Meta map[string]any }`, "T", "codec=custom", ""},
+		{"any behind the type's own marshalers", `type T struct{ meta map[string]any }
+func (t T) MarshalJSON() ([]byte, error) { return json.Marshal(t.meta) }
+func (t *T) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &t.meta) }`, "T", "", ""},
+		{"a type with marshalers of its own, in a map", `type T struct{ Raw map[string]json.RawMessage }`, "T", "", ""},
+		{"concrete maps, slices and pointers", `type T struct{ Meta map[string]string; Counts map[int64]uint; Next *T; Tags []string }`, "T", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			body := strings.Replace(header, "import (\n", "import (\n\t\"encoding/json\"\n", 1) +
+				"var _ = json.Marshal\ntype K struct{ A int }\n" +
+				"//idem:key=id ttl=1s " + tt.codec + "\n" +
+				"func (S) M(ctx context.Context, id string) (" + tt.result + ", error) { panic(0) }\n" + tt.decl + "\n"
+			_, p, err := load(t, map[string]string{"s.go": body})
+			got := stripFile(errLines(err), "s.go")
+			if tt.want == "" {
+				assert.Empty(t, got)
+				assert.NotNil(t, p)
+				return
+			}
+			if !assert.Equal(t, []string{tt.want}, got) {
+				t.Logf("got:\n%s", strings.Join(got, "\n"))
+			}
+			assert.Nil(t, p)
+		})
+	}
 }

@@ -70,7 +70,9 @@
 //	inflight=reject | inflight=wait:<duration>
 //	hash=a,b | hash=none  parameter names
 //	final=ErrA|pkg.ErrB   sentinel error variables
-//	op=name               letters, digits and _ . - / :
+//	op=name               letters, digits and _ . - / :; the default is the
+//	                      method qualified by its package's import path,
+//	                      example.com/shop/payments.Service.Capture
 //	codec=json | codec=custom
 //	renew=true | renew=false
 //

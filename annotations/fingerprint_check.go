@@ -37,69 +37,87 @@ func (r *resolver) selfFingerprinting(t types.Type) bool {
 	return v
 }
 
+// blindSpot is a value in a hashed parameter that a fingerprint cannot
+// compare: its path from the parameter's name, and what it is.
+type blindSpot struct{ path, what string }
+
 // fingerprintCheck finds what a request fingerprint cannot compare in a
 // hashed parameter: a channel, a function or an unsafe.Pointer anywhere in
 // its type, exported or not (the fingerprint hashes every field, as the
 // method sees every field). An interface is checked at run time, by its
 // dynamic value; a type that implements idem.Fingerprinter says itself
-// what counts. It returns the path to the offending value, from the
-// parameter's name, and what it is; "" when the type is fine.
-func (r *resolver) fingerprintCheck(name string, t types.Type) (path, what string) {
+// what counts. It returns every such value, with its path from the
+// parameter's name (a named type is walked once); none when the type is
+// fine.
+func (r *resolver) fingerprintCheck(name string, t types.Type) []blindSpot {
 	seen := map[types.Type]bool{}
-	var walk func(path string, t types.Type) (string, string)
-	walk = func(path string, t types.Type) (string, string) {
+	var spots []blindSpot
+	var walk func(path string, t types.Type)
+	walk = func(path string, t types.Type) {
 		t = types.Unalias(t)
 		if seen[t] || r.selfFingerprinting(t) {
-			return "", ""
+			return
 		}
 		if _, named := t.(*types.Named); named {
 			if isTime(t) {
-				return "", ""
+				return
 			}
 			seen[t] = true
 		}
 		switch u := t.Underlying().(type) {
 		case *types.Basic:
 			if u.Kind() == types.UnsafePointer {
-				return path, "an unsafe.Pointer"
+				spots = append(spots, blindSpot{path, "an unsafe.Pointer"})
 			}
 		case *types.Chan:
-			return path, "a channel (" + r.typeString(t) + ")"
+			spots = append(spots, blindSpot{path, "a channel (" + r.typeString(t) + ")"})
 		case *types.Signature:
-			return path, "a function (" + r.typeString(t) + ")"
+			spots = append(spots, blindSpot{path, "a function (" + r.typeString(t) + ")"})
 		case *types.Pointer:
-			return walk(path, u.Elem())
+			walk(path, u.Elem())
 		case *types.Slice:
-			return walk(path+"[i]", u.Elem())
+			walk(path+"[i]", u.Elem())
 		case *types.Array:
-			return walk(path+"[i]", u.Elem())
+			walk(path+"[i]", u.Elem())
 		case *types.Map:
-			if p, w := walk(path+" (a key)", u.Key()); p != "" {
-				return p, w
-			}
-			return walk(path+"[k]", u.Elem())
+			walk(path+" (a key)", u.Key())
+			walk(path+"[k]", u.Elem())
 		case *types.Struct:
 			for i := range u.NumFields() {
 				f := u.Field(i)
-				if p, w := walk(path+"."+f.Name(), f.Type()); p != "" {
-					return p, w
-				}
+				walk(path+"."+f.Name(), f.Type())
 			}
 		}
-		return "", ""
 	}
-	return walk(name, t)
+	walk(name, t)
+	return spots
+}
+
+// describeSpots writes blind spots as "a is X, b is Y and c is Z".
+func describeSpots(spots []blindSpot) string {
+	var b strings.Builder
+	for i, s := range spots {
+		switch {
+		case i == 0:
+		case i == len(spots)-1:
+			b.WriteString(" and ")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(s.path + " is " + s.what)
+	}
+	return b.String()
 }
 
 // fingerprintWayOut names the ways out for parameter bad, which the
 // fingerprint cannot compare: an IdemFingerprint method on its type, or
 // hash= listing the hashed parameters that are not blind (or hash=none).
-func (r *resolver) fingerprintWayOut(m *Method, bad int, blind map[int][2]string) string {
+func (r *resolver) fingerprintWayOut(m *Method, bad int, blind map[int][]blindSpot) string {
 	p := m.Params[bad]
 	method := "" // the parameter itself is a function or a channel: only hash= helps
 	if n, ok := types.Unalias(deref(p.Type)).(*types.Named); ok && n.Obj().Pkg() == r.pkg {
 		method = "give " + n.Obj().Name() + " an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
-	} else if blind[bad][0] != p.Name {
+	} else if blind[bad][0].path != p.Name {
 		method = "wrap it in a type of this package with an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
 	}
 	var others []string

@@ -51,10 +51,22 @@ const (
 // Method is one annotated method, resolved.
 type Method struct {
 	Name string
-	Op   string // the operation name stored in records; "Type.Method" by default
-	Pos  token.Position
-	Func *types.Func
-	Sig  *types.Signature
+	// Op is the operation name stored in records: op= when given, else the
+	// method qualified by its package's import path,
+	// "example.com/shop/payments.Service.Capture", so that methods of two
+	// packages never share records.
+	Op string
+	// OpPos is where op= was written, or the method's position for a
+	// default op (for the generator's duplicate-op errors).
+	OpPos token.Position
+	// FuncName is the fully qualified name of the method as the runtime
+	// names functions: "example.com/shop/payments.(*Service).Capture" for
+	// a pointer receiver, "example.com/shop/payments.Service.Capture"
+	// otherwise (idem.Method.Func).
+	FuncName string
+	Pos      token.Position
+	Func     *types.Func
+	Sig      *types.Signature
 
 	// Params are the method's parameters in order; Params[0] is the context.
 	Params []Param

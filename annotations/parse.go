@@ -40,8 +40,10 @@ func (e *errs) err() error {
 // Parse parses the //idem: lines of doc (a doc comment) into one Spec; other
 // lines are ignored. It returns (nil, nil) when doc holds no //idem: line, and
 // otherwise the Spec and, when something is wrong, an ErrorList with every
-// mistake at its column inside the comment. The Spec is returned even with
-// errors, holding the options that parsed, so callers can report more.
+// mistake at its column inside the comment (every mistake of every line,
+// not the first). The Spec is returned even with errors, holding the
+// options that parsed (of a key, or a hash or final list, the operands or
+// names that parsed), so callers can report more.
 //
 // Parse checks syntax only: whether an option is known, written once and
 // well formed, and whether a key has the shape of a key. It does not know
@@ -50,8 +52,16 @@ func (e *errs) err() error {
 // comment is an error. Whether required options (key, ttl) are present is
 // checked by ResolvePackage, after a type's defaults are merged in.
 func Parse(fset *token.FileSet, doc *ast.CommentGroup) (*Spec, error) {
+	spec, _, err := parse(fset, doc)
+	return spec, err
+}
+
+// parse is Parse, also returning the options whose mistakes it reported
+// (see failedSet), so that the resolver can resolve what did parse without
+// reporting what only follows from those mistakes.
+func parse(fset *token.FileSet, doc *ast.CommentGroup) (*Spec, failedSet, error) {
 	if doc == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	p := &lineParser{errs: errs{fset: fset}}
 	for _, c := range doc.List {
@@ -61,14 +71,53 @@ func Parse(fset *token.FileSet, doc *ast.CommentGroup) (*Spec, error) {
 		p.line(c)
 	}
 	if p.spec == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return p.spec, p.err()
+	return p.spec, p.failed, p.err()
+}
+
+// failedSet names the options of a Spec that were written but did not
+// parse (or parsed only in part: a key or a hash or final list keeps the
+// operands and names that parsed). The name "*" stands for every option: a
+// line cut short (an unterminated string literal) or left out (method
+// options mixed with //idem:defaults) may have held any of them. A
+// misspelled option with a suggestion counts as the suggested one.
+type failedSet map[string]bool
+
+// has reports whether option name failed, or a line was cut.
+func (f failedSet) has(name string) bool { return f[name] || f["*"] }
+
+// union returns the options failed in f or g.
+func (f failedSet) union(g failedSet) failedSet {
+	if len(g) == 0 {
+		return f
+	}
+	u := failedSet{}
+	for n := range f {
+		u[n] = true
+	}
+	for n := range g {
+		u[n] = true
+	}
+	return u
 }
 
 type lineParser struct {
 	errs
-	spec *Spec
+	spec   *Spec
+	failed failedSet
+}
+
+// fail records that option name (or "*", every option) was written but
+// did not parse.
+func (p *lineParser) fail(name string) {
+	if name == "" {
+		return
+	}
+	if p.failed == nil {
+		p.failed = failedSet{}
+	}
+	p.failed[name] = true
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' }
@@ -91,6 +140,7 @@ func (p *lineParser) line(c *ast.Comment) {
 		} else {
 			p.add(pos(len(directive)), "method options mixed with //idem:defaults in one doc comment: defaults go on a type, the others on a method")
 		}
+		p.fail("*")
 		return
 	}
 	n := 0
@@ -107,6 +157,7 @@ func (p *lineParser) line(c *ast.Comment) {
 		i, ok = p.scanToken(c, i)
 		n++
 		if !ok {
+			p.fail("*")
 			break
 		}
 		tok := text[start:i]
@@ -117,8 +168,10 @@ func (p *lineParser) line(c *ast.Comment) {
 				p.add(pos(start), "defaults must come first: //idem:defaults <options>, on a type's doc comment")
 			case isOption(tok):
 				p.add(pos(start), "option %q needs a value: %s=...", tok, tok)
+				p.fail(tok)
 			case prevPlus || strings.HasPrefix(tok, "+"):
 				p.add(pos(start), "unexpected %q: a key has no spaces outside string literals", tok)
+				p.fail("key")
 			case token.IsIdentifier(tok):
 				p.unknown(pos(start), tok)
 			default:
@@ -148,6 +201,7 @@ func (p *lineParser) line(c *ast.Comment) {
 		}
 		if val == "" {
 			p.add(o.ValuePos, "option %s has an empty value", name)
+			p.fail(name)
 			continue
 		}
 		p.option(name, o)
@@ -199,6 +253,7 @@ func (p *lineParser) scanToken(c *ast.Comment, i int) (int, bool) {
 func (p *lineParser) unknown(pos token.Pos, name string) {
 	if best := nearest(name, optionNames); best != "" {
 		p.add(pos, "unknown option %q; did you mean %q?", name, best)
+		p.fail(best)
 		return
 	}
 	p.add(pos, "unknown option %q; options are %s", name, strings.Join(optionNames, ", "))
@@ -253,10 +308,16 @@ func editDistance(a, b string) int {
 	return d[len(a)][len(b)]
 }
 
-// option parses the value of a known option and stores it in p.spec.
+// option parses the value of a known option and stores it in p.spec (what
+// of it parsed, for a key or a list), recording it as failed when its value
+// has a mistake.
 func (p *lineParser) option(name string, o Opt) {
 	if opt, ok := lookupOption(name); ok {
+		n := len(p.list)
 		opt.parse(p, name, o)
+		if len(p.list) > n {
+			p.fail(name)
+		}
 	}
 }
 
@@ -313,14 +374,14 @@ func (p *lineParser) hashOption(_ string, o Opt) {
 		p.spec.Hash = &NameList{Opt: o, None: true}
 		return
 	}
-	if l, ok := p.names(o, ",", false); ok {
+	if l := p.names(o, ",", false); len(l.Names) > 0 {
 		p.spec.Hash = l
 	}
 }
 
 // finalOption parses final=.
 func (p *lineParser) finalOption(_ string, o Opt) {
-	if l, ok := p.names(o, "|", true); ok {
+	if l := p.names(o, "|", true); len(l.Names) > 0 {
 		p.spec.Final = l
 	}
 }
@@ -375,11 +436,11 @@ func allDigits(s string) bool {
 }
 
 // names parses a sep-separated list of identifiers (qualified ones too when
-// qual is set), reporting empty elements and duplicates.
-func (p *lineParser) names(o Opt, sep string, qual bool) (*NameList, bool) {
+// qual is set), reporting empty elements and duplicates; the list holds
+// the names that parsed.
+func (p *lineParser) names(o Opt, sep string, qual bool) *NameList {
 	l := &NameList{Opt: o}
 	seen := map[string]bool{}
-	ok := true
 	off := 0
 	for _, el := range strings.Split(o.Text, sep) {
 		pos := o.ValuePos + token.Pos(off)
@@ -391,7 +452,6 @@ func (p *lineParser) names(o Opt, sep string, qual bool) (*NameList, bool) {
 		switch {
 		case el == "":
 			p.add(pos, "empty name in %s=%s", optName(sep), o.Text)
-			ok = false
 			continue
 		case el == "_" || !token.IsIdentifier(n.Name) || n.Qual != "" && !token.IsIdentifier(n.Qual):
 			if qual {
@@ -401,21 +461,18 @@ func (p *lineParser) names(o Opt, sep string, qual bool) (*NameList, bool) {
 			} else {
 				p.add(pos, "malformed parameter name %q in hash", el)
 			}
-			ok = false
 			continue
 		case el == "none" && !qual:
 			p.add(pos, "hash=none cannot be combined with parameter names")
-			ok = false
 			continue
 		case seen[el]:
 			p.add(pos, "%s lists %q twice", optName(sep), el)
-			ok = false
 			continue
 		}
 		seen[el] = true
 		l.Names = append(l.Names, n)
 	}
-	return l, ok
+	return l
 }
 
 func optName(sep string) string {
@@ -517,13 +574,11 @@ func (p *lineParser) key(o Opt) *KeyExpr {
 		return nil
 	}
 	k := &KeyExpr{Opt: o}
-	ok := true
 	var walk func(e ast.Expr)
 	walk = func(e ast.Expr) {
 		if b, isBin := e.(*ast.BinaryExpr); isBin {
 			if b.Op != token.ADD {
 				p.add(o.ValuePos+token.Pos(offset(b.OpPos)), "%s in a key: key parts are joined by +", b.Op)
-				ok = false
 				return
 			}
 			walk(b.X)
@@ -535,18 +590,15 @@ func (p *lineParser) key(o Opt) *KeyExpr {
 		if lit, isLit := e.(*ast.BasicLit); isLit {
 			if lit.Kind != token.STRING {
 				p.add(op.Pos, "%s in a key: only string literals are allowed (write %q)", lit.Value, lit.Value)
-				ok = false
 				return
 			}
 			v, err := strconv.Unquote(lit.Value)
 			if err != nil {
 				p.add(op.Pos, "malformed string literal %s", lit.Value)
-				ok = false
 				return
 			}
 			if v == "" {
 				p.add(op.Pos, "empty string literal in a key")
-				ok = false
 				return
 			}
 			op.Literal, op.Value = true, v
@@ -555,14 +607,13 @@ func (p *lineParser) key(o Opt) *KeyExpr {
 		}
 		path, bad := p.path(e, o.ValuePos, offset)
 		if bad {
-			ok = false
 			return
 		}
 		op.Path = path
 		k.Operands = append(k.Operands, op)
 	}
 	walk(e)
-	if !ok {
+	if len(k.Operands) == 0 {
 		return nil
 	}
 	return k

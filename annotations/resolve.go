@@ -104,10 +104,9 @@ type resolver struct {
 }
 
 type typeEntry struct {
-	obj         *types.TypeName
-	defaults    *Annotation
-	badDefaults bool
-	methods     []methodEntry
+	obj      *types.TypeName
+	defaults *Annotation
+	methods  []methodEntry
 }
 
 type methodEntry struct {
@@ -173,7 +172,6 @@ func (r *resolver) collect(f *ast.File, a *Annotation) {
 			return
 		}
 		e.defaults = a
-		e.badDefaults = a.bad
 	}
 }
 
@@ -185,7 +183,6 @@ func (r *resolver) resolveType(e *typeEntry) *Type {
 		}
 		if op := e.defaults.Spec.Op; op != nil {
 			r.add(op.NamePos, "op cannot be a type default: each method needs its own operation name")
-			e.badDefaults = true
 		}
 	}
 	if obj.IsAlias() {
@@ -207,15 +204,18 @@ func (r *resolver) resolveType(e *typeEntry) *Type {
 	t := &Type{Name: obj.Name(), Interface: iface, Pos: r.fset.Position(obj.Pos()), Obj: obj}
 	slices.SortFunc(e.methods, func(a, b methodEntry) int { return r.comparePos(a.fn.Pos(), b.fn.Pos()) })
 	for _, me := range e.methods {
-		if me.ann.bad || e.badDefaults {
-			continue
-		}
-		spec := me.ann.Spec
+		// A method whose annotation (or defaults) had parse errors is
+		// resolved too, with the options that parsed, so that every mistake
+		// is reported at once; failed says which options to keep quiet
+		// about, and the method is not generated.
+		spec, bad, failed := me.ann.Spec, me.ann.bad, me.ann.failed
 		if e.defaults != nil {
 			spec = merge(e.defaults.Spec, spec)
+			bad = bad || e.defaults.bad || e.defaults.Spec.Op != nil
+			failed = failed.union(e.defaults.failed)
 		}
 		n0 := len(r.list)
-		if m := r.resolveMethod(t, me, spec); m != nil {
+		if m := r.resolveMethod(t, me, spec, failed); m != nil && !bad {
 			t.Methods = append(t.Methods, m)
 		}
 		if e.defaults != nil {
@@ -276,15 +276,21 @@ func (r *resolver) shortType(t types.Type) string {
 	})
 }
 
-func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
+// resolveMethod resolves one method's spec; failed names the options of
+// spec that were written but did not parse, whose absence is not reported.
+func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed failedSet) *Method {
 	fn := me.fn
 	sig := fn.Type().(*types.Signature)
 	m := &Method{
-		Name: fn.Name(),
-		Op:   t.Name + "." + fn.Name(),
-		Pos:  r.fset.Position(fn.Pos()),
-		Func: fn,
-		Sig:  sig,
+		Name:     fn.Name(),
+		Op:       r.pkg.Path() + "." + t.Name + "." + fn.Name(),
+		FuncName: r.pkg.Path() + "." + t.Name + "." + fn.Name(),
+		Pos:      r.fset.Position(fn.Pos()),
+		Func:     fn,
+		Sig:      sig,
+	}
+	if _, ptr := sig.Recv().Type().(*types.Pointer); ptr {
+		m.FuncName = r.pkg.Path() + ".(*" + t.Name + ")." + fn.Name()
 	}
 	n0 := len(r.list)
 	where := fmt.Sprintf("method %s.%s", t.Name, fn.Name())
@@ -303,9 +309,8 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 	case res.Len() == 1 && isError(res.At(0).Type()):
 	case res.Len() == 2 && isError(res.At(1).Type()):
 		m.Result = res.At(0).Type()
-		c := &codecCheck{r: r, seen: map[types.Type]bool{}}
-		if msg := c.check(m.Result); msg != "" && (spec.Codec == nil || !spec.Codec.Custom) {
-			r.add(fn.Pos(), "%s: result type %s cannot round-trip through the JSON codec: %s; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom", where, r.typeString(m.Result), msg)
+		if spec.Codec == nil && !failed.has("codec") || spec.Codec != nil && !spec.Codec.Custom {
+			r.checkResult(fn.Pos(), where, m.Result)
 		}
 	default:
 		r.add(fn.Pos(), "%s must return (T, error) or error", where)
@@ -337,10 +342,11 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 	}
 
 	// Key.
-	if spec.Key == nil {
+	switch {
+	case spec.Key != nil:
+		r.resolveKey(m, t.Name, spec.Key, hasCtx, paramIndex, failed.has("key"))
+	case !failed.has("key"):
 		r.add(spec.Pos, "missing key: write key=<parameter path> (e.g. key=req.ID), on the method or in the type's //idem:defaults")
-	} else {
-		r.resolveKey(m, t.Name, spec.Key, hasCtx, paramIndex)
 	}
 
 	// Hash.
@@ -368,10 +374,13 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 		}
 		slices.Sort(m.Hash)
 	}
-	blind := map[int][2]string{}
+	blind := map[int][]blindSpot{}
 	for _, i := range m.Hash {
-		if path, what := r.fingerprintCheck(m.Params[i].Name, params.At(i).Type()); path != "" {
-			blind[i] = [2]string{path, what}
+		if spec.Hash == nil && failed.has("hash") {
+			break // every parameter is hashed only because hash= did not parse
+		}
+		if spots := r.fingerprintCheck(m.Params[i].Name, params.At(i).Type()); len(spots) > 0 {
+			blind[i] = spots
 		}
 	}
 	for _, i := range m.Hash {
@@ -387,7 +396,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 				}
 			}
 		}
-		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s is %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, b[0], b[1], r.fingerprintWayOut(m, i, blind))
+		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, describeSpots(b), r.fingerprintWayOut(m, i, blind))
 	}
 
 	for _, i := range m.Hash {
@@ -408,22 +417,52 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec) *Method {
 	}
 
 	m.Sentinels = r.sentinels(m.Final)
-	r.resolveTimes(m, spec)
+	r.resolveTimes(m, spec, failed)
 
-	if spec.Op != nil {
-		m.Op = spec.Op.Text
-	}
 	if r.opPos == nil {
 		r.opPos = map[*Method]token.Pos{}
 	}
 	r.opPos[m] = fn.Pos()
-	if spec.Op != nil {
+	switch {
+	case spec.Op != nil:
+		m.Op = spec.Op.Text
 		r.opPos[m] = spec.Op.ValuePos
+		if len(m.Op) > MaxOpLen {
+			r.add(spec.Op.ValuePos, "op=%.32s… is %d bytes, more than idem.MaxOpLen (%d)", m.Op, len(m.Op), MaxOpLen)
+		}
+	case r.pkg.Path() == "command-line-arguments":
+		r.add(fn.Pos(), "%s: the package was loaded from a list of files and has no import path, which the default operation name needs "+
+			"(it would change with the way idemgen is run): run idemgen on the package's directory or import path, or give op=", where)
+	case len(m.Op) > MaxOpLen:
+		r.add(fn.Pos(), "%s: the default operation name %.32s… is %d bytes, more than idem.MaxOpLen (%d): give a shorter op=", where, m.Op, len(m.Op), MaxOpLen)
 	}
+	m.OpPos = r.fset.Position(r.opPos[m])
 	if len(r.list) > n0 {
 		return nil
 	}
 	return m
+}
+
+// checkResult reports, in one error at pos, every field of the result type
+// that keeps it from round-tripping through the JSON codec.
+func (r *resolver) checkResult(pos token.Pos, where string, result types.Type) {
+	c := &codecCheck{r: r, seen: map[types.Type]bool{}}
+	msgs := c.check(result)
+	if len(msgs) == 0 {
+		return
+	}
+	what := msgs[0]
+	if len(msgs) > 1 {
+		var b strings.Builder
+		for i, msg := range msgs {
+			if i > 0 {
+				b.WriteString("; ")
+			}
+			fmt.Fprintf(&b, "(%d) %s", i+1, msg)
+		}
+		what = fmt.Sprintf("%d problems: %s", len(msgs), b.String())
+	}
+	r.add(pos, "%s: result type %s cannot round-trip through the JSON codec: %s; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom", where, r.typeString(result), what)
 }
 
 func (r *resolver) suggestParam(params *types.Tuple, name string) string {
@@ -442,7 +481,9 @@ func (r *resolver) suggestParam(params *types.Tuple, name string) string {
 	return " (parameters: " + strings.Join(names, ", ") + ")"
 }
 
-func (r *resolver) resolveKey(m *Method, typeName string, k *KeyExpr, hasCtx bool, paramIndex func(string) int) {
+// resolveKey binds the operands of k; partial is set when some operands of
+// k did not parse (k holds the others).
+func (r *resolver) resolveKey(m *Method, typeName string, k *KeyExpr, hasCtx bool, paramIndex func(string) int, partial bool) {
 	params := m.Sig.Params()
 	n0 := len(r.list)
 	hasParam := false
@@ -481,7 +522,7 @@ func (r *resolver) resolveKey(m *Method, typeName string, k *KeyExpr, hasCtx boo
 			m.Key = append(m.Key, part)
 		}
 	}
-	if !hasParam && len(r.list) == n0 {
+	if !hasParam && len(r.list) == n0 && !partial {
 		r.add(k.ValuePos, "key %s has no parameter part: every call would share one record; add a parameter path (e.g. req.ID)", k.Text)
 	}
 }
@@ -776,17 +817,21 @@ func (r *resolver) resolveFinal(file *ast.File, n Name) *types.Var {
 	return v
 }
 
-// resolveTimes sets TTL, Budget, Lease, Inflight and Wait.
-func (r *resolver) resolveTimes(m *Method, s *Spec) {
+// resolveTimes sets TTL, Budget, Lease, Inflight and Wait. With a budget
+// option in failed, the budget is neither derived nor checked; with ttl in
+// failed, nothing is compared with the ttl.
+func (r *resolver) resolveTimes(m *Method, s *Spec, failed failedSet) {
 	var budgetOpt *Opt
+	budgetFailed := false
 	for _, opt := range options {
 		if o := opt.get(s); opt.budget && o != nil && (budgetOpt == nil || o.NamePos < budgetOpt.NamePos) {
 			budgetOpt = o
 		}
+		budgetFailed = budgetFailed || opt.budget && failed.has(opt.name)
 	}
 	var total time.Duration
 	budgetOK := false
-	if budgetOpt != nil {
+	if budgetOpt != nil && !budgetFailed {
 		if s.Retries == nil || s.Timeout == nil {
 			r.add(budgetOpt.NamePos, "a retry budget needs both retries and timeout (backoff, downstream and margin default to 0)")
 		} else {
@@ -820,13 +865,13 @@ func (r *resolver) resolveTimes(m *Method, s *Spec) {
 		if total <= 0 {
 			r.add(budgetOpt.NamePos, "the retry budget %s is 0: give ttl=<duration>", budgetFormula(s))
 		}
-	case budgetOpt == nil:
+	case budgetOpt == nil && !budgetFailed && !failed.has("ttl"):
 		r.add(s.Pos, "missing ttl: give ttl=<duration>, or the retry budget (retries and timeout; backoff, downstream, margin) to derive it")
 	}
 	if s.Lease != nil {
 		m.Lease = s.Lease.D
 		switch {
-		case m.TTL <= 0:
+		case m.TTL <= 0 || failed.has("ttl"):
 		case s.TTL != nil && m.Lease > m.TTL:
 			r.add(s.Lease.NamePos, "lease=%s is longer than ttl=%s", s.Lease.Text, s.TTL.Text)
 		case s.TTL == nil && m.Lease > m.TTL:
@@ -896,6 +941,10 @@ func FormatDuration(d time.Duration) string {
 	}
 	return strconv.FormatInt(int64(d), 10) + "ns"
 }
+
+// MaxOpLen is the longest operation name a store accepts, in bytes: the
+// runtime's idem.MaxOpLen (a test keeps them equal).
+const MaxOpLen = 1024
 
 // checkOps reports a second method with an op already used in the package.
 func (r *resolver) checkOps(p *Package) {

@@ -214,18 +214,18 @@ func (S) M(ctx context.Context, id string, more ...int) error { return nil }
 func (S) M(ctx context.Context, id string) (*Out, error) { return nil, nil }
 type Out struct{ ID string; Ch chan int }
 `, []string{
-			`12:10: method S.M: result type *Out cannot round-trip through the JSON codec: field Out.Ch: chan int is a channel; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`12:10: method S.M: result type *Out cannot round-trip through the JSON codec: field Out.Ch: chan int is a channel: JSON cannot encode it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result any", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (any, error) { return nil, nil }
 `, []string{
-			`12:10: method S.M: result type any cannot round-trip through the JSON codec: any is an interface: JSON cannot decode into it (use a concrete type); if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`12:10: method S.M: result type any cannot round-trip through the JSON codec: any is an interface: JSON decodes into it only its own types (float64 for every number, map[string]any for every object, []any for every array), so a replay would differ from the first result (an int comes back as float64, a struct as map[string]any, an int64 over 2^53 rounded); use a concrete type; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result no exported", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (Out, error) { return Out{}, nil }
 type Out struct{ id string; n int }
 `, []string{
-			`12:10: method S.M: result type Out cannot round-trip through the JSON codec: field Out.id is unexported: JSON drops it, so a replay would return it zeroed; export it, or give Out MarshalJSON and UnmarshalJSON methods that carry it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`12:10: method S.M: result type Out cannot round-trip through the JSON codec: 2 problems: (1) field Out.id is unexported: JSON drops it, so a replay would return it zeroed; export it, or give Out MarshalJSON and UnmarshalJSON methods that carry it; (2) field Out.n is unexported: JSON drops it, so a replay would return it zeroed; export it, or give Out MarshalJSON and UnmarshalJSON methods that carry it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"result map key", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) (map[K]int, error) { return nil, nil }
@@ -238,8 +238,8 @@ func (S) M(ctx context.Context, id string) ([]complex128, error) { return nil, n
 //idem:key=id ttl=1s
 func (S) N(ctx context.Context, id string) (func(), error) { return nil, nil }
 `, []string{
-			`12:10: method S.M: result type []complex128 cannot round-trip through the JSON codec: complex128 is a complex number; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
-			`14:10: method S.N: result type func() cannot round-trip through the JSON codec: func() is a function; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`12:10: method S.M: result type []complex128 cannot round-trip through the JSON codec: complex128 is a complex number: JSON cannot encode it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
+			`14:10: method S.N: result type func() cannot round-trip through the JSON codec: func() is a function: JSON cannot encode it; if the executor has a codec that carries it (idem.WithCodec), say so with codec=custom`,
 		}},
 		{"same op", `//idem:key=id ttl=1s op=pay
 func (S) M(ctx context.Context, id string) error { return nil }
@@ -255,10 +255,15 @@ func (S) O(ctx context.Context, id string) error { return nil }
 		{"default op clash", `//idem:key=id ttl=1s
 func (S) M(ctx context.Context, id string) error { return nil }
 
-//idem:key=id ttl=1s op=S.M
+//idem:key=id ttl=1s op=example.com/svc.S.M
 func (S) N(ctx context.Context, id string) error { return nil }
 `, []string{
-			`14:25: op "S.M" is already used by S.M at 12:10: give one of them another op=`,
+			`14:25: op "example.com/svc.S.M" is already used by S.M at 12:10: give one of them another op=`,
+		}},
+		{"op too long", `//idem:key=id ttl=1s op=` + strings.Repeat("o", MaxOpLen+1) + `
+func (S) M(ctx context.Context, id string) error { return nil }
+`, []string{
+			`11:25: op=oooooooooooooooooooooooooooooooo… is 1025 bytes, more than idem.MaxOpLen (1024)`,
 		}},
 		{"generic", `type G[T any] struct{}
 
@@ -290,6 +295,7 @@ func plain() {
 	//idem:key=x
 }
 `, []string{
+			`11:12: key: idd is not a parameter of S.M; did you mean "id"?`,
 			`11:16: unknown option "tll"; did you mean "ttl"?`,
 			`14:14: key: R has no field or method Nope`,
 			`14:26: lease=2s is longer than ttl=1s`,
@@ -297,13 +303,18 @@ func plain() {
 		}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, p, err := load(t, map[string]string{"s.go": header + tt.body})
-			got := stripFile(errLines(err), "s.go")
-			if !assert.Equal(t, tt.want, got) {
-				t.Logf("got:\n%s", strings.Join(got, "\n"))
-			}
-			assert.Nil(t, p)
-		})
+		t.Run(tt.name, func(t *testing.T) { wantErrors(t, tt.body, tt.want) })
 	}
+}
+
+// wantErrors resolves header+body as s.go and checks that it fails with
+// exactly the errors want ("line:col: message"), in their sorted order.
+func wantErrors(t *testing.T, body string, want []string) {
+	t.Helper()
+	_, p, err := load(t, map[string]string{"s.go": header + body})
+	got := stripFile(errLines(err), "s.go")
+	if !assert.Equal(t, want, got) {
+		t.Logf("got:\n%s", strings.Join(got, "\n"))
+	}
+	assert.Nil(t, p)
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 func TestResolveHappy(t *testing.T) {
@@ -48,7 +50,8 @@ func (s *OrderService) Refund(ctx context.Context, req RefundRequest) (*Refund, 
 
 	pay := typ.Methods[0]
 	assert.Equal(t, "Pay", pay.Name)
-	assert.Equal(t, "OrderService.Pay", pay.Op)
+	assert.Equal(t, "example.com/svc.OrderService.Pay", pay.Op, "qualified by the import path: no other package's OrderService.Pay shares its records")
+	assert.Equal(t, "example.com/svc.(*OrderService).Pay", pay.FuncName)
 	assert.Equal(t, 155*time.Second, pay.TTL)
 	require.Len(t, pay.Key, 2)
 	assert.Equal(t, PartPath, pay.Key[0].Kind)
@@ -236,7 +239,8 @@ type Store interface {
 	assert.True(t, st.Interface)
 	require.Len(t, st.Methods, 1)
 	put := st.Methods[0]
-	assert.Equal(t, "Store.Put", put.Op)
+	assert.Equal(t, "example.com/svc.Store.Put", put.Op)
+	assert.Equal(t, "example.com/svc.Store.Put", put.FuncName)
 	assert.Equal(t, 3*time.Second, put.TTL)
 	assert.Equal(t, &Budget{Retries: 3, Timeout: time.Second}, put.Budget)
 	assert.Equal(t, InflightWait, put.Inflight)
@@ -418,4 +422,9 @@ func untyped(t *testing.T, steps []Step) []Step {
 		out[i] = st
 	}
 	return out
+}
+
+// TestMaxOpLen: the generator refuses the operation names the stores refuse.
+func TestMaxOpLen(t *testing.T) {
+	assert.Equal(t, idem.MaxOpLen, MaxOpLen)
 }

@@ -21,7 +21,13 @@ type Annotation struct {
 	// interface type that declares Field.
 	Type *ast.TypeSpec
 
-	bad bool // Spec had parse errors: resolving it would only add noise
+	// bad is set when Spec had parse errors: Spec holds what parsed, and
+	// failed the options that did not, so that the resolver still reports
+	// the mistakes only it can see (a key naming no parameter) without
+	// those that follow from a parse error (a missing ttl that was written
+	// malformed).
+	bad    bool
+	failed failedSet
 }
 
 // ScanFile finds every //idem: line of f, parses the doc comments that hold
@@ -51,10 +57,11 @@ func ScanFile(fset *token.FileSet, f *ast.File) ([]*Annotation, error) {
 
 type fileScanner struct {
 	errs
-	file  *ast.File
-	done  map[*ast.CommentGroup]bool
-	found []*Annotation
-	bad   bool // the last parse had errors
+	file   *ast.File
+	done   map[*ast.CommentGroup]bool
+	found  []*Annotation
+	bad    bool      // the last parse had errors
+	failed failedSet // the options that failed in the last parse
 }
 
 func hasDirective(g *ast.CommentGroup) bool {
@@ -82,11 +89,11 @@ func firstDirective(g *ast.CommentGroup) token.Pos {
 // parse parses g (a doc comment with //idem: lines) and marks it done.
 func (s *fileScanner) parse(g *ast.CommentGroup) *Spec {
 	s.done[g] = true
-	spec, err := Parse(s.fset, g)
+	spec, failed, err := parse(s.fset, g)
 	if l := ErrorList(nil); errors.As(err, &l) {
 		s.list = append(s.list, l...)
 	}
-	s.bad = err != nil
+	s.bad, s.failed = err != nil, failed
 	return spec
 }
 
@@ -107,7 +114,7 @@ func (s *fileScanner) funcDecl(d *ast.FuncDecl) {
 		s.add(spec.Pos, "//idem:defaults on method %s: defaults go on the type's doc comment", d.Name.Name)
 		return
 	}
-	s.found = append(s.found, &Annotation{Spec: spec, Decl: d, bad: s.bad})
+	s.found = append(s.found, &Annotation{Spec: spec, Decl: d, bad: s.bad, failed: s.failed})
 }
 
 func (s *fileScanner) genDecl(d *ast.GenDecl) {
@@ -146,7 +153,7 @@ func (s *fileScanner) typeDoc(ts *ast.TypeSpec, doc *ast.CommentGroup) {
 		s.add(spec.Pos, "//idem: on type %s: a type takes only //idem:defaults <options>; annotate its methods", ts.Name.Name)
 		return
 	}
-	s.found = append(s.found, &Annotation{Spec: spec, Type: ts, bad: s.bad})
+	s.found = append(s.found, &Annotation{Spec: spec, Type: ts, bad: s.bad, failed: s.failed})
 }
 
 func (s *fileScanner) interfaceMethods(ts *ast.TypeSpec, it *ast.InterfaceType) {
@@ -167,7 +174,7 @@ func (s *fileScanner) interfaceMethods(ts *ast.TypeSpec, it *ast.InterfaceType) 
 			s.add(spec.Pos, "//idem:defaults on method %s.%s: defaults go on the type's doc comment", ts.Name.Name, m.Names[0].Name)
 			continue
 		}
-		s.found = append(s.found, &Annotation{Spec: spec, Field: m, Type: ts, bad: s.bad})
+		s.found = append(s.found, &Annotation{Spec: spec, Field: m, Type: ts, bad: s.bad, failed: s.failed})
 	}
 }
 

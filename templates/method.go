@@ -71,7 +71,8 @@ func (mg *methodGen) keyText() string {
 //
 //	// idemOrderServicePay is the annotation of (*OrderService).Pay.
 //	var idemOrderServicePay = idem.Method{
-//		Op:    "OrderService.Pay",
+//		Op:    "example.com/shop/orders.OrderService.Pay",
+//		Func:  "example.com/shop/orders.(*OrderService).Pay",
 //		TTL:   155 * time.Second,
 //		Lease: 10 * time.Second,                 // when lease= is given
 //		Wait:  3 * time.Second,                  // inflight=wait:3s
@@ -83,8 +84,11 @@ func (mg *methodGen) keyText() string {
 func (mg *methodGen) descriptor() (jen.Code, error) {
 	fields := []jen.Code{
 		jen.Id("Op").Op(":").Lit(mg.m.Op),
-		jen.Id("TTL").Op(":").Add(durationCode(mg.m.TTL)),
 	}
+	if mg.m.FuncName != "" {
+		fields = append(fields, jen.Id("Func").Op(":").Lit(mg.m.FuncName))
+	}
+	fields = append(fields, jen.Id("TTL").Op(":").Add(durationCode(mg.m.TTL)))
 	if mg.m.Lease > 0 {
 		fields = append(fields, jen.Id("Lease").Op(":").Add(durationCode(mg.m.Lease)))
 	}

@@ -454,3 +454,52 @@ func TestAlternativeConfig(t *testing.T) {
 	assert.Contains(t, string(gen), "//go:build !linux && !idemgen\n")
 	assert.Contains(t, string(gen), "func (w *IdempotentService) Pay(")
 }
+
+// TestOpsAcrossPackages is the generator's half of issue 20.1: the most
+// common type name in Go services, in two packages, gets two operation
+// names by default (each qualified by its package), and two packages that
+// pin one op with op= are refused in one run, at the second, naming the
+// first's position.
+func TestOpsAcrossPackages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	src := func(pkg, op string) string {
+		return "package " + pkg + `
+
+import "context"
+
+type Service struct{}
+
+//idem:key=orderID ttl=1h` + op + `
+func (s *Service) Capture(ctx context.Context, orderID string) error { return nil }
+`
+	}
+	dir := module(t, map[string]string{
+		"payments/payments.go": src("payments", ""),
+		"shipping/shipping.go": src("shipping", ""),
+	})
+	r := idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	for _, pkg := range []string{"payments", "shipping"} {
+		gen, err := os.ReadFile(filepath.Join(dir, pkg, "idem_gen.go"))
+		require.NoError(t, err)
+		assert.Contains(t, string(gen), `"example.com/shop/`+pkg+`.Service.Capture"`)
+		assert.Contains(t, string(gen), `"example.com/shop/`+pkg+`.(*Service).Capture"`)
+	}
+
+	write(t, filepath.Join(dir, "payments", "payments.go"), src("payments", " op=capture"))
+	write(t, filepath.Join(dir, "shipping", "shipping.go"), src("shipping", " op=capture"))
+	r = idemgen(t, dir, "./...")
+	assert.Equal(t, 1, r.code)
+	assert.Equal(t, filepath.Join("shipping", "shipping.go")+`:7:30: op "capture" is already used by Service.Capture of package example.com/shop/payments at `+
+		filepath.Join("payments", "payments.go")+`:7:30: methods under one op share records, so one would be answered with the other's stored outcomes; give one of them another op=`+"\n", r.stderr)
+
+	// A pinned op equal to another package's default is the same clash.
+	write(t, filepath.Join(dir, "payments", "payments.go"), src("payments", ""))
+	write(t, filepath.Join(dir, "shipping", "shipping.go"), src("shipping", " op=example.com/shop/payments.Service.Capture"))
+	r = idemgen(t, dir, "./...")
+	assert.Equal(t, 1, r.code)
+	assert.Contains(t, r.stderr, filepath.Join("shipping", "shipping.go")+`:7:30: op "example.com/shop/payments.Service.Capture" is already used by Service.Capture of package example.com/shop/payments at `+
+		filepath.Join("payments", "payments.go")+`:8:19: `)
+}

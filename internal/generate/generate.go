@@ -119,6 +119,7 @@ func Generate(ctx context.Context, cfg Config) ([]File, error) {
 		files = append(files, g.constrained(j)...)
 	}
 	files = append(files, g.files...)
+	g.checkOps()
 	if len(g.errs.list) > 0 {
 		g.errs.list.Sort()
 		return nil, g.errs.list
@@ -140,6 +141,8 @@ type generator struct {
 	// jobs are the packages with build constraints, whose other
 	// configurations loadConfigs loads.
 	jobs []*job
+	// models are the resolved packages, for checkOps.
+	models []*annotations.Package
 }
 
 // job is a package with build constraints.
@@ -472,6 +475,7 @@ func (g *generator) constrained(j *job) []File {
 	if merged == nil {
 		return g.outputFiles(j.dir, first.PkgPath, j.d, nil)
 	}
+	g.models = append(g.models, merged)
 	outs, err := templates.RenderFiles(merged)
 	if err != nil {
 		g.errs.add(first, err)
@@ -627,6 +631,49 @@ func differs(pkg *annotations.Package, want templates.Output, got []templates.Ou
 		atType.Name, at.Name, a, b, at.Name)}
 }
 
+// checkOps refuses an operation name that methods of two packages of the
+// run both use: one executor would answer each with the other's stored
+// outcomes (the executor refuses it too, but only at run time). The error
+// is at the later op, by file and offset, and names the first one's
+// position. Within a package the resolver checks; the same method compiled
+// in several build configurations is one op.
+func (g *generator) checkOps() {
+	type use struct {
+		pkg *annotations.Package
+		t   *annotations.Type
+		m   *annotations.Method
+	}
+	var all []use
+	for _, p := range g.models {
+		for _, t := range p.Types {
+			for _, m := range t.Methods {
+				all = append(all, use{p, t, m})
+			}
+		}
+	}
+	slices.SortStableFunc(all, func(a, b use) int {
+		return cmp.Or(cmp.Compare(a.m.OpPos.Filename, b.m.OpPos.Filename), cmp.Compare(a.m.OpPos.Offset, b.m.OpPos.Offset))
+	})
+	first := map[string]use{}
+	for _, u := range all {
+		f, seen := first[u.m.Op]
+		if !seen {
+			first[u.m.Op] = u
+			continue
+		}
+		if f.pkg.Path == u.pkg.Path {
+			continue
+		}
+		at := f.m.OpPos
+		if rel, err := filepath.Rel(g.wd, at.Filename); err == nil && !strings.HasPrefix(rel, "..") {
+			at.Filename = rel
+		}
+		g.errs.push(&annotations.Error{Pos: u.m.OpPos, Msg: fmt.Sprintf(
+			"op %q is already used by %s.%s of package %s at %s: methods under one op share records, so one would be answered "+
+				"with the other's stored outcomes; give one of them another op=", u.m.Op, f.t.Name, f.m.Name, f.pkg.Path, at)})
+	}
+}
+
 // wrapperMethod matches the first line of a generated wrapper method.
 var wrapperMethod = regexp.MustCompile(`^func \(\w+ \*(\w+)\) (\w+)\(`)
 
@@ -639,6 +686,7 @@ func (g *generator) output(pkg *packages.Package, dir string, d *dirFiles, model
 	if model.Dir == "" {
 		model.Dir = dir
 	}
+	g.models = append(g.models, model)
 	outs, err := templates.RenderFiles(model)
 	if err != nil {
 		g.errs.add(pkg, err)

@@ -219,9 +219,9 @@ func (r *run) prepare() {
 	}
 	tweak := tweakStore(recStore, func(k idem.Key) (time.Duration, time.Duration, bool) {
 		switch {
-		case k.Op == "Service.Pay" && stallKeys[k.Text]:
+		case k.Op == payOp && stallKeys[k.Text]:
 			return st.StallLease, 0, true
-		case k.Op == "Service.HandleShipment" && st.ShipmentTTL > 0:
+		case k.Op == shipOp && st.ShipmentTTL > 0:
 			return st.ShipmentTTL / 2, st.ShipmentTTL, true
 		}
 		return 0, 0, false
@@ -552,6 +552,13 @@ func amount(i int) int64      { return 100 + int64(i) }
 func messageID(i int) string  { return fmt.Sprintf("m%03d", i) }
 func shipOrder(i int) string  { return fmt.Sprintf("s%03d", i) }
 
+// The operation names of stormsvc's wrapped methods: the generator's
+// default, each method qualified by its package's import path.
+const (
+	payOp  = "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.Pay"
+	shipOp = "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.HandleShipment"
+)
+
 // payKey derives Pay's key and fingerprint for order i (with the
 // conflicting amount when conflict) the way the generated wrapper does;
 // checkDerivation checks that the history agrees.
@@ -559,7 +566,7 @@ func payKey(tenant string, i int, conflict bool) (idem.Key, idem.Fingerprint) {
 	var k idem.KeyParts
 	k.String("order.ID", orderID(i))
 	k.String("op", "pay")
-	key, _ := k.Key(tenant, "Service.Pay")
+	key, _ := k.Key(tenant, payOp)
 	amt := amount(i)
 	if conflict {
 		amt++
@@ -578,7 +585,7 @@ func shipKey(tenant string, i int) (idem.Key, idem.Fingerprint) {
 	m := shipment(i)
 	var k idem.KeyParts
 	k.String("msg.ID", m.ID)
-	key, _ := k.Key(tenant, "Service.HandleShipment")
+	key, _ := k.Key(tenant, shipOp)
 	var h idem.Hasher
 	h.String(m.ID)
 	h.String(m.OrderID)

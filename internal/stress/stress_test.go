@@ -229,7 +229,7 @@ func TestCheckDerivation(t *testing.T) {
 
 	var k idem.KeyParts
 	k.String("order.ID", orderID(0))
-	foreign, _ := k.Key(r.tenant, "Service.Pay") // the op part is missing
+	foreign, _ := k.Key(r.tenant, payOp) // the op part is missing
 	claim(foreign, fp0, 4)
 	key2, _ := payKey(r.tenant, 2, false)
 	claim(key2, fp0, 5) // another order's fingerprint

@@ -29,7 +29,7 @@ type allocReceipt struct {
 	Status   string `json:"status"`
 }
 
-var allocMethod = idem.Method{Op: "Service.Place", TTL: 5 * time.Minute, Lease: 30 * time.Second, Scheme: 1}
+var allocMethod = idem.Method{Op: "example.com/shop.Service.Place", Func: "example.com/shop.(*Service).Place", TTL: 5 * time.Minute, Lease: 30 * time.Second, Scheme: 1}
 
 // place is what idemgen generates for Place(ctx, order, op) with the key
 // order.ID+op; the method returns r.

@@ -183,12 +183,35 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 		return false, bad("Wait %v must be >= 0", m.Wait)
 	case len(m.Op) > MaxOpLen:
 		return false, fmt.Errorf("idem: %.64q: operation name of %d bytes: %w (idem.MaxOpLen is %d)", m.Op, len(m.Op), ErrTooLarge, MaxOpLen)
+	case m.Func != "":
+		if err := ex.checkOp(m); err != nil {
+			return false, err
+		}
+	}
+	switch {
 	case ex.txStore != nil:
 		return false, nil // the transaction holds the claim: nothing to renew
 	case m.Renew && ex.renewer == nil:
 		return false, bad("Renew needs a store that renews leases, and %T does not implement idem.Renewer", ex.store)
 	}
 	return ex.renew || m.Renew, nil
+}
+
+// checkOp refuses m when the executor has run another method (another
+// non-empty Func) under m.Op: their records would answer each other. The
+// first Method seen under an op is kept; later calls with the same
+// descriptor cost one map load and a pointer comparison.
+func (ex *Executor) checkOp(m *Method) error {
+	v, ok := ex.ops.Load(m.Op)
+	if !ok {
+		v, _ = ex.ops.LoadOrStore(m.Op, m)
+	}
+	first := v.(*Method)
+	if first == m || first.Func == m.Func {
+		return nil
+	}
+	return fmt.Errorf("%w %q: used by two methods, %s and %s: each would be answered with the other's stored outcomes; "+
+		"give one of them another operation name (op=... in its //idem: annotation)", ErrMisconfigured, m.Op, first.Func, m.Func)
 }
 
 // refused reports whether a store refused a claim outright, writing nothing.

@@ -80,8 +80,10 @@
 //     without running the method.
 //
 // Misuse fails early and names its cause: Do returns [ErrMisconfigured] for
-// invalid Method values and [ErrTooLarge] for a tenant or operation name
-// over the store limits, before anything is claimed.
+// invalid Method values, and for a second method (another [Method.Func])
+// under an operation name the executor has run, whose records would answer
+// the first one's calls; and [ErrTooLarge] for a tenant or operation name
+// over the store limits; all before anything is claimed.
 //
 // Errors and the default log ([LogEvents]) name a key by its hex ID
 // ([Key.Hex]), never by the caller's key text or tenant, which may carry

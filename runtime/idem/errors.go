@@ -43,8 +43,10 @@ var (
 	// its TTL.
 	ErrUndecodable = errors.New("idem: stored result does not decode into the result type")
 	// ErrMisconfigured: a Method's values are invalid (TTL <= 0, a negative
-	// Lease or Wait, Lease > TTL), or it asks for lease renewal on a store
-	// that cannot renew. Nothing was claimed and the method was not called;
+	// Lease or Wait, Lease > TTL), it asks for lease renewal on a store
+	// that cannot renew, or its Op was already run on the executor by
+	// another method (another Func). Nothing was claimed and the method was
+	// not called;
 	// a retry fails the same way. Executor options are checked earlier, by
 	// NewExecutor.
 	ErrMisconfigured = errors.New("idem: misconfigured method")

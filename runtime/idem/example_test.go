@@ -153,3 +153,29 @@ func ExampleCheckLayout() {
 	fmt.Println(errors.Is(err, idem.ErrStaleWrapper))
 	// Output: true
 }
+
+// Method.Func names the wrapped method. Two methods under one operation
+// name would answer each other's calls with their stored outcomes, so an
+// executor refuses a second Func under an op it has run, before anything
+// is claimed; op= in the annotation gives one of them its own name.
+func ExampleMethod_func() {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	capture := func(m *idem.Method) (string, error) {
+		var k idem.KeyParts
+		k.String("orderID", "ord-42")
+		var h idem.Hasher
+		h.String("ord-42")
+		return idem.Do(context.Background(), ex, m, &k, &h, func(context.Context) (string, error) { return "captured by " + m.Func, nil })
+	}
+	payments := &idem.Method{Op: "Service.Capture", Func: "example.com/shop/payments.(*Service).Capture", TTL: time.Hour}
+	shipping := &idem.Method{Op: "Service.Capture", Func: "example.com/shop/shipping.(*Service).Capture", TTL: time.Hour}
+	fmt.Println(capture(payments))
+	_, err := capture(shipping)
+	fmt.Println(errors.Is(err, idem.ErrMisconfigured))
+	shipping.Op = "example.com/shop/shipping.Service.Capture"
+	fmt.Println(capture(shipping))
+	// Output:
+	// captured by example.com/shop/payments.(*Service).Capture <nil>
+	// true
+	// captured by example.com/shop/shipping.(*Service).Capture <nil>
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -21,8 +22,19 @@ const GeneratedCodeVersion1 = true
 // Method describes one idempotent operation: what the annotation of a method
 // says, as the generator emits it. Hand-written callers fill it in directly.
 type Method struct {
-	// Op names the operation in the record key (Type.Method by default).
+	// Op names the operation in the record key. The generator's default is
+	// the method qualified by its package's import path
+	// (example.com/shop/payments.Service.Capture); op= in the annotation
+	// pins another. Two methods under one Op would share records, so an
+	// Executor refuses a second Func under an Op it has run.
 	Op string
+	// Func is the fully qualified name of the wrapped method, e.g.
+	// example.com/shop/payments.(*Service).Capture. Generated code sets
+	// it; it is empty for hand-written callers, which are not checked. An
+	// Executor that has run a Method with one non-empty Func under an Op
+	// refuses another non-empty Func under that Op (ErrMisconfigured),
+	// before anything is claimed.
+	Func string
 	// TTL is how long the outcome is kept and replayed. Required.
 	TTL time.Duration
 	// Lease is how long a claim holds before it may be taken over; 0 uses
@@ -84,6 +96,9 @@ type Executor struct {
 	bad      string  // the first invalid option, for NewExecutor's panic
 	tenancy  bool    // WithTenant or SingleTenant was given
 	single   bool    // SingleTenant was given
+	// ops maps each Op run with a non-empty Func to the first *Method
+	// that ran it (checkOp).
+	ops sync.Map
 }
 
 // invalid records the first invalid option.

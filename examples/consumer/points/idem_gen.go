@@ -35,10 +35,11 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 // idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
 // the runtime.
 var idemServiceHandleShipment = idem.Method{
-	Op:     "Service.HandleShipment",
+	Op:     "github.com/idemgen/idemgen/examples/consumer/points.Service.HandleShipment",
+	Func:   "github.com/idemgen/idemgen/examples/consumer/points.(*Service).HandleShipment",
 	TTL:    345760 * time.Second,
 	Scheme: 0x143a6e72,
-	Stale:  idem.CheckLayout("Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[Message](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/consumer/points.Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[Message](true)),
 }
 
 // A build error here means that (*Service).HandleShipment or a type its key or

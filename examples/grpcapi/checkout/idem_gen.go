@@ -35,10 +35,11 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 // idemServicePlaceOrder is the annotation of (*Service).PlaceOrder, for the
 // runtime.
 var idemServicePlaceOrder = idem.Method{
-	Op:     "Service.PlaceOrder",
+	Op:     "github.com/idemgen/idemgen/examples/grpcapi/checkout.Service.PlaceOrder",
+	Func:   "github.com/idemgen/idemgen/examples/grpcapi/checkout.(*Service).PlaceOrder",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1a20107a,
-	Stale:  idem.CheckLayout("Service.PlaceOrder", 0x064e2e89, idem.HashedParam[Order](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/grpcapi/checkout.Service.PlaceOrder", 0x064e2e89, idem.HashedParam[Order](true)),
 }
 
 // A build error here means that (*Service).PlaceOrder or a type its key or

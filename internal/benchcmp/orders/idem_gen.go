@@ -34,12 +34,13 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePlace is the annotation of (*Service).Place, for the runtime.
 var idemServicePlace = idem.Method{
-	Op:     "Service.Place",
+	Op:     "github.com/idemgen/idemgen/internal/benchcmp/orders.Service.Place",
+	Func:   "github.com/idemgen/idemgen/internal/benchcmp/orders.(*Service).Place",
 	TTL:    5 * time.Minute,
 	Lease:  30 * time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0xb85540fe,
-	Stale:  idem.CheckLayout("Service.Place", 0x40da7867, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/benchcmp/orders.Service.Place", 0x40da7867, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Service).Place or a type its key or

@@ -35,12 +35,13 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:     "Service.Pay",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Pay",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Pay",
 	TTL:    time.Hour,
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
-	Stale:  idem.CheckLayout("Service.Pay", 0x064e2e89, idem.HashedParam[Request](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Pay", 0x064e2e89, idem.HashedParam[Request](true)),
 }
 
 // A build error here means that (*Service).Pay or a type its key or fingerprint
@@ -75,12 +76,13 @@ func (w *IdempotentService) Pay(ctx context.Context, req Request) (*Result, erro
 
 // idemServiceBrief is the annotation of (*Service).Brief, for the runtime.
 var idemServiceBrief = idem.Method{
-	Op:     "Service.Brief",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Brief",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Brief",
 	TTL:    3 * time.Second,
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
-	Stale:  idem.CheckLayout("Service.Brief", 0x064e2e89, idem.HashedParam[Request](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Brief", 0x064e2e89, idem.HashedParam[Request](true)),
 }
 
 // A build error here means that (*Service).Brief or a type its key or
@@ -115,13 +117,14 @@ func (w *IdempotentService) Brief(ctx context.Context, req Request) (*Result, er
 
 // idemServiceAwait is the annotation of (*Service).Await, for the runtime.
 var idemServiceAwait = idem.Method{
-	Op:     "Service.Await",
+	Op:     "github.com/idemgen/idemgen/internal/sim/simsvc.Service.Await",
+	Func:   "github.com/idemgen/idemgen/internal/sim/simsvc.(*Service).Await",
 	TTL:    time.Hour,
 	Lease:  time.Second,
 	Wait:   2 * time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
-	Stale:  idem.CheckLayout("Service.Await", 0x064e2e89, idem.HashedParam[Request](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Await", 0x064e2e89, idem.HashedParam[Request](true)),
 }
 
 // A build error here means that (*Service).Await or a type its key or

@@ -35,7 +35,8 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePay is the annotation of (*Service).Pay, for the runtime.
 var idemServicePay = idem.Method{
-	Op:    "Service.Pay",
+	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.Pay",
+	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).Pay",
 	TTL:   155 * time.Second,
 	Lease: time.Second,
 	Wait:  3 * time.Second,
@@ -47,7 +48,7 @@ var idemServicePay = idem.Method{
 		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
 	},
 	Scheme: 0x074302c8,
-	Stale:  idem.CheckLayout("Service.Pay", 0x981f3e79, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/stress/stormsvc.Service.Pay", 0x981f3e79, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Service).Pay or a type its key or fingerprint
@@ -97,7 +98,8 @@ func (w *IdempotentService) Pay(ctx context.Context, order *Order, op string) (*
 // idemServiceHandleShipment is the annotation of (*Service).HandleShipment, for
 // the runtime.
 var idemServiceHandleShipment = idem.Method{
-	Op:    "Service.HandleShipment",
+	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.HandleShipment",
+	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).HandleShipment",
 	TTL:   168 * time.Hour,
 	Lease: time.Second,
 	Sentinels: []idem.FinalError{
@@ -106,7 +108,7 @@ var idemServiceHandleShipment = idem.Method{
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
 	Scheme: 0x143a6e72,
-	Stale:  idem.CheckLayout("Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[ShipmentMessage](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/stress/stormsvc.Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[ShipmentMessage](true)),
 }
 
 // A build error here means that (*Service).HandleShipment or a type its key or

@@ -35,11 +35,12 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:     "Refunds.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/BudgetTTL.(*Refunds).Refund",
 	TTL:    155 * time.Second,
 	Wait:   3 * time.Second,
 	Scheme: 0xced268bc,
-	Stale:  idem.CheckLayout("Refunds.Refund", 0x0b529081, idem.HashedParam[RefundRequest](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Refund", 0x0b529081, idem.HashedParam[RefundRequest](true)),
 }
 
 // A build error here means that (*Refunds).Refund or a type its key or
@@ -78,10 +79,11 @@ func (w *IdempotentRefunds) Refund(ctx context.Context, req RefundRequest) (int,
 
 // idemRefundsVoid is the annotation of (*Refunds).Void, for the runtime.
 var idemRefundsVoid = idem.Method{
-	Op:     "Refunds.Void",
+	Op:     "github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Void",
+	Func:   "github.com/idemgen/idemgen/testdata/BudgetTTL.(*Refunds).Void",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Refunds.Void", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Void", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Refunds).Void or a type its key or

@@ -37,10 +37,11 @@ func NewIdempotentOrderService(next *OrderService, ex *idem.Executor) *Idempoten
 // idemOrderServicePay is the annotation of (*OrderService).Pay, for the
 // runtime.
 var idemOrderServicePay = idem.Method{
-	Op:     "OrderService.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Pay",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
-	Stale:  idem.CheckLayout("OrderService.Pay", 0xeba930f7, idem.HashedParam[Order](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Pay", 0xeba930f7, idem.HashedParam[Order](true)),
 }
 
 // A build error here means that (*OrderService).Pay or a type its key or

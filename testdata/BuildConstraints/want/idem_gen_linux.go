@@ -17,10 +17,11 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceClose is the annotation of (*OrderService).Close, for the
 // runtime.
 var idemOrderServiceClose = idem.Method{
-	Op:     "OrderService.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0xcdb5d906,
-	Stale:  idem.CheckLayout("OrderService.Close", 0x9bdb4ddf, idem.HashedParam[Handle](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close", 0x9bdb4ddf, idem.HashedParam[Handle](false)),
 }
 
 // A build error here means that (*OrderService).Close or a type its key or
@@ -51,10 +52,11 @@ func (w *IdempotentOrderService) Close(ctx context.Context, h Handle) (int, erro
 // idemOrderServiceShip is the annotation of (*OrderService).Ship, for the
 // runtime.
 var idemOrderServiceShip = idem.Method{
-	Op:     "OrderService.Ship",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Ship",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
-	Stale:  idem.CheckLayout("OrderService.Ship", 0xeba930f7, idem.HashedParam[Order](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Ship", 0xeba930f7, idem.HashedParam[Order](true)),
 }
 
 // A build error here means that (*OrderService).Ship or a type its key or
@@ -107,10 +109,11 @@ func NewIdempotentNotifier(next *Notifier, ex *idem.Executor) *IdempotentNotifie
 
 // idemNotifierNotify is the annotation of (*Notifier).Notify, for the runtime.
 var idemNotifierNotify = idem.Method{
-	Op:     "Notifier.Notify",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.Notifier.Notify",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*Notifier).Notify",
 	TTL:    10 * time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Notifier.Notify", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.Notifier.Notify", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Notifier).Notify or a type its key or

@@ -17,10 +17,11 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceClose2 is the annotation of (*OrderService).Close, for the
 // runtime.
 var idemOrderServiceClose2 = idem.Method{
-	Op:     "OrderService.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("OrderService.Close", 0x935e8f9f, idem.HashedParam[Handle](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close", 0x935e8f9f, idem.HashedParam[Handle](false)),
 }
 
 // A build error here means that (*OrderService).Close or a type its key or

@@ -17,10 +17,11 @@ const _ = idem.GeneratedCodeVersion1
 // idemOrderServiceUpgrade is the annotation of (*OrderService).Upgrade, for the
 // runtime.
 var idemOrderServiceUpgrade = idem.Method{
-	Op:     "OrderService.Upgrade",
+	Op:     "github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Upgrade",
+	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Upgrade",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
-	Stale:  idem.CheckLayout("OrderService.Upgrade", 0xeba930f7, idem.HashedParam[Order](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Upgrade", 0xeba930f7, idem.HashedParam[Order](true)),
 }
 
 // A build error here means that (*OrderService).Upgrade or a type its key or

@@ -34,10 +34,11 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:     "Svc.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/ByteKeys.Svc.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/ByteKeys.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x1907bdb8,
-	Stale:  idem.CheckLayout("Svc.Do", 0xd49d64f1, idem.HashedParam[ID](false), idem.HashedParam[*Msg](false), idem.HashedParam[[3]B](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ByteKeys.Svc.Do", 0xd49d64f1, idem.HashedParam[ID](false), idem.HashedParam[*Msg](false), idem.HashedParam[[3]B](false)),
 }
 
 // A build error here means that (*Svc).Do or a type its key or fingerprint

@@ -36,10 +36,11 @@ func NewIdempotentBooker(next *Booker, ex *idem.Executor) *IdempotentBooker {
 
 // idemBookerBook is the annotation of (*Booker).Book, for the runtime.
 var idemBookerBook = idem.Method{
-	Op:     "Booker.Book",
+	Op:     "github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Book",
+	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Book",
 	TTL:    time.Hour,
 	Scheme: 0xbf2eea57,
-	Stale:  idem.CheckLayout("Booker.Book", 0xff92b7fc, idem.HashedParam[time.Time](false), idem.HashedParam[*Slot](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Book", 0xff92b7fc, idem.HashedParam[time.Time](false), idem.HashedParam[*Slot](false)),
 }
 
 // A build error here means that (*Booker).Book or a type its key or fingerprint
@@ -82,10 +83,11 @@ func (w *IdempotentBooker) Book(ctx context.Context, at time.Time, slot *Slot) (
 
 // idemBookerCancel is the annotation of (*Booker).Cancel, for the runtime.
 var idemBookerCancel = idem.Method{
-	Op:     "Booker.Cancel",
+	Op:     "github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Cancel",
+	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Cancel",
 	TTL:    time.Hour,
 	Scheme: 0x97afcbf8,
-	Stale:  idem.CheckLayout("Booker.Cancel", 0x1c5c60e5, idem.HashedParam[fmt.Stringer](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Cancel", 0x1c5c60e5, idem.HashedParam[fmt.Stringer](false)),
 }
 
 // A build error here means that (*Booker).Cancel or a type its key or
@@ -118,7 +120,8 @@ func (w *IdempotentBooker) Cancel(ctx context.Context, ref fmt.Stringer) (string
 
 // idemBookerRemind is the annotation of (*Booker).Remind, for the runtime.
 var idemBookerRemind = idem.Method{
-	Op:     "Booker.Remind",
+	Op:     "github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Remind",
+	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Remind",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
 }

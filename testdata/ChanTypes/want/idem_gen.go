@@ -34,10 +34,11 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcRoute is the annotation of (*Svc).Route, for the runtime.
 var idemSvcRoute = idem.Method{
-	Op:     "Svc.Route",
+	Op:     "github.com/idemgen/idemgen/testdata/ChanTypes.Svc.Route",
+	Func:   "github.com/idemgen/idemgen/testdata/ChanTypes.(*Svc).Route",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Svc.Route", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ChanTypes.Svc.Route", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Svc).Route or a type its key or fingerprint

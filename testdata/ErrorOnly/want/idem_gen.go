@@ -35,10 +35,11 @@ func NewIdempotentShipper(next *Shipper, ex *idem.Executor) *IdempotentShipper {
 
 // idemShipperShip is the annotation of (*Shipper).Ship, for the runtime.
 var idemShipperShip = idem.Method{
-	Op:     "Shipper.Ship",
+	Op:     "github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Ship",
+	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xef77142c,
-	Stale:  idem.CheckLayout("Shipper.Ship", 0xd5e6506d, idem.HashedParam[int64](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Ship", 0xd5e6506d, idem.HashedParam[int64](false)),
 }
 
 // A build error here means that (*Shipper).Ship or a type its key or
@@ -68,10 +69,11 @@ func (w *IdempotentShipper) Ship(ctx context.Context, orderID int64) error {
 
 // idemShipperCancel is the annotation of (*Shipper).Cancel, for the runtime.
 var idemShipperCancel = idem.Method{
-	Op:     "Shipper.Cancel",
+	Op:     "github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Cancel",
+	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Cancel",
 	TTL:    time.Hour,
 	Scheme: 0x96a7ab9a,
-	Stale:  idem.CheckLayout("Shipper.Cancel", 0x6bfab577, idem.HashedParam[int64](false), idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Cancel", 0x6bfab577, idem.HashedParam[int64](false), idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Shipper).Cancel or a type its key or

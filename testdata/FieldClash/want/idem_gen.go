@@ -34,10 +34,11 @@ func NewIdempotentExchange(next *Exchange, ex *idem.Executor) *IdempotentExchang
 
 // idemExchangeFill is the annotation of (*Exchange).Fill, for the runtime.
 var idemExchangeFill = idem.Method{
-	Op:     "Exchange.Fill",
+	Op:     "github.com/idemgen/idemgen/testdata/FieldClash.Exchange.Fill",
+	Func:   "github.com/idemgen/idemgen/testdata/FieldClash.(*Exchange).Fill",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Exchange.Fill", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FieldClash.Exchange.Fill", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Exchange).Fill or a type its key or

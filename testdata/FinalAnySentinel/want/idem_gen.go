@@ -34,7 +34,8 @@ func NewIdempotentShop(next *Shop, ex *idem.Executor) *IdempotentShop {
 
 // idemShopCheckout is the annotation of (*Shop).Checkout, for the runtime.
 var idemShopCheckout = idem.Method{
-	Op:    "Shop.Checkout",
+	Op:    "github.com/idemgen/idemgen/testdata/FinalAnySentinel.Shop.Checkout",
+	Func:  "github.com/idemgen/idemgen/testdata/FinalAnySentinel.(*Shop).Checkout",
 	TTL:   time.Hour,
 	Final: []idem.FinalError{{Name: "ErrFraud", Err: ErrFraud}},
 	Sentinels: []idem.FinalError{
@@ -42,7 +43,7 @@ var idemShopCheckout = idem.Method{
 		{Name: "ErrTimeout", Err: ErrTimeout},
 	},
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Shop.Checkout", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalAnySentinel.Shop.Checkout", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Shop).Checkout or a type its key or

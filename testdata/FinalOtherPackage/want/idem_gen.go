@@ -35,14 +35,15 @@ func NewIdempotentCheckout(next *Checkout, ex *idem.Executor) *IdempotentCheckou
 
 // idemCheckoutPay is the annotation of (*Checkout).Pay, for the runtime.
 var idemCheckoutPay = idem.Method{
-	Op:  "Checkout.Pay",
-	TTL: time.Hour,
+	Op:   "github.com/idemgen/idemgen/testdata/FinalOtherPackage.Checkout.Pay",
+	Func: "github.com/idemgen/idemgen/testdata/FinalOtherPackage.(*Checkout).Pay",
+	TTL:  time.Hour,
 	Final: []idem.FinalError{
 		{Name: "payments.ErrDeclined", Err: payments.ErrDeclined},
 		{Name: "payments.ErrFraud", Err: payments.ErrFraud},
 	},
 	Scheme: 0x580bf3e2,
-	Stale:  idem.CheckLayout("Checkout.Pay", 0x5729b78b, idem.HashedParam[string](false), idem.HashedParam[payments.Card](true), idem.HashedParam[int](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalOtherPackage.Checkout.Pay", 0x5729b78b, idem.HashedParam[string](false), idem.HashedParam[payments.Card](true), idem.HashedParam[int](false)),
 }
 
 // A build error here means that (*Checkout).Pay or a type its key or

@@ -34,14 +34,15 @@ func NewIdempotentBank(next *Bank, ex *idem.Executor) *IdempotentBank {
 
 // idemBankDebit is the annotation of (*Bank).Debit, for the runtime.
 var idemBankDebit = idem.Method{
-	Op:  "Bank.Debit",
-	TTL: 24 * time.Hour,
+	Op:   "github.com/idemgen/idemgen/testdata/FinalSentinels.Bank.Debit",
+	Func: "github.com/idemgen/idemgen/testdata/FinalSentinels.(*Bank).Debit",
+	TTL:  24 * time.Hour,
 	Final: []idem.FinalError{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
 	Scheme: 0xd127592c,
-	Stale:  idem.CheckLayout("Bank.Debit", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalSentinels.Bank.Debit", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
 }
 
 // A build error here means that (*Bank).Debit or a type its key or fingerprint

@@ -34,10 +34,11 @@ func NewIdempotentBank(next *Bank, ex *idem.Executor) *IdempotentBank {
 
 // idemBankRoute is the annotation of (*Bank).Route, for the runtime.
 var idemBankRoute = idem.Method{
-	Op:     "Bank.Route",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Route",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Route",
 	TTL:    time.Hour,
 	Scheme: 0x483bfbf6,
-	Stale:  idem.CheckLayout("Bank.Route", 0xd8e84d67, idem.HashedParam[string](false), idem.HashedParam[Gateway](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Route", 0xd8e84d67, idem.HashedParam[string](false), idem.HashedParam[Gateway](false)),
 }
 
 // A build error here means that (*Bank).Route or a type its key or fingerprint
@@ -67,10 +68,11 @@ func (w *IdempotentBank) Route(ctx context.Context, id string, gw Gateway) (stri
 
 // idemBankSend is the annotation of (*Bank).Send, for the runtime.
 var idemBankSend = idem.Method{
-	Op:     "Bank.Send",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Send",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Send",
 	TTL:    time.Hour,
 	Scheme: 0xf6a95a9a,
-	Stale:  idem.CheckLayout("Bank.Send", 0x8ee0cb01, idem.HashedParam[Transfer](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Send", 0x8ee0cb01, idem.HashedParam[Transfer](true)),
 }
 
 // A build error here means that (*Bank).Send or a type its key or fingerprint
@@ -109,10 +111,11 @@ func (w *IdempotentBank) Send(ctx context.Context, t Transfer) (string, error) {
 
 // idemBankSendAll is the annotation of (*Bank).SendAll, for the runtime.
 var idemBankSendAll = idem.Method{
-	Op:     "Bank.SendAll",
+	Op:     "github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.SendAll",
+	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).SendAll",
 	TTL:    time.Hour,
 	Scheme: 0xd37080ac,
-	Stale:  idem.CheckLayout("Bank.SendAll", 0x4bff68a1, idem.HashedParam[*Batch](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.SendAll", 0x4bff68a1, idem.HashedParam[*Batch](false)),
 }
 
 // A build error here means that (*Bank).SendAll or a type its key or

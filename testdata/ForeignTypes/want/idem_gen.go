@@ -36,10 +36,11 @@ func NewIdempotentQuotes(next *Quotes, ex *idem.Executor) *IdempotentQuotes {
 
 // idemQuotesQuote is the annotation of (*Quotes).Quote, for the runtime.
 var idemQuotesQuote = idem.Method{
-	Op:     "Quotes.Quote",
+	Op:     "github.com/idemgen/idemgen/testdata/ForeignTypes.Quotes.Quote",
+	Func:   "github.com/idemgen/idemgen/testdata/ForeignTypes.(*Quotes).Quote",
 	TTL:    time.Hour,
 	Scheme: 0x545c6ec1,
-	Stale:  idem.CheckLayout("Quotes.Quote", 0x2c5b41c8, idem.HashedParam[netip.Addr](false), idem.HashedParam[time.Time](false), idem.HashedParam[map[string][]money.Amount](false), idem.HashedParam[[]string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ForeignTypes.Quotes.Quote", 0x2c5b41c8, idem.HashedParam[netip.Addr](false), idem.HashedParam[time.Time](false), idem.HashedParam[map[string][]money.Amount](false), idem.HashedParam[[]string](false)),
 }
 
 // A build error here means that (*Quotes).Quote or a type its key or

@@ -35,10 +35,11 @@ func NewIdempotentNotifier(next *Notifier, ex *idem.Executor) *IdempotentNotifie
 
 // idemNotifierNotify is the annotation of (*Notifier).Notify, for the runtime.
 var idemNotifierNotify = idem.Method{
-	Op:     "Notifier.Notify",
+	Op:     "github.com/idemgen/idemgen/testdata/HashSubset.Notifier.Notify",
+	Func:   "github.com/idemgen/idemgen/testdata/HashSubset.(*Notifier).Notify",
 	TTL:    time.Hour,
 	Scheme: 0x76f875bf,
-	Stale:  idem.CheckLayout("Notifier.Notify", 0xa0bd7002, idem.HashedParam[int](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/HashSubset.Notifier.Notify", 0xa0bd7002, idem.HashedParam[int](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
 }
 
 // A build error here means that (*Notifier).Notify or a type its key or
@@ -69,7 +70,8 @@ func (w *IdempotentNotifier) Notify(ctx context.Context, userID int, text string
 
 // idemNotifierPing is the annotation of (*Notifier).Ping, for the runtime.
 var idemNotifierPing = idem.Method{
-	Op:     "Notifier.Ping",
+	Op:     "github.com/idemgen/idemgen/testdata/HashSubset.Notifier.Ping",
+	Func:   "github.com/idemgen/idemgen/testdata/HashSubset.(*Notifier).Ping",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
 }

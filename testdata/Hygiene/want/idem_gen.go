@@ -34,10 +34,11 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcPay is the annotation of (*Svc).Pay, for the runtime.
 var idemSvcPay = idem.Method{
-	Op:     "Svc.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Pay",
 	TTL:    time.Minute,
 	Scheme: 0xe2e09a86,
-	Stale:  idem.CheckLayout("Svc.Pay", 0x84611467, idem.HashedParam[*Order](true), idem.HashedParam[string](false), idem.HashedParam[int64](false), idem.HashedParam[error](false), idem.HashedParam[[]byte](false), idem.HashedParam[bool](false), idem.HashedParam[int](false), idem.HashedParam[time.Duration](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay", 0x84611467, idem.HashedParam[*Order](true), idem.HashedParam[string](false), idem.HashedParam[int64](false), idem.HashedParam[error](false), idem.HashedParam[[]byte](false), idem.HashedParam[bool](false), idem.HashedParam[int](false), idem.HashedParam[time.Duration](false)),
 }
 
 // A build error here means that (*Svc).Pay or a type its key or fingerprint
@@ -89,10 +90,11 @@ func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, string
 
 // idemSvcLen is the annotation of (*Svc).Len, for the runtime.
 var idemSvcLen = idem.Method{
-	Op:     "Svc.Len",
+	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Len",
+	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Len",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Svc.Len", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Len", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Svc).Len or a type its key or fingerprint

@@ -35,10 +35,11 @@ func NewIdempotentDesk(next *Desk, ex *idemrt.Executor) *IdempotentDesk {
 
 // idemDeskOpen is the annotation of (*Desk).Open, for the runtime.
 var idemDeskOpen = idemrt.Method{
-	Op:     "Desk.Open",
+	Op:     "github.com/idemgen/idemgen/testdata/ImportClash.Desk.Open",
+	Func:   "github.com/idemgen/idemgen/testdata/ImportClash.(*Desk).Open",
 	TTL:    2 * time2.Hour,
 	Scheme: 0xff1cbfb6,
-	Stale:  idemrt.CheckLayout("Desk.Open", 0x4bf00591, idemrt.HashedParam[*idem.Ticket](true)),
+	Stale:  idemrt.CheckLayout("github.com/idemgen/idemgen/testdata/ImportClash.Desk.Open", 0x4bf00591, idemrt.HashedParam[*idem.Ticket](true)),
 }
 
 // A build error here means that (*Desk).Open or a type its key or fingerprint

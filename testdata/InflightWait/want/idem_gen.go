@@ -35,11 +35,12 @@ func NewIdempotentExporter(next *Exporter, ex *idem.Executor) *IdempotentExporte
 
 // idemExporterExport is the annotation of (*Exporter).Export, for the runtime.
 var idemExporterExport = idem.Method{
-	Op:     "Exporter.Export",
+	Op:     "github.com/idemgen/idemgen/testdata/InflightWait.Exporter.Export",
+	Func:   "github.com/idemgen/idemgen/testdata/InflightWait.(*Exporter).Export",
 	TTL:    time.Hour,
 	Lease:  time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/InflightWait.Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Exporter).Export or a type its key or
@@ -69,12 +70,13 @@ func (w *IdempotentExporter) Export(ctx context.Context, name string) (string, e
 // idemExporterExportWait is the annotation of (*Exporter).ExportWait, for the
 // runtime.
 var idemExporterExportWait = idem.Method{
-	Op:     "Exporter.ExportWait",
+	Op:     "github.com/idemgen/idemgen/testdata/InflightWait.Exporter.ExportWait",
+	Func:   "github.com/idemgen/idemgen/testdata/InflightWait.(*Exporter).ExportWait",
 	TTL:    time.Hour,
 	Lease:  time.Minute,
 	Wait:   time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Exporter.ExportWait", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/InflightWait.Exporter.ExportWait", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Exporter).ExportWait or a type its key or

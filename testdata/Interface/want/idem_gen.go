@@ -37,10 +37,11 @@ func NewIdempotentMailer(next Mailer, ex *idem.Executor) *IdempotentMailer {
 
 // idemMailerSend is the annotation of Mailer.Send, for the runtime.
 var idemMailerSend = idem.Method{
-	Op:     "Mailer.Send",
+	Op:     "github.com/idemgen/idemgen/testdata/Interface.Mailer.Send",
+	Func:   "github.com/idemgen/idemgen/testdata/Interface.Mailer.Send",
 	TTL:    24 * time.Hour,
 	Scheme: 0x499ee258,
-	Stale:  idem.CheckLayout("Mailer.Send", 0x9a414a9f, idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Interface.Mailer.Send", 0x9a414a9f, idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false)),
 }
 
 // A build error here means that Mailer.Send or a type its key or fingerprint

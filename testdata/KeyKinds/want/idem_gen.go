@@ -34,10 +34,11 @@ func NewIdempotentScheduler(next *Scheduler, ex *idem.Executor) *IdempotentSched
 
 // idemSchedulerRun is the annotation of (*Scheduler).Run, for the runtime.
 var idemSchedulerRun = idem.Method{
-	Op:     "Scheduler.Run",
+	Op:     "github.com/idemgen/idemgen/testdata/KeyKinds.Scheduler.Run",
+	Func:   "github.com/idemgen/idemgen/testdata/KeyKinds.(*Scheduler).Run",
 	TTL:    time.Hour,
 	Scheme: 0xc24f17cb,
-	Stale:  idem.CheckLayout("Scheduler.Run", 0x48713aee, idem.HashedParam[*Job](false), idem.HashedParam[uint](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/KeyKinds.Scheduler.Run", 0x48713aee, idem.HashedParam[*Job](false), idem.HashedParam[uint](false)),
 }
 
 // A build error here means that (*Scheduler).Run or a type its key or

@@ -34,10 +34,11 @@ func NewIdempotentRefunds(next *Refunds, ex *idem.Executor) *IdempotentRefunds {
 
 // idemRefundsRefund is the annotation of (*Refunds).Refund, for the runtime.
 var idemRefundsRefund = idem.Method{
-	Op:     "Refunds.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/LiteralKey.Refunds.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/LiteralKey.(*Refunds).Refund",
 	TTL:    72 * time.Hour,
 	Scheme: 0x143a6e72,
-	Stale:  idem.CheckLayout("Refunds.Refund", 0x1f5b6b19, idem.HashedParam[RefundRequest](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/LiteralKey.Refunds.Refund", 0x1f5b6b19, idem.HashedParam[RefundRequest](true)),
 }
 
 // A build error here means that (*Refunds).Refund or a type its key or

@@ -35,10 +35,11 @@ func NewIdempotentConsumer(next *Consumer, ex *idem.Executor) *IdempotentConsume
 
 // idemConsumerHandle is the annotation of (*Consumer).Handle, for the runtime.
 var idemConsumerHandle = idem.Method{
-	Op:     "Consumer.Handle",
+	Op:     "github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle",
+	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Handle",
 	TTL:    168 * time.Hour,
 	Scheme: 0x97afcbf8,
-	Stale:  idem.CheckLayout("Consumer.Handle", 0x1c5c60e5, idem.HashedParam[Message](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle", 0x1c5c60e5, idem.HashedParam[Message](false)),
 }
 
 // A build error here means that (*Consumer).Handle or a type its key or
@@ -72,7 +73,8 @@ func (w *IdempotentConsumer) Handle(ctx context.Context, m Message) (int, error)
 
 // idemConsumerAck is the annotation of (*Consumer).Ack, for the runtime.
 var idemConsumerAck = idem.Method{
-	Op:     "Consumer.Ack",
+	Op:     "github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Ack",
+	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Ack",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
 }

@@ -34,10 +34,11 @@ func NewIdempotentOrders(next *Orders, ex *idem.Executor) *IdempotentOrders {
 
 // idemOrdersCreate is the annotation of (*Orders).Create, for the runtime.
 var idemOrdersCreate = idem.Method{
-	Op:     "Orders.Create",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Orders.Create",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Orders).Create",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Orders.Create", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Orders.Create", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Orders).Create or a type its key or
@@ -85,10 +86,11 @@ func NewIdempotentPayments(next *Payments, ex *idem.Executor) *IdempotentPayment
 
 // idemPaymentsCharge is the annotation of (*Payments).Charge, for the runtime.
 var idemPaymentsCharge = idem.Method{
-	Op:     "Payments.Charge",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Charge",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Charge",
 	TTL:    time.Hour,
 	Scheme: 0xd127592c,
-	Stale:  idem.CheckLayout("Payments.Charge", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Charge", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
 }
 
 // A build error here means that (*Payments).Charge or a type its key or
@@ -118,10 +120,11 @@ func (w *IdempotentPayments) Charge(ctx context.Context, orderID string, cents i
 
 // idemPaymentsRefund is the annotation of (*Payments).Refund, for the runtime.
 var idemPaymentsRefund = idem.Method{
-	Op:     "Payments.Refund",
+	Op:     "github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Refund",
+	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Refund",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Payments.Refund", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Refund", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Payments).Refund or a type its key or

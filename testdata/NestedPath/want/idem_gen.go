@@ -34,10 +34,11 @@ func NewIdempotentBilling(next *Billing, ex *idem.Executor) *IdempotentBilling {
 
 // idemBillingInvoice is the annotation of (*Billing).Invoice, for the runtime.
 var idemBillingInvoice = idem.Method{
-	Op:     "Billing.Invoice",
+	Op:     "github.com/idemgen/idemgen/testdata/NestedPath.Billing.Invoice",
+	Func:   "github.com/idemgen/idemgen/testdata/NestedPath.(*Billing).Invoice",
 	TTL:    30 * time.Minute,
 	Scheme: 0x13f50c90,
-	Stale:  idem.CheckLayout("Billing.Invoice", 0x303d167d, idem.HashedParam[*Request](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/NestedPath.Billing.Invoice", 0x303d167d, idem.HashedParam[*Request](false)),
 }
 
 // A build error here means that (*Billing).Invoice or a type its key or

@@ -34,10 +34,11 @@ func NewIdempotentWeird(next *Weird, ex *idem.Executor) *IdempotentWeird {
 
 // idemWeirdDo is the annotation of (*Weird).Do, for the runtime.
 var idemWeirdDo = idem.Method{
-	Op:     "Weird.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/ParamNames.Weird.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Do",
 	TTL:    time.Minute,
 	Scheme: 0x863983f7,
-	Stale:  idem.CheckLayout("Weird.Do", 0xde78ffd0, idem.HashedParam[string](false), idem.HashedParam[int](false), idem.HashedParam[Pair](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ParamNames.Weird.Do", 0xde78ffd0, idem.HashedParam[string](false), idem.HashedParam[int](false), idem.HashedParam[Pair](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
 }
 
 // A build error here means that (*Weird).Do or a type its key or fingerprint
@@ -85,10 +86,11 @@ func (wr *IdempotentWeird) Do(ctx context.Context, k string, h int, w Pair, ex s
 
 // idemWeirdDrop is the annotation of (*Weird).Drop, for the runtime.
 var idemWeirdDrop = idem.Method{
-	Op:     "Weird.Drop",
+	Op:     "github.com/idemgen/idemgen/testdata/ParamNames.Weird.Drop",
+	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Drop",
 	TTL:    time.Minute,
 	Scheme: 0xd127592c,
-	Stale:  idem.CheckLayout("Weird.Drop", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ParamNames.Weird.Drop", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
 }
 
 // A build error here means that (*Weird).Drop or a type its key or fingerprint

@@ -35,10 +35,11 @@ func NewIdempotentOrderService(next *OrderService, ex *idem.Executor) *Idempoten
 // idemOrderServicePay is the annotation of (*OrderService).Pay, for the
 // runtime.
 var idemOrderServicePay = idem.Method{
-	Op:     "OrderService.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/PointerReceiver.OrderService.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/PointerReceiver.(*OrderService).Pay",
 	TTL:    155 * time.Second,
 	Scheme: 0x8c6b4c68,
-	Stale:  idem.CheckLayout("OrderService.Pay", 0x3824fa31, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PointerReceiver.OrderService.Pay", 0x3824fa31, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*OrderService).Pay or a type its key or

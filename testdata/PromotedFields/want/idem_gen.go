@@ -35,10 +35,11 @@ func NewIdempotentSvc(next *Svc, ex *idem.Executor) *IdempotentSvc {
 
 // idemSvcDo is the annotation of (*Svc).Do, for the runtime.
 var idemSvcDo = idem.Method{
-	Op:     "Svc.Do",
+	Op:     "github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Do",
+	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x947dde9b,
-	Stale:  idem.CheckLayout("Svc.Do", 0x0d16d106, idem.HashedParam[*dep.Req](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Do", 0x0d16d106, idem.HashedParam[*dep.Req](false)),
 }
 
 // A build error here means that (*Svc).Do or a type its key or fingerprint
@@ -82,10 +83,11 @@ func (w *IdempotentSvc) Do(ctx context.Context, req *dep.Req) (int, error) {
 
 // idemSvcVal is the annotation of (*Svc).Val, for the runtime.
 var idemSvcVal = idem.Method{
-	Op:     "Svc.Val",
+	Op:     "github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Val",
+	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Val",
 	TTL:    time.Minute,
 	Scheme: 0xa8cbae23,
-	Stale:  idem.CheckLayout("Svc.Val", 0x927138d8, idem.HashedParam[dep.Req](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Val", 0x927138d8, idem.HashedParam[dep.Req](false)),
 }
 
 // A build error here means that (*Svc).Val or a type its key or fingerprint

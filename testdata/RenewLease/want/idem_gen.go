@@ -35,12 +35,13 @@ func NewIdempotentExporter(next *Exporter, ex *idem.Executor) *IdempotentExporte
 
 // idemExporterExport is the annotation of (*Exporter).Export, for the runtime.
 var idemExporterExport = idem.Method{
-	Op:     "Exporter.Export",
+	Op:     "github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Export",
+	Func:   "github.com/idemgen/idemgen/testdata/RenewLease.(*Exporter).Export",
 	TTL:    time.Hour,
 	Lease:  30 * time.Second,
 	Renew:  true,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Exporter).Export or a type its key or
@@ -69,11 +70,12 @@ func (w *IdempotentExporter) Export(ctx context.Context, name string) (string, e
 
 // idemExporterPing is the annotation of (*Exporter).Ping, for the runtime.
 var idemExporterPing = idem.Method{
-	Op:     "Exporter.Ping",
+	Op:     "github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Ping",
+	Func:   "github.com/idemgen/idemgen/testdata/RenewLease.(*Exporter).Ping",
 	TTL:    time.Hour,
 	Lease:  30 * time.Second,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Exporter.Ping", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Ping", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Exporter).Ping or a type its key or

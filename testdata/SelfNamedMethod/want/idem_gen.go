@@ -35,10 +35,11 @@ func NewIdempotentPay(next *Pay, ex *idem.Executor) *IdempotentPay {
 
 // idemPayPay is the annotation of (*Pay).Pay, for the runtime.
 var idemPayPay = idem.Method{
-	Op:     "Pay.Pay",
+	Op:     "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Pay.Pay",
+	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.(*Pay).Pay",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Pay.Pay", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/SelfNamedMethod.Pay.Pay", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Pay).Pay or a type its key or fingerprint
@@ -99,10 +100,11 @@ func NewIdempotentStore(next Store, ex *idem.Executor) *IdempotentStore {
 
 // idemStoreStore is the annotation of Store.Store, for the runtime.
 var idemStoreStore = idem.Method{
-	Op:     "Store.Store",
+	Op:     "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store",
+	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Store.Store", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that Store.Store or a type its key or fingerprint

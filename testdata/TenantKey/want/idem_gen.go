@@ -34,10 +34,11 @@ func NewIdempotentInvoices(next *Invoices, ex *idem.Executor) *IdempotentInvoice
 
 // idemInvoicesIssue is the annotation of (*Invoices).Issue, for the runtime.
 var idemInvoicesIssue = idem.Method{
-	Op:     "Invoices.Issue",
+	Op:     "github.com/idemgen/idemgen/testdata/TenantKey.Invoices.Issue",
+	Func:   "github.com/idemgen/idemgen/testdata/TenantKey.(*Invoices).Issue",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Invoices.Issue", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TenantKey.Invoices.Issue", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Invoices).Issue or a type its key or

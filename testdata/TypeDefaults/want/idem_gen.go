@@ -36,6 +36,7 @@ func NewIdempotentAccounts(next *Accounts, ex *idem.Executor) *IdempotentAccount
 // idemAccountsOpen is the annotation of (*Accounts).Open, for the runtime.
 var idemAccountsOpen = idem.Method{
 	Op:     "accounts.open",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Open",
 	TTL:    48 * time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
@@ -75,11 +76,12 @@ func (w *IdempotentAccounts) Open(ctx context.Context, req Request) (string, err
 
 // idemAccountsClose is the annotation of (*Accounts).Close, for the runtime.
 var idemAccountsClose = idem.Method{
-	Op:     "Accounts.Close",
+	Op:     "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Close",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Close",
 	TTL:    15 * time.Minute,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
-	Stale:  idem.CheckLayout("Accounts.Close", 0x0b529081, idem.HashedParam[Request](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Close", 0x0b529081, idem.HashedParam[Request](true)),
 }
 
 // A build error here means that (*Accounts).Close or a type its key or
@@ -115,11 +117,12 @@ func (w *IdempotentAccounts) Close(ctx context.Context, req Request) (string, er
 
 // idemAccountsVerify is the annotation of (*Accounts).Verify, for the runtime.
 var idemAccountsVerify = idem.Method{
-	Op:     "Accounts.Verify",
+	Op:     "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify",
+	Func:   "github.com/idemgen/idemgen/testdata/TypeDefaults.(*Accounts).Verify",
 	TTL:    time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
-	Stale:  idem.CheckLayout("Accounts.Verify", 0x0b529081, idem.HashedParam[Request](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify", 0x0b529081, idem.HashedParam[Request](true)),
 }
 
 // A build error here means that (*Accounts).Verify or a type its key or
@@ -144,7 +147,7 @@ func _(ctx context.Context, req Request) {
 func (w *IdempotentAccounts) Verify(ctx context.Context, req Request) (bool, error) {
 	var k idem.KeyParts
 	k.String("req.Email", req.Email)
-	k.String("op", "Accounts.Verify")
+	k.String("op", "github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify")
 	var h idem.Hasher
 	h.String(req.AccountID)
 	h.String(req.Email)

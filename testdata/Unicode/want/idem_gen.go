@@ -36,10 +36,11 @@ func NewIdempotentÜberweisung(next *Überweisung, ex *idem.Executor) *Idempoten
 // idemÜberweisungBuchen is the annotation of (*Überweisung).Buchen, for the
 // runtime.
 var idemÜberweisungBuchen = idem.Method{
-	Op:     "Überweisung.Buchen",
+	Op:     "github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Buchen",
+	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Buchen",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Überweisung.Buchen", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Buchen", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Überweisung).Buchen or a type its key or
@@ -70,10 +71,11 @@ func (w *IdempotentÜberweisung) Buchen(ctx context.Context, id string) (int, er
 // idemÜberweisungStornieren is the annotation of (*Überweisung).Stornieren,
 // for the runtime.
 var idemÜberweisungStornieren = idem.Method{
-	Op:     "Überweisung.Stornieren",
+	Op:     "github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Stornieren",
+	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Stornieren",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
-	Stale:  idem.CheckLayout("Überweisung.Stornieren", 0x935e8f9f, idem.HashedParam[string](false)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Stornieren", 0x935e8f9f, idem.HashedParam[string](false)),
 }
 
 // A build error here means that (*Überweisung).Stornieren or a type its key or

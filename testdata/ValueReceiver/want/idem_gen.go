@@ -34,10 +34,11 @@ func NewIdempotentLedger(next *Ledger, ex *idem.Executor) *IdempotentLedger {
 
 // idemLedgerPost is the annotation of (Ledger).Post, for the runtime.
 var idemLedgerPost = idem.Method{
-	Op:     "Ledger.Post",
+	Op:     "github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post",
+	Func:   "github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post",
 	TTL:    10 * time.Minute,
 	Scheme: 0xaf8ff6ac,
-	Stale:  idem.CheckLayout("Ledger.Post", 0xb0472d81, idem.HashedParam[Transfer](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post", 0xb0472d81, idem.HashedParam[Transfer](true)),
 }
 
 // A build error here means that (Ledger).Post or a type its key or fingerprint

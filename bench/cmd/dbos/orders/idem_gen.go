@@ -34,12 +34,13 @@ func NewIdempotentService(next *Service, ex *idem.Executor) *IdempotentService {
 
 // idemServicePlace is the annotation of (*Service).Place, for the runtime.
 var idemServicePlace = idem.Method{
-	Op:     "Service.Place",
+	Op:     "github.com/idemgen/idemgen/bench/cmd/dbos/orders.Service.Place",
+	Func:   "github.com/idemgen/idemgen/bench/cmd/dbos/orders.(*Service).Place",
 	TTL:    24 * time.Hour,
 	Lease:  30 * time.Second,
 	Wait:   10 * time.Second,
 	Scheme: 0x1ac2c4f8,
-	Stale:  idem.CheckLayout("Service.Place", 0x4f2b88dd, idem.HashedParam[*Order](true)),
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/bench/cmd/dbos/orders.Service.Place", 0x4f2b88dd, idem.HashedParam[*Order](true)),
 }
 
 // A build error here means that (*Service).Place or a type its key or

@@ -1,0 +1,84 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+// TestOpClaimedByOneMethod is the runtime half of issue 20.1: two methods
+// under one operation name would share records (the second answered with
+// the first one's outcome), so an executor refuses a second Func under an
+// op it has seen, before anything is claimed, every time, and names both.
+// The same Func in another descriptor, and a Method without Func
+// (hand-written callers), are not refused.
+func TestOpClaimedByOneMethod(t *testing.T) {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	payments := &idem.Method{Op: "Service.Capture", TTL: time.Minute, Func: "example.com/shop/payments.(*Service).Capture"}
+	shipping := &idem.Method{Op: "Service.Capture", TTL: time.Minute, Func: "example.com/shop/shipping.(*Service).Capture"}
+	runs := 0
+	fn := func(context.Context) (int, error) { runs++; return runs, nil }
+
+	got, err := call(t.Context(), ex, payments, "ord-42", fn)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got)
+
+	for range 2 { // refused at first use, and again after
+		got, err = call(t.Context(), ex, shipping, "ord-42", fn)
+		require.ErrorIs(t, err, idem.ErrMisconfigured)
+		assert.Zero(t, got)
+		assert.Equal(t, 1, runs, "the method did not run")
+		for _, want := range []string{`"Service.Capture"`, payments.Func, shipping.Func, "op="} {
+			assert.Contains(t, err.Error(), want)
+		}
+	}
+
+	// The first method keeps its op: a retry replays.
+	got, err = call(t.Context(), ex, payments, "ord-42", fn)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got)
+
+	// The same method through another descriptor value, and a hand-written
+	// caller without Func, are the same operation.
+	same := *payments
+	got, err = call(t.Context(), ex, &same, "ord-42", fn)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got)
+	hand := &idem.Method{Op: "Service.Capture", TTL: time.Minute}
+	got, err = call(t.Context(), ex, hand, "ord-42", fn)
+	require.NoError(t, err)
+	assert.Equal(t, 1, got)
+
+	// Another executor has its own view: the op is free there.
+	other := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	got, err = call(t.Context(), other, shipping, "ord-42", fn)
+	require.NoError(t, err)
+	assert.Equal(t, 2, got)
+}
+
+// TestOpClaimedConcurrently: of two methods racing for one op at first use,
+// exactly one is refused, whatever the order.
+func TestOpClaimedConcurrently(t *testing.T) {
+	for range 50 {
+		ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+		a := &idem.Method{Op: "op", TTL: time.Minute, Func: "a.T.M"}
+		b := &idem.Method{Op: "op", TTL: time.Minute, Func: "b.T.M"}
+		errs := make(chan error, 2)
+		for i, m := range []*idem.Method{a, b} {
+			go func() {
+				_, err := call(context.Background(), ex, m, string(rune('x'+i)), func(context.Context) (int, error) { return 0, nil })
+				errs <- err
+			}()
+		}
+		e1, e2 := <-errs, <-errs
+		assert.True(t, (e1 == nil) != (e2 == nil), "one of %v, %v", e1, e2)
+		assert.True(t, errors.Is(e1, idem.ErrMisconfigured) || errors.Is(e2, idem.ErrMisconfigured))
+	}
+}
