@@ -26,11 +26,15 @@ const (
 	// TakeoverWithoutFingerprint: the store's Claim takes over a lapsed
 	// lease whatever the payload's fingerprint (runtime/memstore).
 	TakeoverWithoutFingerprint
+	// QuickCompleteGiveUp: the executor gives up storing an outcome after
+	// its few quick attempts when the store cannot be reached, instead of
+	// trying for as long as its claim can be live (runtime/idem).
+	QuickCompleteGiveUp
 )
 
 // All returns every mutation, in declaration order.
 func All() []Flag {
-	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint}
+	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint, QuickCompleteGiveUp}
 }
 
 func name(f Flag) string {
@@ -43,6 +47,8 @@ func name(f Flag) string {
 		return "lost-complete-reply-as-lease-lost"
 	case TakeoverWithoutFingerprint:
 		return "takeover-without-fingerprint"
+	case QuickCompleteGiveUp:
+		return "quick-complete-give-up"
 	}
 	return "unknown"
 }

@@ -44,7 +44,7 @@ func ParseFaults(s string) (Faults, error) {
 }
 
 func faultNames() []string {
-	return []string{"link", "worker-crash", "stall", "cancel", "store-crash", "method", "goexit", "unencodable", "payload-reuse"}
+	return []string{"link", "worker-crash", "stall", "cancel", "store-crash", "method", "goexit", "unencodable", "payload-reuse", "outage"}
 }
 
 func (f Faults) String() string {

@@ -176,6 +176,14 @@ func (w *world) fence(prev *worker) {
 	if !e.decided {
 		return // still running, or failed: a zombie if it ever decides
 	}
+	ks := prev.ks
+	margin := lease/4 + 2*w.p.maxDelay // a backoff (at most lease/8) and two trips, with room to spare
+	if prev.state != crashed && e.ended && prev.sawDown && !prev.linkFaulted &&
+		w.downTil.Add(margin).Before(ks.leaseUntil) && e.endedAt.Add(margin).Before(ks.leaseUntil) {
+		w.violate("%s: exec #%d decided (%s) but its outcome was not stored: the store was unreachable until %v before its lease lapsed (no other fault), and the key was taken over: it runs again",
+			ks.name, e.id, e.kind, ks.leaseUntil.Sub(w.downTil))
+		return
+	}
 	if prev.state == crashed || prev.completeSent || !e.ended {
 		e.excused = true
 		w.stats.Stalls++

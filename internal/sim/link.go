@@ -4,16 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// Transport errors of the simulated link, as a network client reports them.
+// Transport errors of the simulated link, as a network client reports them
+// (the executor knows them as a store it could not reach).
 var (
-	errRequestLost = errors.New("sim: request lost (timeout)")
-	errReplyLost   = errors.New("sim: reply lost (timeout)")
-	errStoreDown   = errors.New("sim: store unavailable (connection refused)")
+	errRequestLost = fmt.Errorf("sim: request lost: %w", syscall.ETIMEDOUT)
+	errReplyLost   = fmt.Errorf("sim: reply lost: %w", syscall.ETIMEDOUT)
+	errStoreDown   = fmt.Errorf("sim: store unavailable: %w", syscall.ECONNREFUSED)
 )
 
 // link is the idem.Store the executor sees: the path to the real store
@@ -55,7 +57,7 @@ func (l link) call(ctx context.Context, o op) error {
 	sctx := context.WithoutCancel(ctx) // what the store sees: the values, not the caller's cancellation
 	if !perfect && w.chance(p.dropRequest) {
 		w.stats.LinkFaults++
-		wk.faulted = true
+		wk.faulted, wk.owner().linkFaulted = true, true
 		w.tracef("%s %s: request LOST", wk, o.name)
 		if err := wk.wait(ctx, w.between(50*time.Millisecond, p.timeout), o.name+" (request lost)"); err != nil {
 			return err
@@ -67,12 +69,15 @@ func (l link) call(ctx context.Context, o op) error {
 	if err := wk.wait(ctx, d, o.name+" request"); err != nil {
 		// The caller gave up while its request was in flight: the request
 		// still arrives and is applied, with nobody waiting for the reply.
-		wk.faulted = true
+		wk.faulted, wk.owner().linkFaulted = true, true
 		w.at(arrive, func() { w.orphan(sctx, wk, o, "arrives after its caller gave up") })
 		return err
 	}
 	if w.now.Before(w.downTil) {
 		wk.faulted = true
+		if o.name == "complete" {
+			wk.owner().sawDown = true
+		}
 		w.tracef("%s %s: store down", wk, o.name)
 		return fmt.Errorf("%s: %w", o.name, errStoreDown)
 	}
@@ -80,12 +85,12 @@ func (l link) call(ctx context.Context, o op) error {
 	w.tracef("%s %s applied: %s", wk, o.name, errText(err))
 	if !perfect && w.chance(p.duplicate) {
 		w.stats.LinkFaults++
-		wk.faulted = true
+		wk.faulted, wk.owner().linkFaulted = true, true
 		w.after(w.between(0, 2*p.maxDelay), func() { w.orphan(sctx, wk, o, "DUPLICATE") })
 	}
 	if !perfect && w.chance(p.dropReply) {
 		w.stats.LinkFaults++
-		wk.faulted = true
+		wk.faulted, wk.owner().linkFaulted = true, true
 		w.tracef("%s %s: reply LOST", wk, o.name)
 		if werr := wk.wait(ctx, w.between(50*time.Millisecond, p.timeout), o.name+" (reply lost)"); werr != nil {
 			return werr
@@ -93,7 +98,7 @@ func (l link) call(ctx context.Context, o op) error {
 		return fmt.Errorf("%s: %w", o.name, errReplyLost)
 	}
 	if werr := wk.wait(ctx, w.between(0, p.maxDelay), o.name+" reply"); werr != nil {
-		wk.faulted = true
+		wk.faulted, wk.owner().linkFaulted = true, true
 		return werr
 	}
 	return err
@@ -139,17 +144,22 @@ func (l link) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, err
 	return c, err
 }
 
-// Complete implements idem.Store.
+// Complete implements idem.Store, for a worker or the keeper of its
+// outcome.
 func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
 	w := l.w
-	wk := w.cur
+	a := w.cur
+	wk := a.owner()
 	wk.completeSent = true
 	err := l.call(ctx, op{name: "complete", apply: func(sctx context.Context) error {
 		err := w.mem.Complete(sctx, key, token, out, ttl)
 		if err == nil {
+			if a.keeper && !wk.completeOK {
+				w.stats.Kept++
+			}
 			w.onComplete(wk, out, ttl)
 		}
-		if w.cur == wk {
+		if w.cur == a {
 			// Whether the store holds the token's outcome as it answers
 			// the executor's own request (a stale duplicate may still
 			// store it later, unknown to the executor).
@@ -176,18 +186,20 @@ func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error
 	}})
 }
 
-// Renew implements idem.Renewer, for the executor's renewal goroutine.
+// Renew implements idem.Renewer, for the executor's renewal goroutine, and
+// for a worker (or its keeper) that keeps an outcome the store could not
+// take yet.
 func (l link) Renew(ctx context.Context, key idem.Key, token idem.Token, lease time.Duration) error {
 	w := l.w
 	a := w.cur
 	err := l.call(ctx, op{name: "renew", apply: func(sctx context.Context) error {
 		err := w.mem.Renew(sctx, key, token, lease)
 		if err == nil {
-			w.onRenew(a.parent, lease)
+			w.onRenew(a.owner(), lease)
 		}
 		return err
 	}})
-	if errors.Is(err, idem.ErrLeaseLost) && a.state == running {
+	if errors.Is(err, idem.ErrLeaseLost) && a.parent != nil && !a.keeper && a.state == running {
 		// The renewals end now, without another yield: give the baton
 		// back (the scheduler waits until they cancel the method's
 		// context).

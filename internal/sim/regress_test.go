@@ -56,14 +56,16 @@ func TestFoundInRealCode(t *testing.T) {
 // stale duplicate of its Complete then stores its outcome, after the store
 // had answered the worker's own Complete with ErrLeaseLost. The caller's
 // ErrLeaseLost was true when it was given; the checker once flagged it
-// (found by make sim at this seed, one of six in 10^6).
+// (found by make sim, at seed 161646, one of six in 10^6; the executor
+// that keeps outcomes through outages changed that schedule, and this seed
+// is the first of a search for the same story on the durable store).
 func TestStaleDuplicateStoresLater(t *testing.T) {
-	r := Run(161646, Options{Store: Durable, Trace: true})
+	r := Run(317999, Options{Store: Durable, Trace: true})
 	if !r.OK() {
 		t.Fatalf("%s", r.Report())
 	}
 	trace := strings.Join(r.Trace, "\n")
-	for _, want := range []string{"w2(c2) complete applied: memstore: complete", "w2(c2) claim (DUPLICATE) applied: ok", "w2(c2) complete (DUPLICATE) applied: ok", "w2(c2) returns: error: idem: complete key "} {
+	for _, want := range []string{"w1(c2) complete applied: memstore: complete", "w1(c2) claim (DUPLICATE) applied: ok", "w1(c2) complete (DUPLICATE) applied: ok", "w1(c2) returns: error: idem: complete key "} {
 		if !strings.Contains(trace, want) {
 			t.Fatalf("the schedule no longer has %q:\n%s", want, trace)
 		}

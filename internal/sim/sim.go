@@ -12,6 +12,12 @@
 // and methods that succeed, fail finally, fail transiently, panic, call
 // runtime.Goexit or return a result JSON cannot encode.
 //
+// The executor's own goroutines are actors too: the lease renewal, and the
+// goroutine that goes on storing an outcome after its caller gave up
+// (idem.ErrOutcomePending); each announces itself at its first Clock.Sleep,
+// and runs only when scheduled. They die with their worker's process only
+// while it runs the method (a keeper never crashes).
+//
 // Determinism with real goroutines: every worker is a goroutine, but only
 // one goroutine runs at a time. A worker runs until it reaches a yield point
 // (a request or reply on the link, the clock's Sleep, the method body's run
@@ -30,7 +36,11 @@
 //     one decided an outcome (success, final error, unencodable result) —
 //     except the documented lease-stall case, counted apart (Stats.Stalls):
 //     the deciding worker lost its lease (it stalled, crashed, or its
-//     Complete was lost or late) before its outcome was stored;
+//     Complete was lost or late) before its outcome was stored; a
+//     Complete that failed only because the store was unreachable, and
+//     back with time to spare before the lease lapsed, is no excuse (the
+//     executor keeps the outcome through an outage shorter than the
+//     lease, Outages);
 //   - the store keeps its contract: a claim is granted only over no record
 //     or a lapsed lease of the same payload, never over a stored outcome;
 //     a fenced zombie never completes (nor releases, nor renews);
@@ -120,9 +130,14 @@ const (
 	Unencodable
 	// PayloadReuse: some callers reuse a key with another payload.
 	PayloadReuse
+	// Outages: the store cannot be reached for a while (shorter than the
+	// lease) right after a method decided its outcome, as during a
+	// database restart or a failover: the executor must keep the outcome
+	// and store it when the store is back.
+	Outages
 
 	// AllFaults is every fault class.
-	AllFaults = LinkFaults | WorkerCrashes | Stalls | Cancels | StoreCrashes | MethodFaults | Goexit | Unencodable | PayloadReuse
+	AllFaults = LinkFaults | WorkerCrashes | Stalls | Cancels | StoreCrashes | MethodFaults | Goexit | Unencodable | PayloadReuse | Outages
 )
 
 // Renewal says whether the executor renews leases (idem.WithRenewal).
@@ -167,6 +182,7 @@ type params struct {
 	maxDelay, timeout                 time.Duration
 	crash, stall, cancel              float64
 	storeCrashes                      int
+	outage                            float64            // chance of an outage after a decided execution
 	kinds                             [kindCount]float64 // cumulative weights of the outcome kinds
 }
 
@@ -303,6 +319,7 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 		tokens:   make(map[idem.Token]*worker),
 		finals:   make(map[string]*execution),
 		renewals: make(chan *renewalStart),
+		keepers:  make(chan *renewalStart),
 		decoded:  make(map[string]outcome),
 	}
 	w.ctx = context.Background()
@@ -310,6 +327,12 @@ func (r *Runner) Run(seed uint64, opts Options) *Result {
 		w.ctx = mutant.With(w.ctx, opts.Mutations)
 	}
 	w.p = drawParams(w.rng, opts.Faults)
+	// Outages are drawn by a generator of their own, so that a schedule
+	// without one is the schedule the seed had before they existed.
+	w.orng = rand.New(rand.NewPCG(seed, 0x07a6e))
+	if opts.Faults&Outages != 0 && w.orng.IntN(2) == 0 {
+		w.p.outage = 0.2 + 0.6*w.orng.Float64()
+	}
 	w.mem = w.newStore()
 	w.renew = opts.renews(seed)
 	exOpts := []idem.Option{idem.WithClock(clock{w}), idem.WithRenewal(w.renew), idem.SingleTenant()}

@@ -39,7 +39,7 @@ func TestSchedules(t *testing.T) {
 	}
 	// The faults happened: a run that drew none would prove nothing.
 	if st.Stalls == 0 || st.Crashes == 0 || st.StoreCrashes == 0 || st.LinkFaults == 0 || st.Cancellations == 0 || st.Unstored == 0 ||
-		st.Renewals == 0 || st.RenewalsLost == 0 {
+		st.Renewals == 0 || st.RenewalsLost == 0 || st.Outages == 0 || st.Pending == 0 || st.Kept == 0 {
 		t.Fatalf("some fault class never happened: %s", st)
 	}
 }

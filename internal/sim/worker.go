@@ -44,10 +44,12 @@ type worker struct {
 	waitOn  context.Context // the context of the current wait (cancellable when Done != nil)
 	where   string          // the yield point it is parked at, for the trace
 	carrier *carrier        // the goroutine that runs it
-	// parent is the worker whose lease this renewal goroutine renews (nil
-	// for a worker); renewal is a worker's renewal goroutine, if any.
+	// parent is the worker whose lease this renewal goroutine renews, or
+	// whose outcome this keeper goroutine keeps (nil for a worker);
+	// renewal is a worker's renewal goroutine, if any.
 	parent, renewal *worker
 	stopAfter       func() bool // unregisters the wake-up on the renewals' end
+	keeper          bool        // the executor's goroutine that keeps parent's outcome after its caller gave up
 
 	token      idem.Token
 	tokenSet   bool
@@ -60,8 +62,12 @@ type worker struct {
 	storedWhenAnswered       bool // completeOK when the store answered its last Complete
 	seenEpoch                int  // the record's life its last replay or accepted outcome came from
 	faulted                  bool // a request or reply of this worker was lost or cut short
-	cancelled                bool // its client cancelled its context
-	fenced                   bool // another worker took its lease over
+	// linkFaulted: one of its requests or replies was lost, duplicated or
+	// arrived after the worker stopped waiting (not a store outage).
+	linkFaulted bool
+	sawDown     bool // one of its Complete requests found the store down
+	cancelled   bool // its client cancelled its context
+	fenced      bool // another worker took its lease over
 
 	res     *simsvc.Result
 	err     error
@@ -71,6 +77,9 @@ type worker struct {
 }
 
 func (wk *worker) String() string {
+	if wk.keeper {
+		return wk.parent.String() + ".keeper"
+	}
 	if wk.parent != nil {
 		return wk.parent.String() + ".renewal"
 	}
@@ -84,12 +93,23 @@ type renewalStart struct {
 	d     time.Duration
 }
 
-// startRenewal runs on the executor's renewal goroutine, at its first
-// Sleep: it hands itself to the worker (which waits for it in body before it
-// touches anything) and waits to be scheduled like any worker.
-func (w *world) startRenewal(ctx context.Context, d time.Duration) error {
+// owner is the worker whose call an actor (a renewal or a keeper) serves:
+// its parent, or the worker itself.
+func (wk *worker) owner() *worker {
+	if wk.parent != nil {
+		return wk.parent
+	}
+	return wk
+}
+
+// startRenewal runs on one of the executor's goroutines at its first Sleep
+// (the lease renewal, or the keeper of an outcome): it hands itself to the
+// worker on ch (the worker waits for its renewal in body before it touches
+// anything, and for its keeper when it returns ErrOutcomePending) and waits
+// to be scheduled like any worker.
+func (w *world) startRenewal(ch chan *renewalStart, ctx context.Context, d time.Duration) error {
 	a := &worker{wake: make(chan wakeMsg, 1)}
-	w.renewals <- &renewalStart{actor: a, ctx: ctx, d: d}
+	ch <- &renewalStart{actor: a, ctx: ctx, d: d}
 	m := <-a.wake
 	if m.kill {
 		runtime.Goexit()
@@ -117,6 +137,28 @@ func (w *world) adoptRenewal(wk *worker, rs *renewalStart) {
 		a.wake <- wakeMsg{err: rs.ctx.Err()}
 	})
 	w.tracef("%s starts, first renewal in %v", a, rs.d)
+}
+
+// adoptKeeper makes the announced keeper goroutine an actor of wk, parked
+// in its first Sleep. It ends by cancelling its own context, as its last
+// act, while it holds the baton: that hands the baton back.
+func (w *world) adoptKeeper(wk *worker, rs *renewalStart) {
+	a := rs.actor
+	a.id, a.w, a.cl, a.ks, a.parent, a.keeper = wk.id, w, wk.cl, wk.ks, wk, true
+	a.token, a.tokenSet = wk.token, true
+	w.keeperActors = append(w.keeperActors, a)
+	a.gen++
+	g := a.gen
+	a.waitOn, a.where, a.state = rs.ctx, "sleep "+rs.d.String(), parked
+	w.after(rs.d, func() { w.resume(a, g, nil) })
+	context.AfterFunc(rs.ctx, func() {
+		if a.state != killed {
+			a.state = ended
+		}
+		w.back <- struct{}{}
+	})
+	w.stats.Pending++
+	w.tracef("%s starts, first attempt in %v", a, rs.d)
 }
 
 // wait parks the worker for d of virtual time, or until ctx is done when ctx
@@ -176,6 +218,13 @@ func (w *world) hand(wk *worker, m wakeMsg) {
 	w.cur = wk
 	wk.wake <- m
 	<-w.back
+	if wk.keeper {
+		if wk.state == ended {
+			w.tracef("%s ends", wk)
+		}
+		w.cur = nil
+		return
+	}
 	if p := wk.parent; p != nil {
 		if wk.state == ended {
 			// The renewals lost the lease and end without yielding again:
@@ -264,6 +313,11 @@ func (wk *worker) call() {
 	default:
 		wk.res, wk.err = svc.Await(wk.ctx, wk.req)
 	}
+	if errors.Is(wk.err, idem.ErrOutcomePending) {
+		// The executor left a goroutine keeping the outcome: it announces
+		// itself at its first Sleep.
+		wk.w.adoptKeeper(wk, <-wk.w.keepers)
+	}
 	wk.how = "returned"
 }
 
@@ -307,6 +361,7 @@ type execution struct {
 	epoch    int
 	kind     kind
 	ended    bool
+	endedAt  time.Time
 	decided  bool
 	fenced   bool // another claim took its key over while its outcome was not stored
 	excused  bool // its outcome was lost to the documented lease-stall case
@@ -343,11 +398,19 @@ func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*s
 		w.tracef("%s exec #%d sees its context done: %v", wk, e.id, err)
 		return nil, err
 	}
-	e.ended = true
+	e.ended, e.endedAt = true, w.now
 	e.kind = k
 	w.tracef("%s exec #%d %s", wk, e.id, k)
 	if k.decided() {
 		w.decide(e)
+		if !wk.cl.probe && w.p.outage > 0 && w.orng.Float64() < w.p.outage {
+			d := time.Duration(w.orng.Int64N(int64(lease/2))) + lease/20
+			if until := w.now.Add(d); until.After(w.downTil) {
+				w.downTil = until
+			}
+			w.stats.Outages++
+			w.tracef("STORE UNREACHABLE for %v as exec #%d returns", d, e.id)
+		}
 	}
 	res := &simsvc.Result{Key: req.Key, Payload: req.Payload, Exec: e.id}
 	switch k {

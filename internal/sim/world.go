@@ -32,6 +32,8 @@ type world struct {
 	renew    bool               // the executor renews leases
 	renewals chan *renewalStart // a renewal goroutine announces itself
 	rng      *rand.Rand
+	orng     *rand.Rand         // draws the outages (Outages), apart from rng
+	keepers  chan *renewalStart // the executor's goroutine that keeps an outcome announces itself
 	p        params
 	now      time.Time
 	seq      uint64
@@ -47,10 +49,13 @@ type world struct {
 	keys    []*keyState
 	clients []*client
 	workers []*worker
-	tokens  map[idem.Token]*worker
-	execs   int64
-	finals  map[string]*execution // final error messages, by text
-	decoded map[string]outcome    // stored result bodies already decoded
+	// keeperActors are the executor's goroutines that keep an outcome
+	// after its caller gave up (ended by cleanup if still parked).
+	keeperActors []*worker
+	tokens       map[idem.Token]*worker
+	execs        int64
+	finals       map[string]*execution // final error messages, by text
+	decoded      map[string]outcome    // stored result bodies already decoded
 
 	trace      []string
 	violations []string
@@ -136,11 +141,19 @@ func (c clock) Sleep(ctx context.Context, d time.Duration) error {
 	if wk == nil {
 		panic("sim: Clock.Sleep called outside a worker")
 	}
-	if _, inCall := idem.KeyFrom(ctx); w.renew && wk.parent == nil && inCall {
-		// The first wait of the lease renewal the executor started in a
-		// goroutine of its own, while the worker that holds the baton is
-		// about to run the method: announce it and wait to be scheduled.
-		return w.startRenewal(ctx, d)
+	if _, inCall := idem.KeyFrom(ctx); wk.parent == nil && inCall {
+		if w.renew && wk.renewal == nil {
+			// The first wait of the lease renewal the executor started in
+			// a goroutine of its own, while the worker that holds the
+			// baton is about to run the method: announce it and wait to
+			// be scheduled.
+			return w.startRenewal(w.renewals, ctx, d)
+		}
+		// The first wait of the goroutine that keeps the worker's outcome
+		// after its caller gave up (the worker's own waits carry no key;
+		// its renewals are adopted before the method runs): the worker
+		// returns idem.ErrOutcomePending and adopts it.
+		return w.startRenewal(w.keepers, ctx, d)
 	}
 	return wk.wait(ctx, d, "sleep "+d.String())
 }
@@ -192,7 +205,7 @@ func (w *world) finish() {
 // them when the schedule stopped at a violation): each is woken with a kill
 // and leaves through runtime.Goexit, so nothing outlives the schedule.
 func (w *world) cleanup() {
-	for _, wk := range w.workers {
+	for _, wk := range append(w.workers, w.keeperActors...) {
 		if wk.state == parked || wk.state == crashed {
 			wk.state = killed
 			w.cur = wk
@@ -219,13 +232,18 @@ type Stats struct {
 	LateStarts int
 	// Unstored counts callers told the method's result although it could
 	// not be stored (every Complete attempt failed on the link).
-	Unstored      int
-	Crashes       int // workers that crashed (never returned)
-	StoreCrashes  int
-	LinkFaults    int // requests or replies dropped or duplicated
-	Cancellations int
-	Renewals      int // leases the executor's renewals extended
-	RenewalsLost  int // renewals that found the lease lost and cancelled the method
+	Unstored int
+	// Outages counts the outages drawn after a decided execution
+	// (Outages); Pending counts callers told idem.ErrOutcomePending (they
+	// gave up while the executor kept their outcome), Kept the outcomes
+	// the executor's background goroutine stored after that.
+	Outages, Pending, Kept int
+	Crashes                int // workers that crashed (never returned)
+	StoreCrashes           int
+	LinkFaults             int // requests or replies dropped or duplicated
+	Cancellations          int
+	Renewals               int // leases the executor's renewals extended
+	RenewalsLost           int // renewals that found the lease lost and cancelled the method
 }
 
 func (s *Stats) add(o Stats) {
@@ -234,6 +252,9 @@ func (s *Stats) add(o Stats) {
 	s.Stalls += o.Stalls
 	s.LateStarts += o.LateStarts
 	s.Unstored += o.Unstored
+	s.Outages += o.Outages
+	s.Pending += o.Pending
+	s.Kept += o.Kept
 	s.Crashes += o.Crashes
 	s.StoreCrashes += o.StoreCrashes
 	s.LinkFaults += o.LinkFaults
@@ -243,8 +264,8 @@ func (s *Stats) add(o Stats) {
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("calls=%d executions=%d stalls=%d late-starts=%d unstored=%d worker-crashes=%d store-crashes=%d link-faults=%d cancels=%d renewals=%d renewals-lost=%d",
-		s.Calls, s.Executions, s.Stalls, s.LateStarts, s.Unstored, s.Crashes, s.StoreCrashes, s.LinkFaults, s.Cancellations, s.Renewals, s.RenewalsLost)
+	return fmt.Sprintf("calls=%d executions=%d stalls=%d late-starts=%d unstored=%d worker-crashes=%d store-crashes=%d outages=%d pending=%d kept=%d link-faults=%d cancels=%d renewals=%d renewals-lost=%d",
+		s.Calls, s.Executions, s.Stalls, s.LateStarts, s.Unstored, s.Crashes, s.StoreCrashes, s.Outages, s.Pending, s.Kept, s.LinkFaults, s.Cancellations, s.Renewals, s.RenewalsLost)
 }
 
 // Result is the outcome of one schedule.

@@ -35,8 +35,16 @@
 // StartPG); it never signals a process it did not start. Where a store
 // documents a limit, the extra executions are allowed and reported by
 // limit: plain Redis losing records (the model then lets records vanish),
-// and, in lease mode, a Complete that failed all its attempts (only for keys
-// whose Complete the executor's observer reported as a store_error).
+// a stall after the side effect in lease mode (stall-after-effect), and
+// LimitOutage, in the words of the user documents: "In lease mode, a store
+// outage longer than the lease after the method ran can run it again;
+// transactional mode cannot." (complete-store-error: only for keys whose
+// Complete the executor's observer reported as a store_error, and only
+// when a fault left the store unreachable for at least the key's lease;
+// the injectors record each outage (Env.Outage), and the leases come from
+// the recorded claims). A store-outage scenario cuts every store call off
+// for less than the lease, on every lease-mode store: nothing may execute
+// twice there.
 //
 // Result.Line is the one-line summary; internal/cmd/stress prints one per
 // scenario and store.

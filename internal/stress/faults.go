@@ -61,6 +61,7 @@ func RedisKill() Scenario {
 					if err := env.Redis.Restart(context.WithoutCancel(ctx)); err != nil {
 						return fmt.Errorf("redis-kill: restart: %w", err)
 					}
+					env.Outage(time.Since(t0))
 					env.Note("SIGKILL at call %d, back in %v", int(at*float64(env.total)), time.Since(t0).Round(time.Millisecond))
 					return nil
 				})
@@ -106,12 +107,16 @@ func RedisLoseKey() Scenario {
 }
 
 // PGRestart restarts the scenario's own PostgreSQL server mid-run (at 15% of
-// the calls; the storm holds at 60% until it is back): a fast shutdown, which terminates every session and rolls back
+// the calls, holding the first call that makes its side effect after that
+// until the server is down, so that its Complete meets the outage; the
+// storm holds at 60% until it is back): a fast shutdown, which terminates every session and rolls back
 // open transactions, an outage, then a start on the same data directory and
 // port. Calls fail with store errors during the outage; nothing executes
-// twice, except in lease mode a key whose Complete failed all its attempts
-// (the observer reported a store_error for it: README, "Not guaranteed");
-// no record is left PROCESSING past its lease.
+// twice: the executor keeps the outcome of a method that ran until the
+// store is back (the outage is shorter than Pay's lease, 30s). Only an
+// outage at least as long as a key's lease (the stalled keys' 300ms) allows
+// a complete-store-error duplicate (LimitOutage). No record is left
+// PROCESSING past its lease.
 func PGRestart() Scenario {
 	return Scenario{
 		Name:    "pg-restart",
@@ -132,11 +137,54 @@ func PGRestart() Scenario {
 				if err := env.WaitProgress(ctx, 0.15); err != nil {
 					return fmt.Errorf("pg-restart: the storm ended before 15%% of its calls")
 				}
+				// Hold a call right after its side effect until the server
+				// is down, so that at least its Complete meets the outage.
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
 				t0 := time.Now()
-				if err := env.PG.Restart(ctx, outage); err != nil {
+				if err := env.PG.RestartCalling(ctx, outage, release); err != nil {
 					return fmt.Errorf("pg-restart: %w", err)
 				}
+				if !held {
+					env.Note("no side effect to hold")
+				}
+				env.Outage(time.Since(t0))
 				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+	}
+}
+
+// StoreOutage cuts every store call off (a connection refused, before the
+// call reaches the store) for 1s (400ms when short), shorter than Pay's
+// lease, right after a side effect of Pay past 30% of the calls (so that
+// at least that method's Complete meets it), on every lease-mode store: the
+// executors that ran their method meanwhile keep its outcome and store it
+// when the store is back, so nothing executes twice (a duplicate charged
+// to complete-store-error fails the run, the outage being shorter than the
+// lease).
+func StoreOutage() Scenario {
+	return Scenario{
+		Name:    "store-outage",
+		About:   "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice",
+		Applies: func(b string) bool { return b != "pg-tx" },
+		Configure: func(s *Storm) {
+			faulty(s)
+			s.Cut = true
+			outage := time.Second
+			if s.Short {
+				outage = 400 * time.Millisecond
+			}
+			// No hold: the cut waits for a side effect, which needs calls.
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				if err := env.WaitProgress(ctx, 0.3); err != nil {
+					return fmt.Errorf("store-outage: the storm ended before 30%% of its calls")
+				}
+				if err := env.CutAfterNextEffect(ctx, outage); err != nil {
+					return nil // the storm ended
+				}
+				env.Note("store cut off for %v after a side effect at call %d", outage, env.Issued())
 				return nil
 			})
 		},

@@ -153,6 +153,10 @@ type Storm struct {
 	// store error, as a client retrying after a 503 would (so that an outage
 	// does not burn the whole plan in a moment).
 	ErrorPause time.Duration
+	// Cut puts a switch in front of the store (Env.CutAfterNextEffect): while it is
+	// off, every store call fails with a connection refused before it
+	// reaches the store, as a store that cannot be reached does.
+	Cut bool
 	// Background functions run during the storm (fault injectors); they must
 	// return when ctx is done.
 	Background []func(ctx context.Context, env *Env) error
@@ -226,10 +230,13 @@ type Env struct {
 	faults    sync.WaitGroup
 	completed chan idem.Key
 
-	mu      sync.Mutex
-	losses  map[string]int // per key text
-	lostAll int
-	notes   []string
+	cut       *cutStore // Storm.Cut
+	gate      effectGate
+	mu        sync.Mutex
+	losses    map[string]int // per key text
+	lostAll   int
+	notes     []string
+	outageMax time.Duration // the longest outage a fault caused
 }
 
 // WaitProgress returns once the storm has issued frac of its calls, or ctx
@@ -282,6 +289,100 @@ func (e *Env) LostAll() {
 	e.mu.Lock()
 	e.lostAll++
 	e.mu.Unlock()
+}
+
+// Outage records that a fault left the store unreachable for d (a server
+// killed or restarted until it is back, a cut store): the documented
+// limit of lease mode applies to it only when d is at least the lease.
+func (e *Env) Outage(d time.Duration) {
+	e.mu.Lock()
+	e.outageMax = max(e.outageMax, d)
+	e.mu.Unlock()
+}
+
+// CutAfterNextEffect makes every store call fail as unreachable for d
+// (Storm.Cut), starting right after the next side effect of Pay (so that
+// at least that call's Complete meets the outage), records the outage and
+// returns when it is over.
+func (e *Env) CutAfterNextEffect(ctx context.Context, d time.Duration) error {
+	if e.cut == nil {
+		return errors.New("stress: the storm has no cut (Storm.Cut)")
+	}
+	started := make(chan struct{})
+	e.cut.arm(d, started)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.Outage(d)
+	if err := (idem.SystemClock{}).Sleep(ctx, d); err != nil {
+		e.cut.until.Store(0)
+		return err
+	}
+	return nil
+}
+
+// HoldNextEffect waits (at most wait) for the next side effect of Pay and
+// holds that call right after it, before its Complete, until release is
+// called: a fault injected meanwhile meets a method that ran and has its
+// outcome to store. ok is false when no side effect came within wait.
+func (e *Env) HoldNextEffect(ctx context.Context, wait time.Duration) (release func(), ok bool) {
+	hit, rel := e.gate.arm()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-hit:
+		var once sync.Once
+		return func() { once.Do(func() { close(rel) }) }, true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	e.gate.disarm()
+	return func() {}, false
+}
+
+// effectGate holds one call after its side effect (Env.HoldNextEffect).
+type effectGate struct {
+	mu      sync.Mutex
+	hit     chan struct{} // closed by the held call; nil when not armed
+	release chan struct{} // closed to let it go on
+}
+
+func (g *effectGate) arm() (hit, release chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hit, g.release = make(chan struct{}), make(chan struct{})
+	return g.hit, g.release
+}
+
+func (g *effectGate) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hit = nil
+}
+
+// pass is called after each side effect: an armed gate holds this call
+// until it is released (at most a minute).
+func (g *effectGate) pass() {
+	g.mu.Lock()
+	hit, release := g.hit, g.release
+	g.hit = nil
+	g.mu.Unlock()
+	if hit == nil {
+		return
+	}
+	close(hit)
+	select {
+	case <-release:
+	case <-time.After(time.Minute):
+	}
+}
+
+func (e *Env) longestOutage() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.outageMax
 }
 
 // Note adds a remark to the run's summary line (what a fault did).
@@ -342,10 +443,11 @@ type Result struct {
 	ExecMax         int
 	// DocumentedDup counts executions beyond the first where a store's or
 	// a scenario's documented limit allows them; Documented splits them by
-	// limit: "stall-after-effect" (lease mode), "complete-store-error" (the
-	// executor's observer reported a store_error for the key's Complete: a
-	// retry after the lease runs again), "lost-record" (plain Redis forgot
-	// the record).
+	// limit: "stall-after-effect" (lease mode), "complete-store-error"
+	// (LimitOutage: the executor's observer reported a store_error for the
+	// key's Complete, and an outage lasted at least the key's lease, so a
+	// retry after the lease ran it again), "lost-record" (plain Redis
+	// forgot the record).
 	DocumentedDup int
 	Documented    map[string]int
 	// RolledBack counts executions of Pay's body whose transaction rolled
@@ -403,7 +505,7 @@ func (r *Result) Line() string {
 		}
 	}
 	b.WriteString(" |")
-	for _, k := range []string{"taken_over", "lease_lost", "store_error"} {
+	for _, k := range []string{"taken_over", "lease_lost", "store_error", "complete_retry"} {
 		fmt.Fprintf(&b, " %s=%d", k, r.Events[k])
 	}
 	if r.ShipCalls > 0 {

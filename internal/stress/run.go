@@ -36,6 +36,9 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 		return nil, err
 	}
 	r.checkCalls(res)
+	if r.st.Cut && res.Events["complete_retry"] == 0 {
+		res.failf("the store was cut off, but no Complete met the outage: the run proves nothing")
+	}
 	r.probe(ctx, res)
 	r.checkDerivation(res)
 	r.checkHistory(res)
@@ -66,6 +69,7 @@ type run struct {
 	ledger   *Ledger
 	rec      *Recorder
 	obs      *observer
+	cut      *cutStore // Storm.Cut
 	svc      *stormsvc.IdempotentService
 
 	// makePlan, storm: the calls and what each got.
@@ -201,6 +205,12 @@ func (r *run) prepare() {
 		}
 	}
 	r.ledger.After = func(order string, n int) {
+		if r.cut != nil {
+			r.cut.effect()
+		}
+		if r.env != nil {
+			r.env.gate.pass()
+		}
 		if r.classOf[order] == classStallAfter && n == 1 {
 			time.Sleep(r.stallFor)
 		} else if st.AfterEffect > 0 {
@@ -227,7 +237,15 @@ func (r *run) prepare() {
 		return 0, 0, false
 	})
 	r.obs = newObserver()
-	ex := idem.NewExecutor(tweak,
+	var store = tweak
+	if st.Cut {
+		if _, tx := tweak.(idem.TxStore); tx {
+			panic("stress: Storm.Cut on a transactional store") // the scenario's Applies excludes them
+		}
+		r.cut = &cutStore{next: tweak}
+		store = r.cut
+	}
+	ex := idem.NewExecutor(store,
 		idem.WithTenant(func(context.Context) string { return r.tenant }),
 		idem.WithObserver(r.obs.observe))
 	r.svc = stormsvc.NewIdempotentService(&stormsvc.Service{Ledger: r.ledger, Gateway: gw}, ex)
@@ -277,6 +295,9 @@ func (o *observer) observe(ev idem.Event) {
 	var se *StoreError
 	if ev.Kind == idem.EventStoreError && errors.As(ev.Err, &se) && se.Op == "complete" {
 		o.completeErrs[ev.Key.Text]++
+	}
+	if ev.Kind == idem.EventStoreRetry && errors.As(ev.Err, &se) && se.Op == "complete" {
+		o.events["complete_retry"]++ // the executor keeps an outcome the store did not take
 	}
 }
 
@@ -343,7 +364,7 @@ func (bg *background) start(f func(ctx context.Context) error) {
 func (r *run) startBackground(ctx context.Context) {
 	st := &r.st
 	r.env = &Env{Backend: r.b.Name, Handle: r.h, Recorder: r.rec, Ledger: r.ledger, Tenant: r.tenant, Seed: r.seed, Short: st.Short,
-		Cluster: r.cluster, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}}
+		Cluster: r.cluster, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}, cut: r.cut}
 	if r.sc.OwnRedis {
 		r.env.Redis = r.redis
 	}
@@ -469,9 +490,26 @@ func (r *run) collect(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.RolledBack = rolledBack
-	r.lim = limits{tx: r.h.Tx, mayLose: r.h.MayLose && r.env.lostAny(), env: r.env, completeErrs: r.obs.completeErrs}
+	r.lim = limits{tx: r.h.Tx, mayLose: r.h.MayLose && r.env.lostAny(), env: r.env, completeErrs: r.obs.completeErrs,
+		outage: r.env.longestOutage(), leases: r.leases()}
 	r.execs = execs
 	return res, nil
+}
+
+// leases returns the lease of each key (by text), the shortest its
+// recorded claims asked for (the Tweak's, for stalled keys).
+func (r *run) leases() map[string]time.Duration {
+	m := map[string]time.Duration{}
+	for _, op := range r.rec.History() {
+		in := op.Input.(opInput)
+		if in.Kind != opClaim && in.Kind != opClaimTx {
+			continue
+		}
+		if l, ok := m[in.Text]; !ok || in.Lease < l {
+			m[in.Text] = in.Lease
+		}
+	}
+	return m
 }
 
 // executions returns the executions per order: Debit calls counted by the

@@ -233,10 +233,19 @@ func StartPG(ctx context.Context) (*PGServer, error) {
 // same data directory and port. It waits until the server accepts
 // connections again.
 func (s *PGServer) Restart(ctx context.Context, outage time.Duration) error {
+	return s.RestartCalling(ctx, outage, nil)
+}
+
+// RestartCalling is Restart, calling down (when not nil) once the server
+// has stopped.
+func (s *PGServer) RestartCalling(ctx context.Context, outage time.Duration, down func()) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.pgCtl(ctx, "-D", s.data(), "-m", "fast", "-w", "-t", "30", "stop"); err != nil {
 		return fmt.Errorf("pg_ctl stop: %w", err)
+	}
+	if down != nil {
+		down()
 	}
 	time.Sleep(outage)
 	return s.start(ctx)

@@ -31,9 +31,23 @@ import (
 // replaced by a final outcome with the code NotStoredCode: the caller gets
 // fn's own result, the observer is told (EventOutcomeNotStored), and
 // retries get an error matching ErrOutcomeNotStored instead of running fn
-// again. A store that cannot be reached at all gets no substitute: the
-// caller still gets fn's result, the observer a store error, and a retry
-// after the lease runs fn again. In transactional mode
+// again. A store that cannot be reached (lease mode) gets no substitute:
+// the executor keeps trying to store the outcome, with backoff on its Clock,
+// fenced by the claim's token, renewing the lease where the store can
+// (Renewer), for as long as the claim can be live (a lease after the reply
+// of its claim or last renewal), so that an outage shorter than the lease
+// loses nothing and runs nothing twice. Each attempt is bounded by the
+// store timeout (WithStoreTimeout). The caller gets fn's result once the
+// outcome is stored. If the caller's context ends first, it gets an
+// *OutcomePendingError (matching ErrOutcomePending and ErrInProgress, with
+// RetryAfter) and a goroutine goes on storing it; a retry meanwhile finds
+// the live claim and gets ErrInProgress (or, with m.Wait, waits for the
+// outcome). If the claim can no longer be live first, the executor stops:
+// the caller still gets fn's result, the observer a store error, and a
+// retry runs fn again. In lease mode, a store outage longer than the lease
+// after the method ran can run it again; transactional mode cannot. A
+// Complete answered with ErrLeaseLost stops at once: the caller gets
+// ErrLeaseLost. In transactional mode
 // the substitute is committed with fn's writes (a success) or without them
 // (a final error); a commit that fails commits nothing, and the caller gets
 // the store's error, never fn's success. A stored outcome that no longer
@@ -140,6 +154,9 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 			claim = Claim{Claimed: true}
 		}
 		if claim.Claimed {
+			// The claim can be live until a lease after its reply, at the
+			// latest (the store started the lease when it applied it).
+			c.until = ex.now().Add(lease)
 			return run(ctx, &c, claim, req.Token, lease, renew, fn)
 		}
 		if !adopted && rec.Status == StatusProcessing && rec.LeaseLeft <= 0 && rec.Fingerprint != req.Fingerprint && c.schemeChanged(rec) {
@@ -227,6 +244,10 @@ type call[T any] struct {
 	fp    Fingerprint
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
+	// until is when, at the latest, the call's claim stops being live
+	// (lease mode): a lease after the reply of its claim or of its last
+	// renewal, by the executor's clock.
+	until time.Time
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
@@ -464,6 +485,9 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 	v, err = fn(mctx)
 	returned = true
 	rn.stop()
+	if t := rn.renewedUntil(); t.After(c.until) {
+		c.until = t
+	}
 	out, decided, notStored := c.outcome(v, err)
 	if decided && out.Status == StatusFailedFinal && notStored == nil && mutant.On(ctx, mutant.ReleaseAfterFinal) {
 		decided = false // a known mistake, switched on only by the simulator's tests
@@ -478,13 +502,25 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 		}
 		return v, err
 	}
-	if cerr := c.complete(ctx, token, out, notStored); errors.Is(cerr, ErrLeaseLost) {
+	k := keeper{token: token, out: out, notStored: notStored, lease: lease, renewTill: c.ex.now().Add(lease)}
+	switch c.keep(ctx, &k) {
+	case keptLost:
 		var zero T
-		return zero, cerr
+		return zero, k.err
+	case keptPending:
+		// The caller's context ended while the store could not be
+		// reached: a goroutine goes on storing the outcome while the
+		// claim can be live, and the caller is told so (a retry meanwhile
+		// finds the claim and gets ErrInProgress, then the outcome).
+		var zero T
+		pending := &OutcomePendingError{Key: c.key, RetryAfter: max(c.until.Sub(c.ex.now()), 0), Cause: context.Cause(ctx), Err: k.err}
+		c.keepOn(ctx, k)
+		return zero, pending
 	}
-	// Stored, or the store could not be reached even for the substitute
-	// outcome: the method ran, so the caller gets its result either way (a
-	// retry after the lease would run it again; the observer was told).
+	// Stored, or the claim's lease ended before the store could be reached
+	// (the observer was told, and a retry now runs the method again: the
+	// documented limit of lease mode): the method ran, so the caller gets
+	// its result either way.
 	return v, err
 }
 
@@ -512,54 +548,155 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 	c.emit(EventReleased, cause)
 }
 
-// complete stores out. If the store answers but will not take it (after
-// the retries, or at once for ErrTooLarge), it stores the substitute
-// notStoredOutcome, once, so that no encoding or storage error turns a
-// decided outcome into a second execution; a store that cannot be reached
-// (see unreachable) gets no substitute, since it may take the real outcome
-// a moment later. notStored is set when out already is the substitute.
-func (c *call[T]) complete(ctx context.Context, token Token, out Outcome, notStored error) error {
-	dctx, cancel := c.ex.detached(ctx)
-	defer cancel()
-	err := c.tryComplete(dctx, token, out, c.ex.attempts)
-	if err != nil && notStored == nil && !errors.Is(err, ErrLeaseLost) && dctx.Err() == nil && !unreachable(err) {
-		notStored = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
-		err = c.tryComplete(dctx, token, notStoredOutcome(), 1)
-	}
-	switch {
-	case err == nil && notStored != nil:
-		c.emit(EventOutcomeNotStored, notStored)
-		return nil
-	case err == nil:
-		c.emit(EventCompleted, nil)
-		return nil
-	case errors.Is(err, ErrLeaseLost):
-		err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
-		c.emit(EventLeaseLost, err)
-		return err
-	}
-	return c.storeError("complete", err)
+// keeper is the state of storing one decided outcome in lease mode (see
+// call.keep).
+type keeper struct {
+	token     Token
+	out       Outcome
+	notStored error // set when out is the substitute notStoredOutcome, and why
+	lease     time.Duration
+	renewTill time.Time     // a lease after the method returned: renewals extend the claim up to here
+	wait      time.Duration // the sleep before the next attempt
+	backoff   time.Duration
+	attempts  int       // Complete calls so far
+	refusals  int       // Complete calls the store answered with a refusal
+	since     time.Time // the first failure
+	err       error     // the last failure, wrapped
 }
 
-// tryComplete stores out in at most attempts tries, paced by the clock; it
-// stops early on ErrLeaseLost, ErrTooLarge, or when ctx is done.
-func (c *call[T]) tryComplete(ctx context.Context, token Token, out Outcome, attempts int) error {
-	backoff := 10 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		err := c.ex.store.Complete(ctx, c.key, token, out, c.m.TTL)
+// keepResult says how call.keep ended.
+type keepResult uint8
+
+const (
+	keptStored  keepResult = iota // the outcome (or its substitute) is stored
+	keptLost                      // ErrLeaseLost: another token holds the key (k.err)
+	keptGaveUp                    // the claim's lease ended before the store could be reached
+	keptPending                   // the caller's context ended first: go on with keepOn
+)
+
+// Backoff between attempts to store an outcome: from keepBackoffMin, times
+// four, up to an eighth of the lease, within [keepBackoffMin, keepBackoffMax].
+const (
+	keepBackoffMin = 10 * time.Millisecond
+	keepBackoffMax = time.Second
+)
+
+// keep stores k.out, fenced by k.token, for as long as the claim can be
+// live. A store that answers and refuses (after the executor's attempts, or
+// at once for ErrTooLarge) gets the substitute notStoredOutcome instead, so
+// that no encoding or storage error turns a decided outcome into a second
+// execution. A store that cannot be reached (see unreachable) is tried
+// again, with backoff on the executor's clock, until the outcome is stored,
+// another token holds the key (ErrLeaseLost), or the claim's lease has
+// certainly ended (c.until): a store outage shorter than the lease loses
+// nothing. Where the store renews leases (Renewer), a claim that has less
+// than half its lease left is renewed, up to a lease after the method
+// returned. Each store call runs detached from the caller's cancellation,
+// bounded by the store timeout; the sleeps between them end with ctx, and
+// keep then returns keptPending (the caller gave up; keepOn goes on).
+func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
+	for {
+		if k.wait > 0 {
+			if c.ex.clock.Sleep(ctx, k.wait) != nil {
+				return keptPending
+			}
+			k.wait = 0
+		}
+		err := c.completeOnce(ctx, k)
+		k.attempts++
 		if err == nil {
-			return nil
+			if k.notStored != nil {
+				c.emit(EventOutcomeNotStored, k.notStored)
+			} else {
+				c.emit(EventCompleted, nil)
+			}
+			return keptStored
 		}
 		if mutant.On(ctx, mutant.LostCompleteReplyAsLeaseLost) {
 			err = ErrLeaseLost // a known mistake, switched on only by the simulator's tests
 		}
-		if attempt >= attempts || ctx.Err() != nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrTooLarge) {
-			return err
+		if errors.Is(err, ErrLeaseLost) {
+			k.err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+			c.emit(EventLeaseLost, k.err)
+			return keptLost
 		}
-		c.emit(EventStoreRetry, err)
-		_ = c.ex.clock.Sleep(ctx, backoff) // ctx.Err() ends the loop above
-		backoff *= 4
+		now := c.ex.now()
+		if k.since.IsZero() {
+			k.since = now
+		}
+		k.err = fmt.Errorf("idem: complete key %s: %w", c.key.Hex(), err)
+		if !unreachable(err) {
+			// The store answered and refused.
+			k.refusals++
+			switch {
+			case k.notStored != nil:
+				c.emit(EventStoreError, k.err) // even the substitute is refused
+				return keptGaveUp
+			case errors.Is(err, ErrTooLarge) || k.refusals >= c.ex.attempts:
+				k.notStored, k.out = k.err, notStoredOutcome()
+				continue
+			}
+		}
+		if !now.Before(c.until) || mutant.On(ctx, mutant.QuickCompleteGiveUp) && k.attempts >= c.ex.attempts {
+			// The claim cannot be live any more: a retry may take the key
+			// over and run the method again.
+			c.emit(EventStoreError, fmt.Errorf("idem: complete key %s: not stored within the claim's lease (tried %d times for %v): %w",
+				c.key.Hex(), k.attempts, now.Sub(k.since), err))
+			return keptGaveUp
+		}
+		c.emit(EventStoreRetry, k.err)
+		if c.renewKept(ctx, k, now) {
+			continue // the record is no longer the token's claim: the next Complete tells why
+		}
+		if k.backoff == 0 {
+			k.backoff = keepBackoffMin
+		} else {
+			k.backoff = min(k.backoff*4, max(min(k.lease/8, keepBackoffMax), keepBackoffMin))
+		}
+		k.wait = max(min(k.backoff, c.until.Sub(c.ex.now())), time.Millisecond)
 	}
+}
+
+// completeOnce makes one Complete call of k.out, detached from the caller's
+// cancellation and bounded by the store timeout.
+func (c *call[T]) completeOnce(ctx context.Context, k *keeper) error {
+	dctx, cancel := c.ex.detached(ctx)
+	defer cancel()
+	return c.ex.store.Complete(dctx, c.key, k.token, k.out, c.m.TTL)
+}
+
+// renewKept renews the claim of a kept outcome when the store can, the
+// claim has less than half its lease left, and the method returned less
+// than a lease ago. It reports true when the store says the token no
+// longer holds a claim (ErrLeaseLost): its outcome may have been stored by
+// an attempt whose reply was lost, or another token took the key over.
+func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool {
+	if c.ex.renewer == nil || c.until.Sub(now) >= k.lease/2 || !now.Before(k.renewTill) {
+		return false
+	}
+	dctx, cancel := c.ex.detached(ctx)
+	err := c.ex.renewer.Renew(dctx, c.key, k.token, k.lease)
+	cancel()
+	switch {
+	case err == nil:
+		c.until = c.ex.now().Add(k.lease)
+		c.emit(EventRenewed, nil)
+	case errors.Is(err, ErrLeaseLost):
+		return true
+	}
+	return false
+}
+
+// keepOn goes on with k in a goroutine of its own after the caller's
+// context ended (see keep). Its context carries the caller's values and the
+// call's key, not its cancellation, and is cancelled when it ends.
+func (c *call[T]) keepOn(ctx context.Context, k keeper) {
+	kc := *c // a copy: c is its caller's, which returns now
+	kctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
+	go func() {
+		defer cancel() // last: a simulator learns from it that the goroutine ended
+		kc.keep(kctx, &k)
+	}()
 }
 
 // runTx executes fn inside the store transaction that holds the claim.
@@ -621,6 +758,7 @@ type renewal struct {
 	cancel context.CancelCauseFunc // cancels the method's context
 	done   chan struct{}           // closed when the renewals ended
 	lost   error                   // set when a renewal found the lease lost, before done
+	until  time.Time               // a lease after the reply of the last renewal, before done
 }
 
 // startRenewal renews the claim of token every third of lease until stop,
@@ -648,6 +786,7 @@ func (c *call[T]) renewals(ctx context.Context, r *renewal, token Token, lease t
 		case ctx.Err() != nil:
 			return // the method returned meanwhile
 		case err == nil:
+			r.until = c.ex.now().Add(lease)
 			c.emit(EventRenewed, nil)
 		case errors.Is(err, ErrLeaseLost):
 			err = fmt.Errorf("idem: renew key %s: %w", c.key.Hex(), err)
@@ -668,6 +807,15 @@ func (r *renewal) lostLease() error {
 		return nil
 	}
 	return r.lost
+}
+
+// renewedUntil returns when the claim renewed last stops being live at
+// the latest, or the zero time; call it after stop.
+func (r *renewal) renewedUntil() time.Time {
+	if r == nil {
+		return time.Time{}
+	}
+	return r.until
 }
 
 // stop ends the renewals and waits for them, so that none runs once the

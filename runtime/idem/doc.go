@@ -62,6 +62,15 @@
 //     it, it exceeds MaxOutcomeLen, the store refuses it) is replaced by a
 //     final outcome with the code NotStoredCode, whose replay matches
 //     ErrOutcomeNotStored.
+//   - A store that cannot be reached after the method ran (lease mode) is
+//     retried, with backoff on the Clock, fenced by the claim's token and
+//     renewing the lease where the store can (Renewer), for as long as the
+//     claim can be live: an outage shorter than the lease loses nothing and
+//     runs nothing twice. The caller gets its result once the outcome is
+//     stored, or, if its context ends first, an [*OutcomePendingError]
+//     (ErrOutcomePending, also ErrInProgress) while a goroutine goes on.
+//     In lease mode, a store outage longer than the lease after the method
+//     ran can run it again; transactional mode cannot.
 //   - Every store call is safe to repeat after a lost reply: a Claim is
 //     retried with the same token and abandoned with a Release of that
 //     token; a Complete is retried and a store answers the repetition of a

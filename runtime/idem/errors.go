@@ -37,6 +37,14 @@ var (
 	// with the code NotStoredCode; the first caller got the method's own
 	// result. The key stays decided until its TTL.
 	ErrOutcomeNotStored = errors.New("idem: the call ran but its outcome could not be stored")
+	// ErrOutcomePending: the method ran (lease mode), but its outcome is not
+	// stored yet: the store could not be reached, and the caller's context
+	// ended before it could. The executor goes on storing it, in the
+	// background, for as long as the call's claim can be live; a retry
+	// meanwhile gets ErrInProgress, then the stored outcome. The error is an
+	// *OutcomePendingError, which errors.Is also matches with ErrInProgress:
+	// retry after its RetryAfter, as after any ErrInProgress.
+	ErrOutcomePending = errors.New("idem: the call ran but its outcome is not stored yet")
 	// ErrUndecodable: a stored result no longer decodes into the method's
 	// result type (a deploy changed the type or the codec). The method was
 	// not called and the caller gets the zero value; the record stays until
@@ -96,6 +104,38 @@ func (e *InProgressError) Error() string {
 // Unwrap returns ErrInProgress.
 func (e *InProgressError) Unwrap() error { return ErrInProgress }
 
+// OutcomePendingError is returned (matching ErrOutcomePending and
+// ErrInProgress) when the method ran but its outcome could not be stored
+// before the caller's context ended, because the store could not be
+// reached (lease mode). The executor keeps trying to store it, fenced by the
+// call's token, until it is stored or the claim's lease has ended. Retrying
+// the call is safe: while the claim is live a retry gets ErrInProgress (the
+// method does not run again), and once the outcome is stored, the outcome.
+// Only if the store stays unreachable past the lease can a retry after
+// RetryAfter run the method again (the documented limit of lease mode).
+type OutcomePendingError struct {
+	Key Key
+	// RetryAfter is how long until the claim's lease ends at the latest,
+	// by the executor's clock: by then the outcome is stored, or the
+	// executor has given up.
+	RetryAfter time.Duration
+	// Cause is why the caller stopped waiting (context.Cause of its
+	// context).
+	Cause error
+	// Err is the store's last error.
+	Err error
+}
+
+func (e *OutcomePendingError) Error() string {
+	return fmt.Sprintf("%v (key %s; the caller stopped waiting: %v; the store: %v; the executor keeps trying for %v)",
+		ErrOutcomePending, e.Key.Hex(), e.Cause, e.Err, e.RetryAfter)
+}
+
+// Unwrap returns ErrOutcomePending and ErrInProgress: the caller's context
+// error and the store's error are in the message only, so that the call
+// does not look cancelled or failed (it ran).
+func (e *OutcomePendingError) Unwrap() []error { return []error{ErrOutcomePending, ErrInProgress} }
+
 // MissingKeyError is returned (wrapping ErrMissingKey) when a key part is nil
 // or empty.
 type MissingKeyError struct {
@@ -152,3 +192,25 @@ func (e *ReplayedError) Unwrap() []error {
 	}
 	return []error{ErrFinal}
 }
+
+// TenantQuotaError is returned (wrapping ErrStoreFull) when a store refuses
+// a new claim because the claim's tenant holds its whole share of the store
+// (memstore.WithTenantShare, redisstore.WithTenantShare), while the store
+// itself may still have room for other tenants. As with every ErrStoreFull,
+// nothing was claimed and the method was not called; the tenant may retry
+// once its records expire. idemhttp answers it with 429 (rule
+// "tenant-over-quota") instead of the 503 of a full store.
+type TenantQuotaError struct {
+	// Tenant is the tenant refused (Key.Tenant of the claim).
+	Tenant string
+	// Share is the number of records the tenant may hold (for redisstore:
+	// create per window, see its WithTenantShare).
+	Share int64
+}
+
+func (e *TenantQuotaError) Error() string {
+	return fmt.Sprintf("%v: the tenant's share of %d records is used", ErrStoreFull, e.Share)
+}
+
+// Unwrap returns ErrStoreFull.
+func (e *TenantQuotaError) Unwrap() error { return ErrStoreFull }

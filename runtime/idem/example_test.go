@@ -154,6 +154,31 @@ func ExampleCheckLayout() {
 	// Output: true
 }
 
+// A caller whose context ends while the store cannot be reached after the
+// method ran gets an *idem.OutcomePendingError: the call ran, and the
+// executor goes on storing its outcome while the claim can be live. It
+// matches ErrInProgress, so a door answers it as a duplicate in flight: a
+// retry after RetryAfter gets the stored outcome, never a second run
+// (unless the outage outlasts the lease: lease mode's limit).
+func ExampleOutcomePendingError() {
+	handle := func(err error) string {
+		var pending *idem.OutcomePendingError
+		switch {
+		case errors.As(err, &pending):
+			return fmt.Sprintf("ran, not stored yet: retry after %v", pending.RetryAfter)
+		case errors.Is(err, idem.ErrInProgress):
+			return "running: retry later"
+		}
+		return "other"
+	}
+	err := error(&idem.OutcomePendingError{RetryAfter: 12 * time.Second, Cause: context.Canceled})
+	fmt.Println(handle(err))
+	fmt.Println(errors.Is(err, idem.ErrOutcomePending), errors.Is(err, idem.ErrInProgress), errors.Is(err, context.Canceled))
+	// Output:
+	// ran, not stored yet: retry after 12s
+	// true true false
+}
+
 // Method.Func names the wrapped method. Two methods under one operation
 // name would answer each other's calls with their stored outcomes, so an
 // executor refuses a second Func under an op it has run, before anything

@@ -114,7 +114,10 @@ func (ex *Executor) invalid(format string, args ...any) {
 type Option func(*Executor)
 
 // WithLease sets the default lease of a claim (default 30s); it must be
-// positive. An annotation's lease= wins.
+// positive. An annotation's lease= wins. The lease also bounds how long the
+// executor keeps trying to store an outcome through a store outage after
+// the method ran: in lease mode, a store outage longer than the lease
+// after the method ran can run it again; transactional mode cannot.
 func WithLease(d time.Duration) Option {
 	return func(e *Executor) {
 		if d <= 0 {
@@ -217,10 +220,13 @@ func WithClock(c Clock) Option {
 // for concurrent use. nil means no observer.
 func WithObserver(f func(Event)) Option { return func(e *Executor) { e.observe = f } }
 
-// WithStoreTimeout bounds each store call made after the method ran
-// (Complete, Release) and each lease renewal, which run detached from the
-// caller's cancellation so that a client that gave up does not lose the
-// outcome (default 5s); it must be positive.
+// WithStoreTimeout bounds each store call made after the method ran (each
+// attempt of Complete, Release, a renewal while the outcome is kept) and
+// each lease renewal, which run detached from the caller's cancellation so
+// that a client that gave up does not lose the outcome (default 5s); it
+// must be positive. It bounds one attempt, not the whole: a Complete that
+// fails because the store cannot be reached is tried again while the claim
+// can be live (see Do).
 func WithStoreTimeout(d time.Duration) Option {
 	return func(e *Executor) {
 		if d <= 0 {
@@ -345,10 +351,14 @@ const (
 	// EventLeaseLost: the outcome could not be stored because another worker
 	// took the key over.
 	EventLeaseLost
-	// EventStoreError: a store call failed (Err says which and why).
+	// EventStoreError: a store call failed (Err says which and why). For
+	// a Complete, the executor gave up: the claim's lease ended before the
+	// store could be reached (a retry may run the method again), or the
+	// store refused even the substitute outcome.
 	EventStoreError
 	// EventStoreRetry: a store call failed and is retried (a Claim whose
-	// reply may have been lost, or a call after the method ran).
+	// reply may have been lost, or a Complete the store did not take yet,
+	// retried while the claim can be live).
 	EventStoreRetry
 	// EventOutcomeNotStored: the method ran but its outcome could not be
 	// stored (Err says why); a final outcome with the code NotStoredCode

@@ -26,7 +26,9 @@ type CallHook interface {
 
 // CallObserver follows one call of Do (see CallHook). Its methods are called
 // from the call's goroutine, except Event and StoreOp for lease renewals,
-// which come from the renewal's goroutine while the method runs.
+// which come from the renewal's goroutine while the method runs, and for an
+// outcome the executor goes on storing after the caller's context ended
+// (ErrOutcomePending), which come from that goroutine, after End.
 type CallObserver interface {
 	// Event is told each of the call's events, as WithObserver's function is.
 	Event(ev Event)

@@ -68,6 +68,8 @@ type response struct {
 //   - 414 or 400: the operation or the tenant is too long to be recorded;
 //   - 422: the key was used with another request (see WithFingerprint);
 //   - 500: the request was processed, but its response cannot be replayed;
+//   - 429 with Retry-After: the tenant holds its whole share of the store
+//     (an *idem.TenantQuotaError; other tenants are served);
 //   - 503 with Retry-After: the store could not be reached, or is full.
 //
 // The guarantees are the executor's: exactly one handler run per key while
@@ -395,7 +397,16 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 // to replay.
 func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
 	var inProgress *idem.InProgressError
+	var quota *idem.TenantQuotaError
 	switch {
+	case errors.As(err, &quota):
+		// The store has room, but not for this tenant: the others go on,
+		// so this is the tenant's rate of new keys, not an outage.
+		ev.Kind, ev.Status, ev.Err = EventTenantOverQuota, http.StatusTooManyRequests, err
+		m.cfg.observe(*ev)
+		w.Header().Set("Retry-After", retryAfter(storeFullRetryAfter))
+		m.problem(w, http.StatusTooManyRequests, "tenant-over-quota", "Tenant over its share of the idempotency store",
+			"This tenant holds its whole share of the idempotency store ("+strconv.FormatInt(quota.Share, 10)+" records) and a new key was refused, so the request was not processed; other tenants are served. Retry with the same Idempotency-Key after the time in Retry-After, once earlier keys expire.")
 	case errors.Is(err, idem.ErrStoreFull):
 		ev.Kind, ev.Status, ev.Err = EventStoreFull, http.StatusServiceUnavailable, err
 		m.cfg.observe(*ev)

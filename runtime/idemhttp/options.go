@@ -474,12 +474,16 @@ const (
 	// went away, or sent a malformed chunked body); 400, nothing was
 	// processed.
 	EventBodyUnreadable
+	// EventTenantOverQuota: the store refused a new key because the tenant
+	// holds its whole share of the store (an *idem.TenantQuotaError, 429);
+	// other tenants are served. Count it by Tenant for a metric.
+	EventTenantOverQuota
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
 	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing",
-	"body_unreadable"}
+	"body_unreadable", "tenant_over_quota"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

@@ -11,7 +11,7 @@ import (
 // "key-reused", "request-in-progress", "replay-not-acceptable",
 // "request-too-large", "scope-too-long", "unreadable-body",
 // "invalid-request", "response-not-replayable", "store-full",
-// "store-unavailable", "server-misconfigured", "missing-tenant").
+// "tenant-over-quota", "store-unavailable", "server-misconfigured", "missing-tenant").
 const DefaultProblemBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 
 // Problem is an RFC 9457 problem details object, as the middleware writes

@@ -315,6 +315,8 @@ func errorType(err error) string {
 	switch {
 	case errors.Is(err, idem.ErrLeaseLost):
 		return "lease_lost"
+	case errors.As(err, new(*idem.TenantQuotaError)):
+		return "tenant_quota" // the tenant's share of the store, not the store
 	case errors.Is(err, idem.ErrStoreFull):
 		return "store_full"
 	case errors.Is(err, idem.ErrTooLarge):

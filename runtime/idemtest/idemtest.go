@@ -79,8 +79,10 @@ type Options struct {
 	Transactional bool
 	// NewBounded returns a store that holds at most capacity live records
 	// and refuses new claims beyond it with an error wrapping
-	// idem.ErrStoreFull (memstore.WithMaxRecords). Leave it nil for a store
-	// without a bound: the Capacity case is then skipped.
+	// idem.ErrStoreFull (memstore.WithMaxRecords), for one tenant: a store
+	// with a tenant share turns it off here (memstore.WithTenantShare(0)).
+	// Leave it nil for a store without a bound: the Capacity case is then
+	// skipped.
 	NewBounded func(t *testing.T, capacity int) idem.Store
 	// Sweep removes at most limit expired records from store (a store
 	// NewStore returned) and returns how many it removed: the one meaning

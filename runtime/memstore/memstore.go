@@ -15,22 +15,48 @@
 // error message and metadata (tenants, operations and key parts are not
 // kept: a record is found by the key's 32-byte ID).
 //
-// When a new claim would pass a bound, the store first removes every
-// expired record, and if that does not make room it refuses the claim with
-// an error wrapping idem.ErrStoreFull: the method is not called, and the
-// caller may retry later. A PROCESSING record or a record inside its TTL is
+// When a new claim would pass a bound, the store first removes up to 64
+// expired records (the oldest, from the heads of its expiry queues: see
+// below), and if that does not make room it refuses the claim with an error
+// wrapping idem.ErrStoreFull: the method is not called, and the caller may
+// retry later. A refusal costs about what a claim costs: it looks at no live
+// record but the head of an expiry queue, however many the store holds, so
+// a flood of fresh keys against a full store costs no more than the same
+// flood against an empty one, and a store full of expired records admits
+// each new claim by removing some, without a sweeper and without a stall. A PROCESSING record or a record inside its TTL is
 // never dropped to make room (dropping one would let a retry execute the
 // method a second time). Everything else goes on while the store is full:
 // retries are replayed, held keys answer as usual, and outcomes are stored
 // (an outcome may take the bytes past WithMaxBytes by its own size: refusing
 // it would turn a decided call into a second execution). Len and Bytes
 // report the store's size, for metrics.
+//
+// # Tenant share
+//
+// One tenant cannot fill the store for the others: a named tenant holds at
+// most WithTenantShare records (by default a quarter of WithMaxRecords),
+// and a new claim beyond it is refused for that tenant alone with a
+// *idem.TenantQuotaError (which wraps idem.ErrStoreFull; idemhttp answers
+// it with 429 instead of 503). The single key space of idem.SingleTenant
+// (tenant "") is bounded by the store's bounds alone. See
+// docs/decisions/tenant-share.md.
+//
+// # Expiry
+//
+// Each shard keeps its records in expiry queues, one per class of TTLs
+// within a factor of 1.5: a record goes to the tail of its queue whenever
+// its expiry is set (claim, takeover, Complete, Seed), so that with one TTL
+// per class and a clock that does not go back a queue is in expiry order and
+// its expired records are at its head. Each claim that finds its shard's
+// earliest expiry passed removes up to two expired records, so memory held
+// by expired keys stays bounded without a goroutine; Sweep removes them too.
 package memstore
 
 import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,15 +67,15 @@ import (
 
 const shardCount = 64
 
-// Every sweepEvery-th claim of a shard inspects sweepBatch of its records
-// for expiry, so that memory held by expired keys stays bounded without a
-// goroutine: two records per claim on average, paying for the start of a
-// map iteration once per batch instead of once per claim. A shard that
-// cannot hold an expired record (its clock is before shard.soonest) is
-// not swept: then a claim pays one comparison.
+// Each claim that finds its shard's earliest expiry passed removes up to
+// expirePerClaim expired records from the heads of the shard's expiry
+// queues, so that memory held by expired keys stays bounded without a
+// goroutine. A claim that needs a new record when the store is full first
+// removes up to reclaimBudget expired records, oldest first, from any shard
+// (see reclaim). Both look at no live record besides the head of a queue.
 const (
-	sweepEvery = 16
-	sweepBatch = 2 * sweepEvery
+	expirePerClaim = 2
+	reclaimBudget  = 64
 )
 
 const (
@@ -66,6 +92,12 @@ const (
 	// amd64 at 127 bytes for 50,000 records, more when the maps are
 	// freshly grown (TestMemoryPerRecord checks it).
 	RecordOverhead = 256
+	// DefaultTenantShareDivisor sets the tenant share when WithTenantShare
+	// is not given: a tenant holds at most the record bound divided by it
+	// (250,000 of the default 1,000,000), so that at least this many
+	// tenants must flood the store before it is full for the others (see
+	// docs/decisions/tenant-share.md).
+	DefaultTenantShareDivisor = 4
 )
 
 // Store is an in-memory idem.Store, safe for concurrent use.
@@ -75,21 +107,32 @@ type Store struct {
 	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
-	records    atomic.Int64 // records held, expired ones not yet removed included
-	bytes      atomic.Int64 // their size, by recordSize
+	share      int64         // WithTenantShare; -1 until New sets the default
+	records    atomic.Int64  // records held, expired ones not yet removed included
+	bytes      atomic.Int64  // their size, by recordSize
+	cursor     atomic.Uint32 // the shard where the next reclaim starts
+	tenants    sync.Map      // tenant string -> *tenantUse, when share > 0
 	shards     [shardCount]shard
 }
 
+// tenantUse counts the records of one tenant, expired ones not yet removed
+// included.
+type tenantUse struct{ n atomic.Int64 }
+
 type shard struct {
-	mu     sync.Mutex
-	recs   map[[32]byte]*record
-	claims uint32 // claims since the last sweep
-	// soonest is at or before the expiry of every record in the shard
+	mu   sync.Mutex
+	recs map[[32]byte]*record
+	// soonest is at or before the expiry of the head of every queue
 	// (math.MaxInt64 when there is none): until the clock reaches it,
-	// nothing in the shard has expired and claims do not sweep. Every
-	// expiry set lowers it; a sweep that saw the whole shard sets it to
-	// the earliest expiry it kept.
-	soonest int64
+	// nothing in the shard has expired and claims do not look. Every
+	// expiry set lowers it; expire sets it to the earliest head it kept.
+	// It is written under mu and read without it (reclaim).
+	soonest atomic.Int64
+	// queues are the shard's expiry queues, one per TTL class in use.
+	queues []queue
+	// inspected counts the records whose expiry was looked at to find
+	// expired ones (tests bound it).
+	inspected int64
 }
 
 type record struct {
@@ -97,9 +140,39 @@ type record struct {
 	token      idem.Token
 	scheme     uint32
 	status     idem.Status
+	queue      uint8 // index of the expiry queue holding it in shard.queues
 	leaseUntil int64 // instants of the store's clock, see Store.now
 	expiresAt  int64
 	out        idem.Outcome
+	id         [32]byte   // the key's ID, the record's place in shard.recs
+	prev, next *record    // neighbours in the expiry queue
+	tenant     *tenantUse // the tenant's count, nil when no share applies
+}
+
+// queue holds the records of one TTL class of a shard in the order their
+// expiries were set: with a clock that does not go back, records of one TTL
+// are in expiry order, so the expired ones are found at the head without
+// looking at a live one.
+type queue struct {
+	class      uint8
+	head, tail *record
+}
+
+// ttlClass groups TTLs within a factor of 1.5 of each other (the bit
+// length of the TTL and the bit after the first): at most 130 classes. A
+// queue of one class is in expiry order when all its records have the same
+// TTL; with mixed TTLs of a class a record may wait behind one that expires
+// later by less than its own TTL.
+func ttlClass(ttl time.Duration) uint8 {
+	if ttl <= 0 {
+		return 0
+	}
+	e := bits.Len64(uint64(ttl)) // 1..63
+	m := 0
+	if e >= 2 {
+		m = int(uint64(ttl)>>(e-2)) & 1
+	}
+	return uint8(2*e + m)
 }
 
 // size is what r counts against WithMaxBytes.
@@ -146,15 +219,53 @@ func WithMaxBytes(b int64) Option {
 	}
 }
 
+// WithTenantShare caps the records one tenant holds at n (default: the
+// record bound divided by DefaultTenantShareDivisor), so that one tenant
+// sending fresh keys cannot fill the store for every other. A new claim of
+// a tenant that holds n records (expired ones not yet removed included: a
+// refusal first removes expired records) is refused with an error wrapping
+// a *idem.TenantQuotaError, which wraps idem.ErrStoreFull: only that tenant
+// is refused, the method is not called, and the tenant's replays, outcomes
+// and releases go on. The share applies to named tenants only: the single
+// key space of idem.SingleTenant (tenant "") has no one to share with and
+// is bounded by WithMaxRecords and WithMaxBytes alone. n == 0 turns the
+// share off; New panics if n is negative. The store keeps one small counter
+// per tenant it has seen while a share applies.
+func WithTenantShare(n int) Option {
+	return func(s *Store) {
+		if n < 0 {
+			panic(fmt.Sprintf("memstore: WithTenantShare(%d): the share must not be negative", n))
+		}
+		s.share = int64(n)
+	}
+}
+
+// TenantShare returns the number of records one tenant may hold (0: no
+// share applies), as WithTenantShare or its default set it.
+func (s *Store) TenantShare() int { return int(s.share) }
+
+// TenantLen returns the number of records tenant holds, expired ones not
+// yet removed included, as the tenant share counts them (0 when no share
+// applies or the tenant is the single key space ""), for metrics.
+func (s *Store) TenantLen(tenant string) int {
+	if v, ok := s.tenants.Load(tenant); ok {
+		return int(v.(*tenantUse).n.Load())
+	}
+	return 0
+}
+
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes}
+	s := &Store{maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes, share: -1}
 	for i := range s.shards {
 		s.shards[i].recs = make(map[[32]byte]*record)
-		s.shards[i].soonest = math.MaxInt64
+		s.shards[i].soonest.Store(math.MaxInt64)
 	}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.share < 0 {
+		s.share = max(s.maxRecords/DefaultTenantShareDivisor, 1)
 	}
 	if s.clock == nil {
 		s.base = time.Now()
@@ -184,11 +295,51 @@ func after(now int64, d time.Duration) int64 {
 	return now + int64(d)
 }
 
-// expireAt sets r's expiry, keeping sh.soonest at or before it. The
+// expireAt sets r's expiry to ttl after now and moves r to the tail of
+// the expiry queue of ttl's class, keeping sh.soonest at or before it. The
 // shard's lock is held.
-func (sh *shard) expireAt(r *record, at int64) {
+func (sh *shard) expireAt(r *record, now int64, ttl time.Duration) {
+	at := after(now, ttl)
 	r.expiresAt = at
-	sh.soonest = min(sh.soonest, at)
+	if r.prev != nil || sh.queues != nil && sh.queues[r.queue].head == r {
+		sh.unlink(r)
+	}
+	class := ttlClass(ttl)
+	i := 0
+	for i < len(sh.queues) && sh.queues[i].class != class {
+		i++
+	}
+	if i == len(sh.queues) {
+		sh.queues = append(sh.queues, queue{class: class})
+	}
+	q := &sh.queues[i]
+	r.queue = uint8(i)
+	r.prev, r.next = q.tail, nil
+	if q.tail != nil {
+		q.tail.next = r
+	} else {
+		q.head = r
+	}
+	q.tail = r
+	if at < sh.soonest.Load() {
+		sh.soonest.Store(at)
+	}
+}
+
+// unlink takes r out of its expiry queue. The shard's lock is held.
+func (sh *shard) unlink(r *record) {
+	q := &sh.queues[r.queue]
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		q.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		q.tail = r.prev
+	}
+	r.prev, r.next = nil, nil
 }
 
 func (s *Store) shard(k idem.Key) *shard { return &s.shards[k.ID[0]%shardCount] }
@@ -196,8 +347,12 @@ func (s *Store) shard(k idem.Key) *shard { return &s.shards[k.ID[0]%shardCount] 
 // remove deletes the record of id from sh. The shard's lock is held.
 func (s *Store) remove(sh *shard, id [32]byte, r *record) {
 	delete(sh.recs, id)
+	sh.unlink(r)
 	s.records.Add(-1)
 	s.bytes.Add(-r.size())
+	if r.tenant != nil {
+		r.tenant.n.Add(-1)
+	}
 }
 
 // reserve counts a new record of size bytes, if it fits both bounds.
@@ -265,67 +420,178 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (c idem.Claim,
 	if err := ctx.Err(); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
-	for swept := false; ; swept = true {
-		if !s.claim(ctx, &req, &c) {
+	for reclaimed := false; ; reclaimed = true {
+		refusal := s.claim(ctx, &req, &c)
+		if refusal == admitted {
 			return c, nil
 		}
-		if swept {
-			return idem.Claim{}, errorf("claim", req.Key, fmt.Errorf("%d records, %d bytes (bounds %d records, %d bytes): %w",
-				s.records.Load(), s.bytes.Load(), s.maxRecords, s.maxBytes, idem.ErrStoreFull))
+		if reclaimed || s.reclaim() == 0 {
+			return idem.Claim{}, s.refusal("claim", req.Key, refusal)
 		}
-		s.sweepAll()
 	}
 }
 
+// refusal is why a new record was not admitted.
+type refusal uint8
+
+const (
+	admitted refusal = iota
+	storeFull
+	tenantFull
+)
+
+// refusal returns the error of a refused new record, a *refusedError:
+// formatted only when read, so that a flood of refusals costs an
+// allocation or two each, not a formatting.
+func (s *Store) refusal(op string, k idem.Key, why refusal) error {
+	e := &refusedError{op: op, id: k.ID, err: idem.ErrStoreFull,
+		records: s.records.Load(), bytes: s.bytes.Load(), maxRecords: s.maxRecords, maxBytes: s.maxBytes}
+	if why == tenantFull {
+		e.err = &idem.TenantQuotaError{Tenant: k.Tenant, Share: s.share}
+	}
+	return e
+}
+
+// refusedError is a claim (or seed) refused for room: it reads as
+// errorf's "memstore: op <key hex>: ..." and unwraps to idem.ErrStoreFull
+// or an *idem.TenantQuotaError.
+type refusedError struct {
+	op                                   string
+	id                                   [32]byte
+	err                                  error
+	records, bytes, maxRecords, maxBytes int64
+}
+
+func (e *refusedError) Error() string {
+	if _, ok := e.err.(*idem.TenantQuotaError); ok {
+		return fmt.Sprintf("memstore: %s %x: %v", e.op, e.id, e.err)
+	}
+	return fmt.Sprintf("memstore: %s %x: %d records, %d bytes (bounds %d records, %d bytes): %v",
+		e.op, e.id, e.records, e.bytes, e.maxRecords, e.maxBytes, e.err)
+}
+
+// Unwrap returns idem.ErrStoreFull or the *idem.TenantQuotaError.
+func (e *refusedError) Unwrap() error { return e.err }
+
+// admit counts a new record of size bytes of tenant against the tenant's
+// share and the store's bounds, returning the tenant's count to keep in
+// the record (nil when no share applies) or why it was refused.
+func (s *Store) admit(tenant string, size int64) (*tenantUse, refusal) {
+	var tu *tenantUse
+	if s.share > 0 && tenant != "" {
+		v, ok := s.tenants.Load(tenant)
+		if !ok {
+			v, _ = s.tenants.LoadOrStore(tenant, new(tenantUse))
+		}
+		tu = v.(*tenantUse)
+		if tu.n.Add(1) > s.share {
+			tu.n.Add(-1)
+			return nil, tenantFull
+		}
+	}
+	if !s.reserve(size) {
+		if tu != nil {
+			tu.n.Add(-1)
+		}
+		return nil, storeFull
+	}
+	return tu, admitted
+}
+
 // claim is one attempt of Claim under the shard's lock, answering in c
-// (written in place: a Claim is large to copy); full is true when a new
-// record did not fit.
-func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim) (full bool) {
+// (written in place: a Claim is large to copy), or saying why a new record
+// was refused.
+func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim) refusal {
 	sh := s.shard(req.Key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	now := s.now()
-	if now >= sh.soonest {
-		if sh.claims++; sh.claims >= sweepEvery {
-			sh.claims = 0
-			s.sweep(sh, now, sweepBatch)
-		}
+	if now >= sh.soonest.Load() {
+		s.expire(sh, now, expirePerClaim)
 	}
 	r := s.live(sh, req.Key.ID, now)
 	switch {
 	case r == nil:
+		tu, why := s.admit(req.Key.Tenant, RecordOverhead) // a record without an outcome: see record.size
+		if why != admitted {
+			return why
+		}
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
-			leaseUntil: after(now, req.Lease),
+			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
 		}
-		if !s.reserve(r.size()) {
-			return true
-		}
-		sh.expireAt(r, after(now, req.TTL))
+		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
 		c.Claimed = true
-		return false
+		return admitted
 	case r.status == idem.StatusProcessing && r.token == req.Token && r.fp == req.Fingerprint:
 		// The record still holds this token, so nobody took the key over:
 		// the retry gets a fresh lease for the method it is about to start.
 		r.leaseUntil = min(after(now, req.Lease), r.expiresAt)
 		c.Claimed = true
-		return false
+		return admitted
 	case r.status == idem.StatusProcessing && now >= r.leaseUntil &&
 		(r.fp == req.Fingerprint || mutant.On(ctx, mutant.TakeoverWithoutFingerprint)): // a known mistake, for the simulator's tests
 		r.token = req.Token
 		r.scheme = req.Scheme
 		r.leaseUntil = after(now, req.Lease)
-		sh.expireAt(r, after(now, req.TTL))
+		sh.expireAt(r, now, req.TTL)
 		c.Claimed, c.TakenOver = true, true
-		return false
+		return admitted
 	}
 	rec := &c.Record
 	rec.Status, rec.Fingerprint, rec.Scheme, rec.Token, rec.Outcome = r.status, r.fp, r.scheme, r.token, r.out
 	if r.status == idem.StatusProcessing {
 		rec.LeaseLeft = time.Duration(max(r.leaseUntil-now, 0))
 	}
-	return false
+	return admitted
+}
+
+// reclaim removes up to reclaimBudget expired records, the heads of the
+// expiry queues of the shards whose earliest expiry has passed, starting at
+// a shard that moves on with every call so that refusals spread over the
+// shards; it returns how many it removed. It looks at no live record besides
+// a queue's head: a refused claim on a store full of live records costs one
+// atomic load per shard.
+func (s *Store) reclaim() int {
+	now := s.now()
+	start := s.cursor.Add(1)
+	removed := 0
+	for i := range uint32(shardCount) {
+		sh := &s.shards[(start+i)%shardCount]
+		if now < sh.soonest.Load() {
+			continue
+		}
+		sh.mu.Lock()
+		removed += s.expire(sh, now, reclaimBudget-removed)
+		sh.mu.Unlock()
+		if removed == reclaimBudget {
+			break
+		}
+	}
+	return removed
+}
+
+// expire removes up to n expired records from the heads of sh's expiry
+// queues and sets sh.soonest to the earliest head kept. The shard's lock
+// is held.
+func (s *Store) expire(sh *shard, now int64, n int) int {
+	removed := 0
+	soonest := int64(math.MaxInt64)
+	for i := range sh.queues {
+		q := &sh.queues[i]
+		for r := q.head; r != nil; r = q.head {
+			sh.inspected++
+			if now < r.expiresAt || removed == n {
+				soonest = min(soonest, r.expiresAt)
+				break
+			}
+			s.remove(sh, r.id, r)
+			removed++
+		}
+	}
+	sh.soonest.Store(soonest)
+	return removed
 }
 
 // Complete implements idem.Store. Complete repeated by the token that
@@ -358,7 +624,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	r.status = out.Status
 	r.out = out
 	r.leaseUntil = 0
-	sh.expireAt(r, after(now, ttl))
+	sh.expireAt(r, now, ttl)
 	return nil
 }
 
@@ -416,14 +682,13 @@ func (s *Store) Bytes() int64 { return s.bytes.Load() }
 // removed; with limit <= 0 it removes every expired record (the meaning
 // every store shares, see idem.Sweepable). A caller that sweeps in bounded
 // steps calls it again while it returns limit. Each shard is locked only
-// while it is swept, so claims on other shards go on.
+// while it is swept, so claims on other shards go on. A bounded Sweep takes
+// the expired records from the heads of the shards' expiry queues, looking
+// at no live record but the heads; Sweep(ctx, 0) looks at every record.
 func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
-	if limit <= 0 {
-		limit = -1 // sweepExpired: all
-	}
 	removed := 0
 	for i := range s.shards {
-		if removed == limit {
+		if limit > 0 && removed == limit {
 			break
 		}
 		if err := ctx.Err(); err != nil {
@@ -431,59 +696,29 @@ func (s *Store) Sweep(ctx context.Context, limit int) (int, error) {
 		}
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += s.sweepExpired(sh, s.now(), limit-removed)
+		if limit <= 0 {
+			removed += s.sweepExpired(sh, s.now())
+		} else {
+			removed += s.expire(sh, s.now(), limit-removed)
+		}
 		sh.mu.Unlock()
 	}
 	return removed, nil
 }
 
-// sweepAll removes every expired record, one shard at a time.
-func (s *Store) sweepAll() {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		s.sweepExpired(sh, s.now(), -1)
-		sh.mu.Unlock()
-	}
-}
-
-// sweep inspects up to n records (in Go's random map order) and removes the
-// expired ones; when that was the whole shard, sh.soonest becomes the
-// earliest expiry kept. The shard's lock is held.
-func (s *Store) sweep(sh *shard, now int64, n int) {
-	soonest := int64(math.MaxInt64)
-	for id, r := range sh.recs {
-		if n == 0 {
-			return
-		}
-		n--
-		if now >= r.expiresAt {
-			s.remove(sh, id, r)
-		} else {
-			soonest = min(soonest, r.expiresAt)
-		}
-	}
-	sh.soonest = soonest
-}
-
-// sweepExpired removes up to limit expired records (all when limit < 0);
-// when it saw the whole shard, sh.soonest becomes the earliest expiry kept.
-// The shard's lock is held.
-func (s *Store) sweepExpired(sh *shard, now int64, limit int) int {
+// sweepExpired removes every expired record of sh, looking at each (a
+// record of a TTL class with mixed TTLs may expire behind a queue's head),
+// and sets sh.soonest to the earliest head kept. The shard's lock is held.
+func (s *Store) sweepExpired(sh *shard, now int64) int {
 	n := 0
-	soonest := int64(math.MaxInt64)
 	for id, r := range sh.recs {
-		if n == limit {
-			return n
-		}
+		sh.inspected++
 		if now >= r.expiresAt {
 			s.remove(sh, id, r)
 			n++
-		} else {
-			soonest = min(soonest, r.expiresAt)
 		}
 	}
-	sh.soonest = soonest
+	s.expire(sh, now, 0)
 	return n
 }
 
@@ -526,19 +761,22 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	if old != nil && old.status != idem.StatusProcessing {
 		return nil
 	}
-	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out}
+	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}
-	if !s.reserve(r.size()) {
-		return errorf("seed", key, errSeedFull)
+	if now >= sh.soonest.Load() {
+		s.expire(sh, now, expirePerClaim)
 	}
-	sh.expireAt(r, after(now, ttl))
+	tu, why := s.admit(key.Tenant, r.size())
+	if why != admitted {
+		return s.refusal("seed", key, why)
+	}
+	r.tenant = tu
+	sh.expireAt(r, now, ttl)
 	sh.recs[key.ID] = r
 	return nil
 }
-
-var errSeedFull = fmt.Errorf("no room for the record: %w", idem.ErrStoreFull)
 
 var (
 	_ idem.LocalStore = (*Store)(nil)

@@ -46,7 +46,8 @@ func TestConformanceFakeClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
 		NewStore: func(*testing.T) idem.Store { return memstore.New(memstore.WithClock(clock.Now)) },
 		NewBounded: func(_ *testing.T, n int) idem.Store {
-			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxRecords(n))
+			// The store's bound alone (a tenant share is tested below).
+			return memstore.New(memstore.WithClock(clock.Now), memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
 		},
 		Sweep: sweep,
 		Sleep: clock.Advance,
@@ -55,9 +56,11 @@ func TestConformanceFakeClock(t *testing.T) {
 
 func TestConformanceRealClock(t *testing.T) {
 	idemtest.Run(t, idemtest.Options{
-		NewStore:   func(*testing.T) idem.Store { return memstore.New() },
-		NewBounded: func(_ *testing.T, n int) idem.Store { return memstore.New(memstore.WithMaxRecords(n)) },
-		Sweep:      sweep,
+		NewStore: func(*testing.T) idem.Store { return memstore.New() },
+		NewBounded: func(_ *testing.T, n int) idem.Store {
+			return memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
+		},
+		Sweep: sweep,
 	})
 }
 
@@ -271,7 +274,7 @@ func TestMaxBytes(t *testing.T) {
 // store, exactly the bound succeed and the rest are refused.
 func TestCapacityRace(t *testing.T) {
 	const capacity, goroutines = 16, 64
-	s := memstore.New(memstore.WithMaxRecords(capacity))
+	s := memstore.New(memstore.WithMaxRecords(capacity), memstore.WithTenantShare(0))
 	var wg sync.WaitGroup
 	var claimed, full atomic.Int32
 	start := make(chan struct{})
@@ -358,6 +361,28 @@ func BenchmarkReplay(b *testing.B) {
 		c, err := s.Claim(ctx, req)
 		if err != nil || c.Claimed || c.Record.Status != idem.StatusSucceeded {
 			b.Fatal(c, err)
+		}
+	}
+}
+
+// BenchmarkRefusedClaim: a claim of a new key on a full store of 10,000
+// live records, refused with ErrStoreFull (BenchmarkFirstCall is what an
+// admitted claim and its Complete cost).
+func BenchmarkRefusedClaim(b *testing.B) {
+	const n = 10_000
+	keys := benchKeys(b, n+1024)
+	s := memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0))
+	ctx := context.WithoutCancel(b.Context())
+	for i, k := range keys[:n] {
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: idem.Token(i + 1), Lease: 30 * time.Second, TTL: 5 * time.Minute})
+		require.NoError(b, err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		_, err := s.Claim(ctx, idem.ClaimRequest{Key: keys[n+i%1024], Token: 1, Lease: 30 * time.Second, TTL: 5 * time.Minute})
+		if !errors.Is(err, idem.ErrStoreFull) {
+			b.Fatal(err)
 		}
 	}
 }

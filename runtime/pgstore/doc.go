@@ -27,6 +27,13 @@
 // once more than the outcome says (the lease must exceed the method's run
 // time).
 //
+// Store outages: once the method ran, the executor keeps its outcome and
+// retries Complete (renewing the lease through Renew) for as long as the
+// claim can be live, so a restart or failover of PostgreSQL shorter than
+// the lease loses nothing and runs nothing twice. In lease mode, a store
+// outage longer than the lease after the method ran can run it again;
+// transactional mode cannot.
+//
 // Transactional mode ([NewTx]) implements [idem.TxStore]. The claim, the
 // method's own writes and the outcome run in one transaction on one
 // connection: the method gets it with [TxFrom] and writes its business rows

@@ -39,3 +39,15 @@ func Example() {
 	r2, _ := pay(ctx, "order-42", 1999) // a retry: replayed, not charged again
 	fmt.Println(r1 == r2)
 }
+
+// A multi-tenant service caps what one tenant creates per day, the records'
+// TTL: a tenant past 100,000 new keys a day is refused alone
+// (*idem.TenantQuotaError, HTTP 429 through idemhttp) while the others go on.
+func ExampleWithTenantShare() {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer client.Close()
+	store := redisstore.New(client, redisstore.WithTenantShare(100_000, 24*time.Hour))
+	tenantOf := func(ctx context.Context) string { return "acme" } // the authenticated account
+	ex := idem.NewExecutor(store, idem.WithTenant(tenantOf))
+	_ = ex
+}

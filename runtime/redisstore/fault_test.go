@@ -5,7 +5,6 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -176,33 +176,26 @@ func TestRedisFull(t *testing.T) {
 		require.NoError(t, err)
 		return k
 	}
+	counter := &commandCounter{}
+	c.AddHook(counter)
 	held := idem.ClaimRequest{Key: key("held"), Token: 1, Lease: time.Minute, TTL: time.Hour}
 	done := idem.ClaimRequest{Key: key("done"), Token: 2, Lease: time.Minute, TTL: time.Hour}
-	for _, r := range []idem.ClaimRequest{held, done} {
+	released := idem.ClaimRequest{Key: key("released"), Token: 6, Lease: time.Minute, TTL: time.Hour}
+	for _, r := range []idem.ClaimRequest{held, done, released} {
 		cl, err := s.Claim(ctx, r)
 		require.NoError(t, err)
 		require.True(t, cl.Claimed)
 	}
 	require.NoError(t, s.Complete(ctx, done.Key, done.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("r")}, time.Hour))
-	// Fill the server with large values, then small ones: a command is
-	// refused once the memory in use (its own request buffer included)
-	// passes maxmemory, so the server is full for small commands only when
-	// a small SET is refused.
-	for _, size := range []int{64 << 10, 64} {
-		v := strings.Repeat("x", size)
-		for i := 0; ; i++ {
-			require.Less(t, i, 1_000_000, "4 MB never filled up")
-			if err := c.Set(ctx, "filler:"+strconv.Itoa(size)+":"+strconv.Itoa(i), v, 0).Err(); err != nil {
-				require.ErrorContains(t, err, "OOM")
-				break
-			}
-		}
-	}
+	testenv.FillRedis(t, c)
 
 	k := key("new")
-	_, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+	n := counter.commands(func() {
+		_, err = s.Claim(ctx, idem.ClaimRequest{Key: k, Token: 3, Lease: time.Second, TTL: time.Minute})
+	})
 	require.ErrorIs(t, err, idem.ErrStoreFull, "a new claim on a full Redis is refused")
 	assert.Contains(t, err.Error(), "redisstore: claim "+k.Hex())
+	assert.Equal(t, int64(2), n, "a refusal costs the refused SET and a GET, as a claim costs")
 
 	again := done
 	again.Token = 4
@@ -214,4 +207,6 @@ func TestRedisFull(t *testing.T) {
 	cl, err = s.Claim(ctx, idem.ClaimRequest{Key: held.Key, Token: 5, Lease: time.Second, TTL: time.Minute})
 	require.NoError(t, err)
 	assert.Equal(t, []byte("h"), cl.Record.Outcome.Body)
+	require.NoError(t, s.Release(ctx, released.Key, released.Token), "a full Redis still releases")
+	require.ErrorIs(t, c.Get(ctx, s.RedisKey(released.Key)).Err(), redis.Nil)
 }

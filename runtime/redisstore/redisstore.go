@@ -93,13 +93,30 @@
 // runtime/pgstore, whose unique index is the final line. Run Redis with
 // maxmemory-policy noeviction (or enough memory) when it holds records.
 //
+// Store outages: once the method ran, the executor keeps its outcome and
+// retries Complete for as long as the claim can be live, so a server that
+// is unreachable for less than the lease (and keeps its records) loses
+// nothing and runs nothing twice. In lease mode, a store outage longer than
+// the lease after the method ran can run it again; transactional mode
+// cannot. (redisstore has lease mode only; tiered.NewTx and pgstore.NewTx
+// are transactional.)
+//
 // Under noeviction a Redis server past its maxmemory refuses a command, or
 // a script's first write, that may grow memory with an OOM error: a claim
 // that would create or take over a record is refused, with an error
 // wrapping idem.ErrStoreFull (no method is run, no record is dropped),
 // while replays (which write nothing), Complete (whose script is flagged
 // allow-oom, so that a method that ran gets its outcome stored) and Release
-// (whose only write, a DEL, Redis allows at maxmemory) go on.
+// (whose only write, a DEL, Redis allows at maxmemory) go on. A refusal
+// costs what a claim costs: the refused SET (Redis checks its memory before
+// running a command) and a GET that answers a record the key holds.
+//
+// # Tenant share
+//
+// WithTenantShare caps the records one tenant creates per window, so that
+// one tenant sending fresh keys cannot fill the server for the others; it
+// is off by default (the store knows neither the server's memory nor the
+// records' TTL). See docs/decisions/tenant-share.md.
 //
 // # Redis Cluster
 //
@@ -131,6 +148,7 @@ package redisstore
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -138,6 +156,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -148,10 +167,15 @@ import (
 const DefaultPrefix = "idem:"
 
 // Store is an idem.Store (and idem.Seeder) on Redis. It is safe for
-// concurrent use; it holds no state besides the client and the prefix.
+// concurrent use; it holds no state besides the client, its options and,
+// with WithTenantShare, the tenants refused in the last second.
 type Store struct {
 	client redis.UniversalClient
 	prefix string
+	share  int64            // WithTenantShare's n; 0: none
+	window int64            // WithTenantShare's window, in milliseconds
+	over   *sync.Map        // tenant -> unix nanoseconds until which it is refused (see overShare)
+	now    func() time.Time // the clock of over (time.Now; tests freeze it)
 }
 
 // Option configures a Store.
@@ -163,11 +187,45 @@ type Option func(*Store)
 // would move the Cluster hash tag; New panics if it does.
 func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefix } }
 
+// WithTenantShare caps the records one tenant creates at n per window, so
+// that one tenant sending fresh keys cannot fill the Redis server for every
+// other (by default there is no share: see docs/decisions/tenant-share.md).
+// Each tenant has a counter, one small Redis hash under prefix + "t{" +
+// hex(SHA-256(tenant)[:16]) + "}", counting the records its claims created
+// in fixed windows of the server's clock (TIME); a claim that would create
+// a record when the tenant's counts of the current and the previous window
+// together reach n is refused with an error wrapping a
+// *idem.TenantQuotaError (which wraps idem.ErrStoreFull): only that tenant is
+// refused, the method is not called, and its replays, outcomes and
+// releases go on. Set window to the longest TTL of the records (the
+// Methods' TTL): records then live at most one window, so a tenant holds at
+// most n of them at any time. Redis expires records by itself, so the
+// counter is a bound on the records created, not a count of those held:
+// a released or expired record gives its place back only when its window
+// passes.
+//
+// A claim that creates a record costs a second round trip for the counter,
+// and a refused one a third (the record it created is deleted again);
+// replays and claims of held keys cost nothing more. For a second after a
+// refusal, the tenant's claims only GET their key (a replay is answered, a
+// new key refused without creating a record): a flooding tenant's claims
+// cost one round trip each. The single key space
+// of idem.SingleTenant (tenant "") has no share. New panics if n is
+// negative, or if n is positive and window is less than a millisecond.
+func WithTenantShare(n int64, window time.Duration) Option {
+	return func(s *Store) {
+		if n < 0 || n > 0 && window < time.Millisecond {
+			panic(fmt.Sprintf("redisstore: WithTenantShare(%d, %v): the share must not be negative, and its window at least 1ms", n, window))
+		}
+		s.share, s.window = n, int64(window/time.Millisecond)
+	}
+}
+
 // New returns a Store on client. The client's own options (pool size,
 // timeouts, retries) apply to every call; the scripts are loaded into the
 // server on first use.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix}
+	s := &Store{client: client, prefix: DefaultPrefix, over: new(sync.Map), now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -237,6 +295,92 @@ const (
 	headLen   = 1 + len(idem.Fingerprint{}) + 8
 	schemeMax = 10 // digits of the largest uint32
 )
+
+// shareScript counts a record created by a claim against its tenant's
+// share. KEYS[1] the tenant's counter, a hash of the current window's
+// number (w) and the counts of the current (c) and previous (p) windows;
+// ARGV window ms, share. Returns 1 when counted, 0 when the counts of the
+// current and previous windows reach the share (nothing is counted then).
+var shareScript = newScript(`
+local t = redis.call('TIME')
+local w = tonumber(ARGV[1])
+local k = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / w)
+local v = redis.call('HMGET', KEYS[1], 'w', 'c', 'p')
+local cur, prev = 0, 0
+local at = tonumber(v[1])
+if at == k then
+	cur, prev = tonumber(v[2]) or 0, tonumber(v[3]) or 0
+elseif at == k - 1 then
+	prev = tonumber(v[2]) or 0
+end
+if cur + prev >= tonumber(ARGV[2]) then
+	return 0
+end
+redis.call('HSET', KEYS[1], 'w', string.format('%d', k), 'c', cur + 1, 'p', prev)
+redis.call('PEXPIRE', KEYS[1], 2 * w)
+return 1
+`)
+
+// TenantKey returns the Redis key of tenant's share counter (see
+// WithTenantShare), for operators and tests.
+func (s *Store) TenantKey(tenant string) string {
+	h := sha256.Sum256([]byte(tenant))
+	return s.prefix + "t{" + hex.EncodeToString(h[:16]) + "}"
+}
+
+// countShare counts a record that req's claim created against its tenant's
+// share; when the share is used it deletes the record again (fenced by the
+// claim's token) and returns the refusal.
+func (s *Store) countShare(ctx context.Context, req *idem.ClaimRequest, c *call) error {
+	if s.share == 0 || req.Key.Tenant == "" {
+		return nil
+	}
+	tk := s.TenantKey(req.Key.Tenant)
+	res, err := eval(ctx, s.client, shareScript, []any{3: &tk, s.window, s.share}, redis.NewIntCmd)
+	if err == nil && res.Val() == 1 {
+		return nil
+	}
+	// Not counted: the record must not stay. Release it, fenced by the
+	// token, as a failed call would, and remember the refusal for a while.
+	if err == nil {
+		s.over.Store(req.Key.Tenant, s.now().Add(overHint).UnixNano())
+	}
+	rel, rerr := eval(ctx, s.client, releaseScript, []any{3: &c.key, &c.str[2]}, redis.NewIntCmd) // str[2]: the token
+	switch {
+	case err != nil:
+		return err
+	case rerr != nil:
+		return fmt.Errorf("%w (and the record created could not be deleted: %w)", &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share}, rerr)
+	case rel.Val() == 0:
+		return fmt.Errorf("%w (the record created was taken over before it could be deleted)", &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share})
+	}
+	return &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share}
+}
+
+// overHint is how long a tenant refused its share is refused again without
+// a round trip to count (see overShare).
+const overHint = time.Second
+
+// overShare reports whether tenant was refused its share less than
+// overHint ago (by this Store). Such a tenant's claims only look their key
+// up: a replay is answered, a claim of a key that is not there is refused
+// without creating a record. The hint is this process's, read from its own
+// clock; it only ever refuses earlier, for at most overHint after the
+// tenant's count would let it claim again (at a window's end).
+func (s *Store) overShare(tenant string) bool {
+	if s.share == 0 || tenant == "" {
+		return false
+	}
+	v, ok := s.over.Load(tenant)
+	if !ok {
+		return false
+	}
+	if s.now().UnixNano() < v.(int64) {
+		return true
+	}
+	s.over.CompareAndDelete(tenant, v)
+	return false
+}
 
 // contendedScript settles a claim that met a PROCESSING record. KEYS[1]
 // record; ARGV fingerprint, token, lease ms, ttl ms, the new PROCESSING
@@ -476,13 +620,30 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	// fingerprint and token from it too.
 	c.str[1], c.str[2] = c.str[0][1:33], c.str[0][33:headLen]
 	c.n[0], c.n[1] = ttl, lease
+	var stored string
+	var err error
+	if s.overShare(req.Key.Tenant) {
+		// The tenant was refused a moment ago: look the key up instead of
+		// creating a record, so that its flood costs one GET per claim and
+		// its replays are still answered.
+		if stored, err = s.client.Get(ctx, c.key).Result(); errors.Is(err, redis.Nil) {
+			return idem.Claim{}, errorf("claim", req.Key, &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share})
+		}
+		if err != nil {
+			return idem.Claim{}, errorf("claim", req.Key, err)
+		}
+		return s.settleClaim(ctx, req, c, stored)
+	}
 	c.args = [8]any{"set", &c.key, &c.str[0], "px", &c.n[0], "nx", "get"}
 	cmd := redis.NewStringCmd(ctx, c.args[:7]...)
-	err := s.client.Process(ctx, cmd)
+	err = s.client.Process(ctx, cmd)
 	if errors.Is(err, redis.Nil) {
+		if err := s.countShare(ctx, &req, c); err != nil {
+			return idem.Claim{}, errorf("claim", req.Key, err)
+		}
 		return idem.Claim{Claimed: true}, nil
 	}
-	stored := cmd.Val()
+	stored = cmd.Val()
 	if isOOM(err) {
 		// A server at maxmemory under noeviction refuses SET before
 		// looking at the key; a record it holds is still answered.
@@ -493,6 +654,12 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	} else if err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
+	return s.settleClaim(ctx, req, c, stored)
+}
+
+// settleClaim answers a claim that found the record stored: a final one is
+// the answer, a PROCESSING one is settled by the contended script.
+func (s *Store) settleClaim(ctx context.Context, req idem.ClaimRequest, c *call, stored string) (idem.Claim, error) {
 	var cl idem.Claim
 	if err := decodeRecord(stored, &cl.Record); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)

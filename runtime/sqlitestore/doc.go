@@ -32,6 +32,13 @@
 // As in every lease store, a worker that stalls past its lease may have run
 // the method once more than the outcome says.
 //
+// Store outages (a locked or unreachable file): once the method ran, the
+// executor keeps its outcome and retries Complete (renewing the lease
+// through Renew) for as long as the claim can be live, so an outage shorter
+// than the lease loses nothing and runs nothing twice. In lease mode, a
+// store outage longer than the lease after the method ran can run it again;
+// transactional mode cannot.
+//
 // Transactional mode ([NewTx]) implements [idem.TxStore]: the claim, the
 // method's own writes (through [TxFrom], in the same file) and the outcome
 // run in one transaction. A transient error, a panic or a killed process

@@ -37,6 +37,14 @@
 // every call, replays included (measured +50 µs on a replay of about 35 µs
 // on a loaded 2-core machine).
 //
+// A full fast store (a Redis at its maxmemory under noeviction refuses new
+// records with idem.ErrStoreFull) is not failing: the call goes on with the
+// durable store, the observer is told (EventFastFull), and the fast store
+// keeps answering the replays it holds; the durable store's own limits
+// decide whether a new key is refused. A tenant's share (redisstore's
+// WithTenantShare) on the fast store is the same: the durable store
+// decides.
+//
 // When the fast store fails or does not answer within the fast timeout
 // (WithFastTimeout), the call goes on with the durable store alone, the
 // observer is told (WithObserver), and the fast store is skipped for a
@@ -74,6 +82,13 @@
 // the fast store for up to that long after the durable record expired. A
 // repaired record keeps the durable record's fingerprint, scheme, token
 // and outcome.
+//
+// Store outages: once the method ran, the executor keeps its outcome and
+// retries Complete for as long as the claim can be live, so a PostgreSQL
+// restart shorter than the lease loses nothing and runs nothing twice (a
+// Redis outage costs nothing: the durable store decides). In lease mode, a
+// store outage longer than the lease after the method ran can run it again;
+// transactional mode cannot.
 package tiered
 
 import (
@@ -116,9 +131,15 @@ const (
 	// EventRepaired: a final record present in the durable store but not in
 	// the fast store was written into the fast store.
 	EventRepaired
+	// EventFastFull: the fast store refused a new record, being full (an
+	// error wrapping idem.ErrStoreFull: a Redis at its maxmemory under
+	// noeviction, or a tenant's share); the call went on with the durable
+	// store, and the fast store is not skipped: it still answers the
+	// replays it holds.
+	EventFastFull
 )
 
-var eventNames = [...]string{"", "fast_error", "degraded", "recovered", "repaired"}
+var eventNames = [...]string{"", "fast_error", "degraded", "recovered", "repaired", "fast_full"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {
@@ -135,7 +156,8 @@ type Event struct {
 	// "seed".
 	Op  string
 	Key idem.Key
-	// Err is the fast store's error (EventFastError, EventDegraded).
+	// Err is the fast store's error (EventFastError, EventDegraded,
+	// EventFastFull).
 	Err error
 }
 
@@ -423,7 +445,8 @@ func fastRenewCall(ctx context.Context, s *Store, c fastCall) (struct{}, error) 
 
 // fastDo runs f(c) on the fast store, bounded by the fast timeout even if
 // f itself ignores its context (unless the calls are inline), and keeps
-// the up/down state. idem.ErrLeaseLost is an answer, not a failure.
+// the up/down state. idem.ErrLeaseLost and idem.ErrStoreFull are answers,
+// not failures.
 func fastDo[T any](ctx context.Context, s *Store, c fastCall, f func(context.Context, *Store, fastCall) (T, error)) (T, error) {
 	fctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -445,9 +468,14 @@ func fastDo[T any](ctx context.Context, s *Store, c fastCall, f func(context.Con
 	}
 	key := c.req.Key
 	switch {
-	case r.err == nil || errors.Is(r.err, idem.ErrLeaseLost):
+	case r.err == nil || errors.Is(r.err, idem.ErrLeaseLost) || errors.Is(r.err, idem.ErrStoreFull):
 		if s.downUntil.Load() != 0 && s.downUntil.Swap(0) != 0 {
 			s.observe(Event{Kind: EventRecovered, Op: c.op, Key: key})
+		}
+		if r.err != nil && !errors.Is(r.err, idem.ErrLeaseLost) {
+			// A full fast store answers: it refused to grow. It is not
+			// failing, and its replays are still worth asking for.
+			s.observe(Event{Kind: EventFastFull, Op: c.op, Key: key, Err: r.err})
 		}
 	case ctx.Err() != nil:
 		// The caller gave up; that says nothing about the fast store.

@@ -57,7 +57,7 @@ func TestConformanceMemoryTiers(t *testing.T) {
 		// The durable store's bound is the tiered store's: a refused claim
 		// leaves nothing behind in the fast store either.
 		NewBounded: func(_ *testing.T, n int) idem.Store {
-			return tiered.New(memstore.New(), memstore.New(memstore.WithMaxRecords(n)))
+			return tiered.New(memstore.New(), memstore.New(memstore.WithMaxRecords(n), memstore.WithTenantShare(0)))
 		},
 	})
 }

@@ -5,7 +5,7 @@
 // idempotency middleware, an in-house SETNX + unique index) are in the
 // separate bench/ module.
 //
-//	scripts/with-services.sh go run ./internal/cmd/bench [-only runtime,gen] [-quick]
+//	scripts/with-services.sh go run ./internal/cmd/bench [-only runtime,gen,full] [-quick]
 //
 // PostgreSQL and Redis come from $IDEM_PG_DSN and $IDEM_REDIS_ADDR; a store
 // whose server is missing is skipped and said so.
@@ -29,7 +29,8 @@ import (
 )
 
 func main() {
-	only := flag.String("only", "runtime,gen", "sections to run: runtime, gen")
+	only := flag.String("only", "runtime,gen,full", "sections to run: runtime, gen, full")
+	fullSizes := flag.String("full-sizes", "10000,1000000", "records of the full store in the full section")
 	stores := flag.String("stores", strings.Join(benchcmp.Stores, ","), "stores of the runtime section")
 	callersFlag := flag.String("callers", "1,16", "concurrent callers of the runtime section")
 	rounds := flag.Int("rounds", 41, "rounds (pairs) per runtime comparison")
@@ -87,6 +88,16 @@ func main() {
 	if sections["runtime"] {
 		if err := runRuntime(ctx, log, splitList(*stores), ints(*callersFlag), benchcmp.Config{Rounds: *rounds, Round: *round, Block: *block, BlockConcurrent: *blockConc, MinOps: *minOps, MaxOps: 200000}); err != nil {
 			log("runtime: %v", err)
+			os.Exit(1)
+		}
+	}
+	if sections["full"] {
+		cfg := fullConfig{sizes: ints(*fullSizes), refusals: 20000, replay: 2 * time.Second}
+		if *quick {
+			cfg.refusals, cfg.replay = 2000, 300*time.Millisecond
+		}
+		if err := runFull(ctx, os.Stdout, log, cfg, os.Getenv("IDEM_REDIS_ADDR")); err != nil {
+			log("full: %v", err)
 			os.Exit(1)
 		}
 	}

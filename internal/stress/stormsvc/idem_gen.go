@@ -38,7 +38,7 @@ var idemServicePay = idem.Method{
 	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.Pay",
 	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).Pay",
 	TTL:   155 * time.Second,
-	Lease: time.Second,
+	Lease: 30 * time.Second,
 	Wait:  3 * time.Second,
 	Final: []idem.FinalError{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
@@ -101,7 +101,7 @@ var idemServiceHandleShipment = idem.Method{
 	Op:    "github.com/idemgen/idemgen/internal/stress/stormsvc.Service.HandleShipment",
 	Func:  "github.com/idemgen/idemgen/internal/stress/stormsvc.(*Service).HandleShipment",
 	TTL:   168 * time.Hour,
-	Lease: time.Second,
+	Lease: 30 * time.Second,
 	Sentinels: []idem.FinalError{
 		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},

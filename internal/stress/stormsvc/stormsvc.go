@@ -61,7 +61,7 @@ type Gateway interface {
 
 // Service is the storm's service.
 //
-//idem:defaults lease=1s
+//idem:defaults lease=30s
 type Service struct {
 	Ledger  Ledger
 	Gateway Gateway

@@ -1,0 +1,7 @@
+package redisstore
+
+import "time"
+
+// SetHintClock sets the clock of the store's refused-tenant hint (see
+// overShare), so that tests do not depend on how long they take.
+func SetHintClock(s *Store, now func() time.Time) { s.now = now }
