@@ -13,7 +13,7 @@ import (
 // field by field), so that when one of them no longer matches what the code
 // was generated from, the compiler's message names what to do:
 //
-//	idem_gen.go:40:9: cannot use idem.StaleRunGoGenerate(req.ID) (variable of type int) as string value in variable declaration
+//	idem_gen.go:47:17: cannot use idem.StaleRunGoGenerate(req.ID) (value of type int) as string value in variable declaration
 //
 // The checks sit in functions that are never called; StaleRunGoGenerate
 // never runs. Its name is part of the generated-code contract (see
