@@ -86,6 +86,12 @@ type Method struct {
 	// Scheme versions the fingerprint's layout (idem.Method.Scheme): a
 	// hash of the encoding version and of the hashed types' structure.
 	Scheme uint32
+	// Layout is the hash of the hashed parameters' layout as reflection
+	// sees it: the wrapper passes it to idem.CheckLayout, which refuses
+	// every call when the program's types have another (a stale wrapper,
+	// where the generated file cannot check the layout at compile time).
+	// 0 when nothing is hashed.
+	Layout uint32
 
 	TTL      time.Duration
 	Lease    time.Duration // 0: the executor's default
@@ -239,6 +245,10 @@ type Step struct {
 	// idem.ErrMissingKey instead of panicking. A pointer is followed
 	// implicitly, as Go's selector does.
 	NilCheck bool
+	// Type is the type of the value the step yields (the field's type, or
+	// the method's result): the generated file asserts it at compile time,
+	// so that a wrapper generated for another layout does not build.
+	Type types.Type
 }
 
 // FinalRef is a sentinel error named in final=.

@@ -403,6 +403,9 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 		m.Fingerprint = append(m.Fingerprint, r.hashPlan(i, m.Params[i].Type))
 	}
 	m.Scheme = r.scheme(m)
+	if len(m.Fingerprint) > 0 {
+		m.Layout = r.layoutHash(m)
+	}
 
 	// Final.
 	if spec.Final != nil {
@@ -597,7 +600,7 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 				cur = f.Type()
 				continue
 			}
-			part.Steps = append(part.Steps, Step{Name: f.Name(), NilCheck: pendingNil || nilable(cur)})
+			part.Steps = append(part.Steps, Step{Name: f.Name(), NilCheck: pendingNil || nilable(cur), Type: f.Type()})
 			pendingNil = false
 			cur = f.Type()
 		}
@@ -626,6 +629,7 @@ func (r *resolver) resolvePath(part *KeyPart, op Operand, cur types.Type) bool {
 			cur = msig.Results().At(0).Type()
 			addressable = false
 		}
+		step.Type = cur
 		part.Steps = append(part.Steps, step)
 	}
 	enc, msg := r.keyEncoding(cur, addressable)

@@ -44,7 +44,29 @@ func (r *resolver) schemeOf(none bool, params []types.Type, flat []bool) uint32 
 		if flat[i] {
 			b.WriteString("fields ")
 		}
-		r.layout(&b, t, nil)
+		r.layout(&b, t, nil, false)
+	}
+	h := fnv.New32a()
+	h.Write([]byte(b.String()))
+	if s := h.Sum32(); s != 0 {
+		return s
+	}
+	return 1
+}
+
+// layoutHash derives Method.Layout: the 32-bit FNV-1a hash of the layout of
+// the hashed parameters' types as reflection sees them (byte is uint8,
+// rune is int32), which idem.CheckLayout computes again from the types the
+// program was built with. Never 0.
+func (r *resolver) layoutHash(m *Method) uint32 {
+	var b strings.Builder
+	b.WriteString("idemgen layout 1")
+	for _, hp := range m.Fingerprint {
+		b.WriteString("; ")
+		if len(hp.Values) > 0 && hp.Values[0].Field != "" {
+			b.WriteString("fields ")
+		}
+		r.layout(&b, m.Params[hp.Param].Type, nil, true)
 	}
 	h := fnv.New32a()
 	h.Write([]byte(b.String()))
@@ -55,8 +77,10 @@ func (r *resolver) schemeOf(none bool, params []types.Type, flat []bool) uint32 
 }
 
 // layout writes the structure of t; outer holds the named types being
-// written, so that a recursive type refers back to its level.
-func (r *resolver) layout(b *strings.Builder, t types.Type, outer []types.Type) {
+// written, so that a recursive type refers back to its level. With
+// reflect, basic types are written as reflection names them (byte as
+// uint8, rune as int32, unsafe.Pointer as Pointer): see layoutHash.
+func (r *resolver) layout(b *strings.Builder, t types.Type, outer []types.Type, reflect bool) {
 	t = types.Unalias(t)
 	if r.selfFingerprinting(t) {
 		b.WriteString("fingerprinter") // its bytes are its own
@@ -77,28 +101,32 @@ func (r *resolver) layout(b *strings.Builder, t types.Type, outer []types.Type) 
 	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
-		b.WriteString(u.Name())
+		name := u.Name()
+		if reflect {
+			name = types.Typ[u.Kind()].Name() // byte and rune are aliases
+		}
+		b.WriteString(name)
 	case *types.Pointer:
 		b.WriteString("*")
-		r.layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer, reflect)
 	case *types.Slice:
 		b.WriteString("[]")
-		r.layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer, reflect)
 	case *types.Array:
 		fmt.Fprintf(b, "[%d]", u.Len())
-		r.layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer, reflect)
 	case *types.Map:
 		b.WriteString("map[")
-		r.layout(b, u.Key(), outer)
+		r.layout(b, u.Key(), outer, reflect)
 		b.WriteString("]")
-		r.layout(b, u.Elem(), outer)
+		r.layout(b, u.Elem(), outer, reflect)
 	case *types.Struct:
 		b.WriteString("struct{")
 		for i := range u.NumFields() {
 			if i > 0 {
 				b.WriteString("; ")
 			}
-			r.layout(b, u.Field(i).Type(), outer)
+			r.layout(b, u.Field(i).Type(), outer, reflect)
 		}
 		b.WriteString("}")
 	case *types.Chan:

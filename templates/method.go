@@ -3,9 +3,10 @@ package templates
 import (
 	"fmt"
 	"go/types"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -77,51 +78,76 @@ func (mg *methodGen) keyText() string {
 //		Wait:  3 * time.Second,                  // inflight=wait:3s
 //		Renew: true,                             // renew=true
 //		Final: []idem.FinalError{{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds}},
+//		Scheme: 0xc7348673,
+//		Stale:  idem.CheckLayout("OrderService.Pay", 0x1a2b3c4d, idem.HashedParam[*Order](false)), // see checkLayout
 //	}
-func (mg *methodGen) descriptor(s *source) {
-	fields := []keyValue{
-		{"Op", strconv.Quote(mg.m.Op)},
+func (mg *methodGen) descriptor() (jen.Code, error) {
+	fields := []jen.Code{
+		jen.Id("Op").Op(":").Lit(mg.m.Op),
 	}
 	if mg.m.FuncName != "" {
-		fields = append(fields, keyValue{"Func", strconv.Quote(mg.m.FuncName)})
+		fields = append(fields, jen.Id("Func").Op(":").Lit(mg.m.FuncName))
 	}
-	fields = append(fields, keyValue{"TTL", mg.durationCode(mg.m.TTL)})
+	fields = append(fields, jen.Id("TTL").Op(":").Add(durationCode(mg.m.TTL)))
 	if mg.m.Lease > 0 {
-		fields = append(fields, keyValue{"Lease", mg.durationCode(mg.m.Lease)})
+		fields = append(fields, jen.Id("Lease").Op(":").Add(durationCode(mg.m.Lease)))
 	}
 	if mg.m.Inflight == annotations.InflightWait && mg.m.Wait > 0 {
-		fields = append(fields, keyValue{"Wait", mg.durationCode(mg.m.Wait)})
+		fields = append(fields, jen.Id("Wait").Op(":").Add(durationCode(mg.m.Wait)))
 	}
 	if mg.m.Renew {
-		fields = append(fields, keyValue{"Renew", "true"})
+		fields = append(fields, jen.Id("Renew").Op(":").True())
 	}
 	if len(mg.m.Final) > 0 {
-		items := mg.finalErrors(mg.m.Final)
-		open := "[]" + mg.rt("FinalError")
-		if len(items) > 1 {
-			fields = append(fields, keyValue{"Final", block(open, items)})
-		} else {
-			fields = append(fields, keyValue{"Final", open + "{" + items[0] + "}"})
-		}
+		fields = append(fields, jen.Id("Final").Op(":").Add(mg.finalErrors(mg.m.Final, len(mg.m.Final) > 1)))
 	}
 	if len(mg.m.Sentinels) > 0 {
 		fields = append(fields, mg.sentinels())
 	}
-	fields = append(fields, keyValue{"Scheme", fmt.Sprintf("%#08x", mg.m.Scheme)})
-	s.doc(mg.desc + " is the annotation of " + mg.original() + ", for the runtime.")
-	s.open("var ", mg.desc, " = ", mg.rt("Method"), "{")
-	s.keyed(fields)
-	s.close("}")
+	fields = append(fields, jen.Id("Scheme").Op(":").Op(fmt.Sprintf("%#08x", mg.m.Scheme)))
+	if mg.m.Layout != 0 {
+		stale, err := mg.checkLayout()
+		if err != nil {
+			return nil, err
+		}
+		fields = append(fields, jen.Id("Stale").Op(":").Add(stale))
+	}
+	return doc(mg.desc+" is the annotation of "+mg.original()+", for the runtime.").Line().
+		Var().Id(mg.desc).Op("=").Add(mg.rt("Method")).Custom(multiline, fields...), nil
 }
 
-// finalErrors are the idem.FinalError values of sentinels:
-// {Name: "ErrX", Err: ErrX}.
-func (mg *methodGen) finalErrors(refs []annotations.FinalRef) []string {
-	items := make([]string, len(refs))
-	for i, f := range refs {
-		items[i] = "{Name: " + strconv.Quote(f.Name) + ", Err: " + mg.finalVar(f) + "}"
+// checkLayout checks, when the package is initialized, that the hashed
+// parameters have the layout the wrapper was generated for; the runtime
+// refuses every call of a stale wrapper (see layoutCheck for what the
+// compiler checks):
+//
+//	Stale: idem.CheckLayout("OrderService.Pay", 0x1a2b3c4d, idem.HashedParam[*Order](false), idem.HashedParam[string](false)),
+func (mg *methodGen) checkLayout() (jen.Code, error) {
+	args := []jen.Code{jen.Lit(mg.m.Op), jen.Op(fmt.Sprintf("%#08x", mg.m.Layout))}
+	for _, hp := range mg.m.Fingerprint {
+		t, err := mg.typeCode(mg.m.Params[hp.Param].Type)
+		if err != nil {
+			return nil, mg.errorf("parameter %s: %v", mg.m.Params[hp.Param].Name, err)
+		}
+		fields := len(hp.Values) > 0 && hp.Values[0].Field != ""
+		args = append(args, mg.rt("HashedParam").Index(t).Call(jen.Lit(fields)))
 	}
-	return items
+	return mg.rt("CheckLayout").Call(args...), nil
+}
+
+// multiline is a braced list of one element per line.
+var multiline = jen.Options{Open: "{", Close: "}", Separator: ",", Multi: true}
+
+// finalErrors are the idem.FinalError values of sentinels, one per line
+// when multi: []idem.FinalError{{Name: "ErrX", Err: ErrX}}.
+func (mg *methodGen) finalErrors(refs []annotations.FinalRef, multi bool) jen.Code {
+	items := make([]jen.Code, len(refs))
+	for i, f := range refs {
+		items[i] = jen.Values(jen.Id("Name").Op(":").Lit(f.Name), jen.Id("Err").Op(":").Add(mg.finalVar(f)))
+	}
+	opts := multiline
+	opts.Multi = multi
+	return jen.Index().Add(mg.rt("FinalError")).Custom(opts, items...)
 }
 
 // sentinels lists the package's other exported error variables, so that a
@@ -131,22 +157,22 @@ func (mg *methodGen) finalErrors(refs []annotations.FinalRef) []string {
 //		{Name: "ErrCardDeclined", Err: ErrCardDeclined},
 //		{Name: "ErrTimeout", Err: ErrTimeout},
 //	},
-func (mg *methodGen) sentinels() keyValue {
-	return keyValue{"Sentinels", block("[]"+mg.rt("FinalError"), mg.finalErrors(mg.m.Sentinels))}
+func (mg *methodGen) sentinels() jen.Code {
+	return jen.Id("Sentinels").Op(":").Add(mg.finalErrors(mg.m.Sentinels, true))
 }
 
 // finalVar refers to a sentinel of final=: ErrX, or pay.ErrX from another
 // package.
-func (mg *methodGen) finalVar(f annotations.FinalRef) string {
+func (mg *methodGen) finalVar(f annotations.FinalRef) jen.Code {
 	if f.Var == nil || f.Var.Pkg() == nil {
-		return f.Name
+		return jen.Id(f.Name)
 	}
-	return mg.qual(f.Var.Pkg().Path(), f.Var.Name())
+	return jen.Qual(f.Var.Pkg().Path(), f.Var.Name())
 }
 
 // durationCode writes d in the largest exact unit: 155 * time.Second,
 // 168 * time.Hour, 2500 * time.Millisecond, time.Minute.
-func (g *gen) durationCode(d time.Duration) string {
+func durationCode(d time.Duration) *jen.Statement {
 	units := []struct {
 		d    time.Duration
 		name string
@@ -157,16 +183,16 @@ func (g *gen) durationCode(d time.Duration) string {
 	for _, u := range units {
 		if d%u.d == 0 {
 			if d == u.d {
-				return g.qual(timePath, u.name)
+				return jen.Qual(timePath, u.name)
 			}
-			return strconv.FormatInt(int64(d/u.d), 10) + " * " + g.qual(timePath, u.name)
+			return jen.Lit(int(d/u.d)).Op("*").Qual(timePath, u.name)
 		}
 	}
-	return g.qual(timePath, "Duration") + "(" + strconv.FormatInt(int64(d), 10) + ")"
+	return jen.Qual(timePath, "Duration").Call(jen.Lit(int(d)))
 }
 
 // methodDoc is the doc comment of the wrapper method.
-func (mg *methodGen) methodDoc(s *source) {
+func (mg *methodGen) methodDoc() *jen.Statement {
 	m := mg.m
 	ttl := annotations.FormatDuration(m.TTL)
 	if b := m.Budget; b != nil {
@@ -222,7 +248,7 @@ func (mg *methodGen) methodDoc(s *source) {
 	} else {
 		second = append(second, "Errors release the key, so that a retry runs the method again, except those marked with "+mg.idem+".Final.")
 	}
-	s.doc(first, strings.Join(second, " "))
+	return doc(first, strings.Join(second, " "))
 }
 
 // andList joins names as prose: a, b and c.
@@ -241,10 +267,10 @@ func andList(names []string) string {
 //		<fingerprint>
 //		<call>
 //	}
-func (mg *methodGen) method(s *source) error {
+func (mg *methodGen) method() (jen.Code, error) {
 	m := mg.m
 	if len(m.Params) == 0 {
-		return mg.errorf("no context parameter")
+		return nil, mg.errorf("no context parameter")
 	}
 	// The locals' layer over the file's package scope: nothing is copied.
 	params := map[string]bool{}
@@ -259,43 +285,66 @@ func (mg *methodGen) method(s *source) error {
 		mg.err = mg.names.name("err")
 	}
 
-	sig := make([]string, len(m.Params))
+	sig, results, err := mg.signature()
+	if err != nil {
+		return nil, err
+	}
+
+	body, err := mg.keyParts()
+	if err != nil {
+		return nil, err
+	}
+	fp, err := mg.fingerprint()
+	if err != nil {
+		return nil, err
+	}
+	call, err := mg.call()
+	if err != nil {
+		return nil, err
+	}
+	body = append(append(body, fp...), call...)
+	return mg.methodDoc().Line().
+		Func().Params(jen.Id(mg.recv).Op("*").Id(mg.wrapper)).Id(m.Name).Params(mg.named(sig)...).Params(results...).
+		Block(body...), nil
+}
+
+// signature returns the types of the method's parameters (the last one
+// ...T when variadic) and of its results, (R, error) or error.
+func (mg *methodGen) signature() (params, results []jen.Code, err error) {
+	m := mg.m
+	params = make([]jen.Code, len(m.Params))
 	for i, p := range m.Params {
 		t := p.Type
 		variadic := mg.variadic() && i == len(m.Params)-1
 		if variadic {
 			t = t.(*types.Slice).Elem()
 		}
-		c, err := mg.typeCode(s, t)
+		c, err := mg.typeCode(t)
 		if err != nil {
-			return mg.errorf("parameter %s: %v", p.Name, err)
+			return nil, nil, mg.errorf("parameter %s: %v", p.Name, err)
 		}
 		if variadic {
-			c = "..." + c
+			c = jen.Op("...").Add(c)
 		}
-		sig[i] = mg.pnames[i] + " " + c
+		params[i] = c
 	}
-	results := "error"
 	if m.Result != nil {
-		t, err := mg.typeCode(s, m.Result)
+		t, err := mg.typeCode(m.Result)
 		if err != nil {
-			return mg.errorf("result: %v", err)
+			return nil, nil, mg.errorf("result: %v", err)
 		}
-		results = "(" + t + ", error)"
+		results = append(results, t)
 	}
-	mg.methodDoc(s)
-	s.open("func (", mg.recv, " *", mg.wrapper, ") ", m.Name, "(", strings.Join(sig, ", "), ") ", results, " {")
-	if err := mg.keyParts(s); err != nil {
-		return err
+	return params, append(results, jen.Error()), nil
+}
+
+// named returns the parameters of the wrapper's signature: name type.
+func (mg *methodGen) named(params []jen.Code) []jen.Code {
+	named := make([]jen.Code, len(params))
+	for i, c := range params {
+		named[i] = jen.Id(mg.pnames[i]).Add(c)
 	}
-	if err := mg.fingerprint(s); err != nil {
-		return err
-	}
-	if err := mg.call(s); err != nil {
-		return err
-	}
-	s.close("}")
-	return nil
+	return named
 }
 
 // keyParts builds the key inline, part by part, in annotation order:
@@ -317,26 +366,28 @@ func (mg *methodGen) method(s *source) error {
 //		k.Stringer("job.No", job.No)
 //		k.Uint(uint64(job.Shard))
 //	}
-func (mg *methodGen) keyParts(s *source) error {
-	s.line("var ", mg.k, " ", mg.rt("KeyParts"))
+func (mg *methodGen) keyParts() ([]jen.Code, error) {
+	code := []jen.Code{jen.Var().Id(mg.k).Add(mg.rt("KeyParts"))}
 	var group *pathCode
 	flush := func() {
 		if group != nil {
-			group.write(s, mg.k)
+			code = append(code, group.code(mg.k))
 			group = nil
 		}
 	}
 	for _, p := range mg.m.Key {
 		if p.Kind != annotations.PartPath {
 			flush()
-			if err := mg.keyPart(s, p); err != nil {
-				return err
+			c, err := mg.keyPart(p)
+			if err != nil {
+				return nil, err
 			}
+			code = append(code, c)
 			continue
 		}
-		pc, err := mg.pathPart(s, p)
+		pc, err := mg.pathPart(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if group != nil && group.guard != "" && group.guard == pc.guard {
 			group.add = append(group.add, pc.add...)
@@ -346,7 +397,7 @@ func (mg *methodGen) keyParts(s *source) error {
 		group = pc
 	}
 	flush()
-	return nil
+	return code, nil
 }
 
 // keyPart adds one operand of the key:
@@ -356,35 +407,61 @@ func (mg *methodGen) keyParts(s *source) error {
 //	k.String("tenant", w.ex.Tenant(ctx))             // tenant
 //	k.String("clientkey", idem.ClientKey(ctx))       // clientkey
 //	k.Int(int64(req.Seq))                            // a path, see pathPart
-func (mg *methodGen) keyPart(s *source, p annotations.KeyPart) error {
+func (mg *methodGen) keyPart(p annotations.KeyPart) (jen.Code, error) {
+	k := jen.Id(mg.k)
 	switch p.Kind {
 	case annotations.PartLiteral:
-		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", strconv.Quote(p.Literal), ")")
+		return k.Dot("String").Call(jen.Lit(p.Expr), jen.Lit(p.Literal)), nil
 	case annotations.PartOp:
-		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", strconv.Quote(mg.m.Op), ")")
+		return k.Dot("String").Call(jen.Lit(p.Expr), jen.Lit(mg.m.Op)), nil
 	case annotations.PartTenant:
-		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", ", mg.recv, ".", mg.field, ".Tenant(", mg.pnames[0], "))")
+		return k.Dot("String").Call(jen.Lit(p.Expr), jen.Id(mg.recv).Dot(mg.field).Dot("Tenant").Call(jen.Id(mg.pnames[0]))), nil
 	case annotations.PartClientKey:
-		s.line(mg.k, ".String(", strconv.Quote(p.Expr), ", idem.ClientKey(", mg.pnames[0], "))")
+		return k.Dot("String").Call(jen.Lit(p.Expr), mg.rt("ClientKey").Call(jen.Id(mg.pnames[0]))), nil
 	case annotations.PartPath:
 		if p.Param < 0 || p.Param >= len(mg.m.Params) {
-			return fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
+			return nil, fmt.Errorf("%s: key part %s refers to parameter %d of %d", p.Pos, p.Expr, p.Param, len(mg.m.Params))
 		}
-		pc, err := mg.pathPart(s, p)
+		pc, err := mg.pathPart(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		pc.write(s, mg.k)
+		return pc.code(mg.k), nil
 	default:
-		return fmt.Errorf("%s: key part %s has unknown kind %d", p.Pos, p.Expr, p.Kind)
+		return nil, fmt.Errorf("%s: key part %s has unknown kind %d", p.Pos, p.Expr, p.Kind)
 	}
-	return nil
 }
 
 // clause is one `if [init;] cond || cond` of a nil-check chain.
 type clause struct {
-	init  string
-	conds []string // "req.Customer == nil"
+	init  jen.Code   // v := req.Customer.Account(), or nil
+	conds []jen.Code // req.Customer == nil
+	text  []string   // conds as written, for pathCode.guard
+}
+
+// sel is base followed by the selectors of steps: req.Customer.Account().
+func sel(base string, steps []annotations.Step) *jen.Statement {
+	s := jen.Id(base)
+	for _, st := range steps {
+		s = s.Dot(st.Name)
+		if st.Method {
+			s = s.Call()
+		}
+	}
+	return s
+}
+
+// selText is sel as text.
+func selText(base string, steps []annotations.Step) string {
+	var b strings.Builder
+	b.WriteString(base)
+	for _, st := range steps {
+		b.WriteString("." + st.Name)
+		if st.Method {
+			b.WriteString("()")
+		}
+	}
+	return b.String()
 }
 
 // pathPart reads a parameter path, checking every pointer or interface on
@@ -399,27 +476,20 @@ type clause struct {
 //	} else {
 //		k.String("req.Customer.Account().ID", string(v.ID))
 //	}
-func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, error) {
+func (mg *methodGen) pathPart(p annotations.KeyPart) (*pathCode, error) {
 	base, start := mg.pnames[p.Param], 0
-	sel := func(base string, steps []annotations.Step) string {
-		var b strings.Builder
-		b.WriteString(base)
-		for _, st := range steps {
-			b.WriteString("." + st.Name)
-			if st.Method {
-				b.WriteString("()")
-			}
-		}
-		return b.String()
-	}
 	var clauses []*clause
 	cur := &clause{}
-	bind := func(value string) string {
+	isNil := func(base string, steps []annotations.Step) {
+		cur.conds = append(cur.conds, sel(base, steps).Op("==").Nil())
+		cur.text = append(cur.text, selText(base, steps)+" == nil")
+	}
+	bind := func(value *jen.Statement) string {
 		v := mg.names.name("v")
 		if len(cur.conds) > 0 {
 			clauses = append(clauses, cur)
 		}
-		cur = &clause{init: v + " := " + value, conds: []string{v + " == nil"}}
+		cur = &clause{init: jen.Id(v).Op(":=").Add(value), conds: []jen.Code{jen.Id(v).Op("==").Nil()}}
 		return v
 	}
 	for i, st := range p.Steps {
@@ -430,7 +500,7 @@ func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, erro
 			base, start = bind(sel(base, p.Steps[start:i])), i
 			continue
 		}
-		cur.conds = append(cur.conds, sel(base, p.Steps[start:i])+" == nil")
+		isNil(base, p.Steps[start:i])
 	}
 	rest := p.Steps[start:]
 	calls := false
@@ -441,31 +511,31 @@ func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, erro
 		if len(rest) > 0 && rest[len(rest)-1].Method {
 			base, rest, calls = bind(sel(base, rest)), nil, false
 		} else {
-			cur.conds = append(cur.conds, sel(base, rest)+" == nil")
+			isNil(base, rest)
 		}
 	}
 	if len(cur.conds) > 0 {
 		clauses = append(clauses, cur)
 	}
 
-	var add []string
+	var add []jen.Code
 	value := sel(base, rest)
 	if p.Conv.Slice && calls {
 		// v[:] needs an addressable array.
 		v := mg.names.name("v")
-		add = append(add, v+" := "+value)
-		value = v
+		add = append(add, jen.Id(v).Op(":=").Add(value))
+		value = jen.Id(v)
 	}
-	c, err := mg.encode(s, p, value)
+	c, err := mg.encode(p, value)
 	if err != nil {
 		return nil, err
 	}
 	add = append(add, c)
 	pc := &pathCode{expr: p.Expr, clauses: clauses, add: add}
 	// A chain that binds no variable can be shared: it is identified by
-	// its conditions (a.b == nil || a.b.c() == nil).
-	if len(clauses) == 1 && clauses[0].init == "" {
-		pc.guard = strings.Join(clauses[0].conds, " || ")
+	// its conditions as written (a.b == nil || a.b.c() == nil).
+	if len(clauses) == 1 && clauses[0].init == nil {
+		pc.guard = strings.Join(clauses[0].text, " || ")
 	}
 	return pc, nil
 }
@@ -474,40 +544,48 @@ func (mg *methodGen) pathPart(s *source, p annotations.KeyPart) (*pathCode, erro
 type pathCode struct {
 	expr    string
 	clauses []*clause
-	add     []string
+	add     []jen.Code
 	// guard identifies a chain that binds no variable, for grouping; ""
 	// when the chain cannot be shared.
 	guard string
 }
 
-// write writes the chain, or the adders alone when nothing is checked.
-func (pc *pathCode) write(s *source, k string) {
+// code is the chain, or the adders alone when nothing is checked.
+func (pc *pathCode) code(k string) jen.Code {
 	if len(pc.clauses) == 0 {
-		for _, a := range pc.add {
-			s.line(a)
-		}
-		return
+		return jen.Add(joinLines(pc.add)...)
 	}
-	missing := k + ".Missing(" + strconv.Quote(pc.expr) + ")"
-	for i, c := range pc.clauses {
-		head := strings.Join(c.conds, " || ")
-		if c.init != "" {
-			head = c.init + "; " + head
+	missing := jen.Id(k).Dot("Missing").Call(jen.Lit(pc.expr))
+	var chain *jen.Statement
+	for _, c := range pc.clauses {
+		cond := jen.Add(c.conds[0])
+		for _, more := range c.conds[1:] {
+			cond.Op("||").Add(more)
 		}
-		if i == 0 {
-			s.open("if ", head, " {")
+		head := []jen.Code{cond}
+		if c.init != nil {
+			head = []jen.Code{c.init, cond}
+		}
+		if chain == nil {
+			chain = jen.If(head...).Block(missing)
 		} else {
-			s.indent--
-			s.open("} else if ", head, " {")
+			chain.Else().If(head...).Block(missing)
 		}
-		s.line(missing)
 	}
-	s.indent--
-	s.open("} else {")
-	for _, a := range pc.add {
-		s.line(a)
+	return chain.Else().Block(pc.add...)
+}
+
+// joinLines puts statements one per line, for a place that takes one
+// statement.
+func joinLines(code []jen.Code) []jen.Code {
+	out := make([]jen.Code, 0, 2*len(code))
+	for i, c := range code {
+		if i > 0 {
+			out = append(out, jen.Line())
+		}
+		out = append(out, c)
 	}
-	s.close("}")
+	return out
 }
 
 // encode adds the final value of a path with the adder of its encoding,
@@ -517,7 +595,7 @@ func (pc *pathCode) write(s *source, k string) {
 //	k.Int(int64(req.Seq))               k.Uint(uint64(n))            k.Bool(flag)
 //	k.Bytes("req.UUID", req.UUID[:])    k.Stringer("id", id)         k.Text("at", at)
 //	k.Time("at", at)                    k.Time("req.At", *req.At)    k.Time("d", time.Time(d))
-func (mg *methodGen) encode(s *source, p annotations.KeyPart, v string) (string, error) {
+func (mg *methodGen) encode(p annotations.KeyPart, v *jen.Statement) (jen.Code, error) {
 	adder, named := "", true
 	switch p.Encoding {
 	case annotations.EncString:
@@ -537,38 +615,38 @@ func (mg *methodGen) encode(s *source, p annotations.KeyPart, v string) (string,
 	case annotations.EncTime:
 		adder = "Time"
 	default:
-		return "", fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
+		return nil, fmt.Errorf("%s: key part %s has unknown encoding %d", p.Pos, p.Expr, p.Encoding)
 	}
-	arg, err := mg.conv(s, v, p.Conv)
+	arg, err := mg.conv(v, p.Conv)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if named {
-		arg = strconv.Quote(p.Expr) + ", " + arg
+		return jen.Id(mg.k).Dot(adder).Call(jen.Lit(p.Expr), arg), nil
 	}
-	return mg.k + "." + adder + "(" + arg + ")", nil
+	return jen.Id(mg.k).Dot(adder).Call(arg), nil
 }
 
 // conv applies a conversion to the value v: *v, &v, v[:], string(v), T(v).
-func (g *gen) conv(s *source, v string, c annotations.Conversion) (string, error) {
+func (g *gen) conv(v *jen.Statement, c annotations.Conversion) (*jen.Statement, error) {
 	if c.Deref {
-		v = "*" + v
+		v = jen.Op("*").Add(v)
 	}
 	if c.Addr {
-		v = "&" + v
+		v = jen.Op("&").Add(v)
 	}
 	if c.Slice {
-		v += "[:]"
+		v = jen.Add(v).Index(jen.Empty(), jen.Empty())
 	}
 	if c.ViaString {
-		v = "string(" + v + ")"
+		v = jen.String().Call(v)
 	}
 	if c.To != nil {
-		t, err := g.typeCode(s, c.To)
+		t, err := g.typeCode(c.To)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		v = t + "(" + v + ")"
+		v = t.Call(v)
 	}
 	return v, nil
 }
@@ -587,32 +665,29 @@ func (g *gen) conv(s *source, v string, c annotations.Conversion) (string, error
 //	}
 //	h.String(op)
 //	h.Value(meta)
-func (mg *methodGen) fingerprint(s *source) error {
-	s.line("var ", mg.h, " ", mg.rt("Hasher"))
+func (mg *methodGen) fingerprint() ([]jen.Code, error) {
+	code := []jen.Code{jen.Var().Id(mg.h).Add(mg.rt("Hasher"))}
 	for _, hp := range mg.m.Fingerprint {
 		name := mg.pnames[hp.Param]
-		if hp.NilCheck {
-			s.open("if ", name, " == nil {")
-			s.line(mg.h, ".Nil()")
-			s.indent--
-			s.open("} else {")
-		}
-		for _, hv := range hp.Values {
-			v := name
+		adds := make([]jen.Code, len(hp.Values))
+		for i, hv := range hp.Values {
+			v := jen.Id(name)
 			if hv.Field != "" {
-				v += "." + hv.Field
+				v = v.Dot(hv.Field)
 			}
-			arg, err := mg.conv(s, v, hv.Conv)
+			arg, err := mg.conv(v, hv.Conv)
 			if err != nil {
-				return mg.errorf("fingerprint of %s: %v", name, err)
+				return nil, mg.errorf("fingerprint of %s: %v", name, err)
 			}
-			s.line(mg.h, ".", hv.Adder, "(", arg, ")")
+			adds[i] = jen.Id(mg.h).Dot(hv.Adder).Call(arg)
 		}
 		if hp.NilCheck {
-			s.close("}")
+			code = append(code, jen.If(jen.Id(name).Op("==").Nil()).Block(jen.Id(mg.h).Dot("Nil").Call()).Else().Block(adds...))
+			continue
 		}
+		code = append(code, adds...)
 	}
-	return nil
+	return code, nil
 }
 
 // call runs the wrapped method through the runtime:
@@ -627,35 +702,41 @@ func (mg *methodGen) fingerprint(s *source) error {
 //		return struct{}{}, w.OrderService.Cancel(ctx, id)
 //	})
 //	return err
-func (mg *methodGen) call(s *source) error {
+func (mg *methodGen) call() ([]jen.Code, error) {
 	m := mg.m
 	ctx := mg.pnames[0]
-	args := make([]string, len(mg.pnames))
+	args := make([]jen.Code, len(mg.pnames))
 	for i, name := range mg.pnames {
+		args[i] = jen.Id(name)
 		if mg.variadic() && i == len(m.Params)-1 {
-			name += "..."
+			args[i] = jen.Id(name).Op("...")
 		}
-		args[i] = name
 	}
-	inner := mg.recv + "." + mg.inner() + "." + m.Name + "(" + strings.Join(args, ", ") + ")"
-	result := "struct{}"
+	inner := jen.Id(mg.recv).Dot(mg.inner()).Dot(m.Name).Call(args...)
+	var result jen.Code = jen.Struct()
 	if m.Result != nil {
 		var err error
-		if result, err = mg.typeCode(s, m.Result); err != nil {
-			return mg.errorf("result: %v", err)
+		if result, err = mg.typeCode(m.Result); err != nil {
+			return nil, mg.errorf("result: %v", err)
 		}
 	}
-	do := mg.rt("Do") + "(" + ctx + ", " + mg.recv + "." + mg.field + ", &" + mg.desc + ", &" + mg.k + ", &" + mg.h +
-		", func(" + ctx + " " + mg.qual(contextPath, "Context") + ") (" + result + ", error) {"
-	if m.Result != nil {
-		s.open("return ", do)
-		s.line("return ", inner)
-		s.close("})")
-		return nil
+	ret := jen.Return(inner)
+	if m.Result == nil {
+		ret = jen.Return(jen.Struct().Values(), inner)
 	}
-	s.open("_, ", mg.err, " := ", do)
-	s.line("return struct{}{}, ", inner)
-	s.close("})")
-	s.line("return ", mg.err)
-	return nil
+	do := mg.rt("Do").Call(
+		jen.Id(ctx),
+		jen.Id(mg.recv).Dot(mg.field),
+		jen.Op("&").Id(mg.desc),
+		jen.Op("&").Id(mg.k),
+		jen.Op("&").Id(mg.h),
+		jen.Func().Params(jen.Id(ctx).Qual(contextPath, "Context")).Params(result, jen.Error()).Block(ret),
+	)
+	if m.Result != nil {
+		return []jen.Code{jen.Return(do)}, nil
+	}
+	return []jen.Code{
+		jen.List(jen.Id("_"), jen.Id(mg.err)).Op(":=").Add(do),
+		jen.Return(jen.Id(mg.err)),
+	}, nil
 }

@@ -66,11 +66,10 @@ type Service struct{}
 	return resolve(tb, "example.com/svc", src.String())
 }
 
-// TestRenderIsGofmtStable: the emitters write gofmt's layout, so that
-// Render needs no gofmt pass: format.Source and goimports (format only,
-// which also groups the imports) leave every rendered file unchanged, and
-// the declarations an emitter leaves to gofmt (a struct literal type in a
-// signature) come out formatted.
+// TestRenderIsGofmtStable: the rendered file is what format.Source and
+// goimports (format only, which also groups the imports) make of it, for
+// models with struct and interface literal types in a signature, a doc
+// comment line that reads as a list item and a long constructor key.
 func TestRenderIsGofmtStable(t *testing.T) {
 	for name, model := range map[string]func() *annotations.Package{
 		"orders":  func() *annotations.Package { return ordersModel(t) },
@@ -147,34 +146,4 @@ func BenchmarkRender(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/method")
 		})
 	}
-}
-
-// TestDocRisky: the doc comment lines gofmt's doc formatter would rewrite
-// (list items, headings, code) mark their declaration for a gofmt pass, and
-// the doc comments the templates write are left alone; the marked lines,
-// formatted, are what gofmt makes of them.
-func TestDocRisky(t *testing.T) {
-	for line, risky := range map[string]bool{
-		"Pay is the idempotent form of": false,
-		"2×(2s+500ms)+2m+30s) every":    false,
-		"155s (the retry budget":        false,
-		`"cancel"+id+tenant) run it`:    false,
-		"- 1. a list":                   true,
-		"1. first":                      true,
-		"12) first":                     true,
-		"* item":                        true,
-		"+ item":                        true,
-		"• item":                        true,
-		"# Heading":                     true,
-		"-x":                            true,
-	} {
-		assert.Equal(t, risky, docRisky(line), line)
-	}
-	var s source
-	s.doc("A paragraph whose words wrap so that a line starts with a marker: " + strings.Repeat("x", 76) + " - 1. and so on.")
-	require.Contains(t, string(s.b), "\n// - 1. and so on.\n")
-	assert.True(t, s.format)
-	s = source{}
-	s.doc("A paragraph whose words wrap so that no line starts with a marker: " + strings.Repeat("x", 70) + " - 1. and so on.")
-	assert.False(t, s.format, "%s", s.b)
 }

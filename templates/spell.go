@@ -6,6 +6,10 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dave/jennifer/jen"
 )
 
 // eachType calls visit for t and for every type t is built from (elements,
@@ -89,68 +93,72 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 }
 
 // typeCode spells t as go/types does (types.TypeString), with every package
-// name the one this file imports it under, and records the imports (google/wire
-// spells types the same way). A type generated code cannot name is an error: a type
+// name the one this file imports it under: the qualifier marks each package
+// path, and each qualified name becomes a jen.Qual, so that jennifer writes
+// the chosen import name and records the import (google/wire spells types
+// the same way). A type generated code cannot name is an error: a type
 // declared inside a function, an unexported type or struct field or
-// interface method of another package, a type parameter. A struct or
-// interface type with members is spelled on one line, which gofmt lays out
-// otherwise: the declaration is marked for a gofmt pass.
+// interface method of another package, a type parameter.
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
-func (g *gen) typeCode(s *source, t types.Type) (string, error) {
+func (g *gen) typeCode(t types.Type) (*jen.Statement, error) {
 	sp, ok := g.spelled[t]
 	if !ok {
 		sp = g.spell(t)
 		g.spelled[t] = sp
 	}
-	if sp.reformat {
-		s.reformat()
+	if sp.err != nil {
+		return nil, sp.err
 	}
-	return sp.text, sp.err
+	// A new statement each time: callers append to it.
+	return jen.Add(sp.code), nil
 }
 
 // spelling is a type as typeCode writes it, kept per file: the parameters
 // of many methods share their types.
 type spelling struct {
-	text     string
-	reformat bool // a struct or interface type with members
-	err      error
+	code *jen.Statement
+	err  error
 }
 
-// spell spells t for typeCode, recording the imports it uses.
+// spell spells t for typeCode.
 func (g *gen) spell(t types.Type) spelling {
 	if err := g.spellable(t); err != nil {
 		return spelling{err: err}
 	}
-	text := types.TypeString(t, func(p *types.Package) string {
+	const mark = "\x00"
+	s := types.TypeString(t, func(p *types.Package) string {
 		if p.Path() == g.pkg.Path {
 			return ""
 		}
-		g.used[p.Path()] = true
-		return g.imports[p.Path()]
+		return mark + p.Path() + mark
 	})
-	if strings.Contains(text, "{") && hasMembers(text) {
-		return spelling{text: rawTags(text), reformat: true}
-	}
-	return spelling{text: text}
-}
-
-// hasMembers reports whether a type's spelling has a struct or interface
-// type with members: struct{A int}, not struct{}.
-func hasMembers(spelled string) bool {
-	for _, kw := range []string{"struct{", "interface{"} {
-		for rest := spelled; ; {
-			i := strings.Index(rest, kw)
-			if i < 0 {
+	code := jen.Null()
+	for s != "" {
+		i := strings.Index(s, mark)
+		if i < 0 {
+			code.Op(rawTags(s))
+			break
+		}
+		if i > 0 {
+			code.Op(rawTags(s[:i]))
+		}
+		s = s[i+len(mark):]
+		j := strings.Index(s, mark)
+		path := s[:j]
+		s = strings.TrimPrefix(s[j+len(mark):], ".")
+		n := 0
+		for n < len(s) {
+			r, size := utf8.DecodeRuneInString(s[n:])
+			if r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 				break
 			}
-			rest = rest[i+len(kw):]
-			if !strings.HasPrefix(rest, "}") {
-				return true
-			}
+			n += size
 		}
+		code.Qual(path, s[:n])
+		s = s[n:]
 	}
-	return false
+	return spelling{code: code}
 }
 
 // quoted matches an interpreted string literal; the only ones in a type's

@@ -2,10 +2,11 @@
 // resolved annotation model (annotations.Package).
 //
 // Each emitter is one small function per generated construct, with the shape
-// it writes in a comment above it. The emitters write the text in gofmt's
-// layout (see source), so that the file needs no gofmt pass. Templates never
-// look at syntax or at go/packages, and decide nothing about types: they
-// print the model annotations.ResolvePackage resolved.
+// it writes in a comment above it, and builds its code with jennifer
+// (github.com/dave/jennifer/jen, its genjen style); the file is formatted by
+// one go/format pass at the end. Templates never look at syntax or at
+// go/packages, and decide nothing about types: they print the model
+// annotations.ResolvePackage resolved.
 //
 // # API
 //
@@ -26,13 +27,17 @@ import (
 	"errors"
 	"fmt"
 	"go/build/constraint"
+	"go/format"
 	"go/token"
 	"go/types"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -58,12 +63,8 @@ const (
 // renderFile returns the gofmt'd source of one idem_gen.go file holding
 // every declaration of pkg, whatever their build constraints (RenderFiles
 // without the split, for the tests). The same model always gives the same
-// bytes.
-//
-// The emitters write the file in gofmt's layout (see source), so that only
-// the rare declaration whose layout they leave to gofmt is formatted. The
-// bytes are those of formatting the whole file and then running goimports
-// over it (TestRenderIsGofmtStable).
+// bytes: those of formatting the whole file and then running goimports over
+// it (TestRenderIsGofmtStable).
 func renderFile(pkg *annotations.Package) ([]byte, error) {
 	g, err := newGen(pkg)
 	if err != nil {
@@ -105,11 +106,11 @@ func importGroup(path string) int {
 }
 
 // decls returns the top-level declarations of the file in order, each
-// written when built.
+// built when called.
 func (g *gen) decls() []decl {
 	var ds []decl
-	add := func(pos token.Position, build func(*source)) {
-		ds = append(ds, decl{pos: pos, build: func(s *source) error { build(s); return nil }})
+	add := func(pos token.Position, build func() jen.Code) {
+		ds = append(ds, decl{pos: pos, build: func() (jen.Code, error) { return build(), nil }})
 	}
 	add(g.types[0].t.Pos, g.handshake)
 	for _, tg := range g.types {
@@ -124,24 +125,25 @@ func (g *gen) decls() []decl {
 			if !g.inFile(mg.m.Constraint) {
 				continue
 			}
-			add(mg.m.Pos, mg.descriptor)
+			ds = append(ds, decl{pos: mg.m.Pos, build: mg.descriptor})
+			ds = append(ds, decl{pos: mg.m.Pos, build: mg.layoutCheck})
 			ds = append(ds, decl{pos: mg.m.Pos, build: mg.method})
 		}
 		if !g.inFile(tg.t.Constraint) {
 			continue
 		}
 		for _, fn := range tg.passes {
-			ds = append(ds, decl{pos: tg.t.Pos, build: func(s *source) error { return tg.passThrough(s, fn) }})
+			ds = append(ds, decl{pos: tg.t.Pos, build: func() (jen.Code, error) { return tg.passThrough(fn) }})
 		}
 	}
 	return ds
 }
 
 // decl is one top-level declaration of the file: where its errors are
-// reported, and how it is written.
+// reported, and how it is built.
 type decl struct {
 	pos   token.Position
-	build func(*source) error
+	build func() (jen.Code, error)
 }
 
 // gen holds what every emitter of one file needs: the names chosen for
@@ -150,7 +152,6 @@ type gen struct {
 	pkg       *annotations.Package
 	tpkg      *types.Package    // the package's go/types object, when known
 	imports   map[string]string // import path -> name in the generated file
-	used      map[string]bool   // import paths the file's declarations use
 	spelled   map[types.Type]spelling
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
@@ -170,7 +171,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 	if pkg == nil || len(pkg.Types) == 0 {
 		return nil, fmt.Errorf("idemgen: nothing to generate")
 	}
-	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, used: map[string]bool{}, spelled: map[types.Type]spelling{}}
+	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, spelled: map[types.Type]spelling{}}
 	for _, t := range pkg.Types {
 		if t.Obj != nil && t.Obj.Pkg() != nil {
 			g.tpkg = t.Obj.Pkg()
@@ -381,49 +382,203 @@ func (g *gen) planDecls() error {
 //
 //	// Compile-time check that this file was generated for a compatible runtime.
 //	const _ = idem.GeneratedCodeVersion1
-func (g *gen) handshake(s *source) {
-	s.line("// Compile-time check that this file was generated for a compatible runtime.")
-	s.line("const _ = ", g.rt("GeneratedCodeVersion1"))
+func (g *gen) handshake() jen.Code {
+	return jen.Comment("Compile-time check that this file was generated for a compatible runtime.").Line().
+		Const().Id("_").Op("=").Add(g.rt("GeneratedCodeVersion1"))
 }
 
-// doc writes paragraphs as a // comment block wrapped at 80 columns, with
-// an empty comment line between paragraphs.
-func (s *source) doc(paragraphs ...string) {
+// doc renders paragraphs as a // comment block wrapped at 80 columns, with
+// an empty comment line between paragraphs; gofmt's pass reformats what its
+// doc comment formatter would (a line that reads as a list item).
+func doc(paragraphs ...string) *jen.Statement {
+	var b strings.Builder
 	for i, p := range paragraphs {
 		if i > 0 {
-			s.line("//")
+			b.WriteString("\n//\n")
 		}
-		start, width := -1, 0
-		for w := range strings.FieldsSeq(p) {
+		line := 0
+		for j, w := range strings.Fields(p) {
 			switch {
-			case start < 0:
-			case width+1+len(w) > 80:
-				s.endDoc(start)
+			case j == 0:
+				b.WriteString("// ")
+				line = 3 + len(w)
+			case line+1+len(w) > 80:
+				b.WriteString("\n// ")
+				line = 3 + len(w)
 			default:
-				s.b = append(s.b, ' ')
-				width += 1 + len(w)
-				s.b = append(s.b, w...)
-				continue
+				b.WriteByte(' ')
+				line += 1 + len(w)
 			}
-			s.tabs()
-			s.b = append(s.b, "// "...)
-			start, width = len(s.b), 3+len(w)
-			s.b = append(s.b, w...)
-		}
-		if start >= 0 {
-			s.endDoc(start)
+			b.WriteString(w)
 		}
 	}
+	return jen.Comment(b.String())
 }
 
-// endDoc ends a doc comment line whose text starts at s.b[start:].
-func (s *source) endDoc(start int) {
-	first := s.b[start:]
-	if i := bytes.IndexByte(first, ' '); i >= 0 {
-		first = first[:i]
+// rt returns the code for a name of the runtime: idem.Do.
+func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name) }
+
+// render writes the file: jennifer renders the header, the imports the
+// declarations use (with the names planImports chose) and the declarations
+// g.decls returns; groupImports splits the import block into goimports'
+// groups, and one go/format pass lays the whole file out.
+func (g *gen) render() ([]byte, error) {
+	if err := g.badIdent(); err != nil {
+		return nil, err
 	}
-	if docRisky(string(first)) {
-		s.reformat()
+	decls := g.decls()
+	f := g.newFile()
+	for _, d := range decls {
+		code, err := d.build()
+		if err != nil {
+			return nil, positioned(err)
+		}
+		f.Add(code)
+		f.Line()
 	}
-	s.b = append(s.b, '\n')
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return nil, internalError(g.types[0].t.Pos, err)
+	}
+	src, err := groupImports(buf.Bytes())
+	if err == nil {
+		var out []byte
+		if out, err = format.Source(src); err == nil {
+			return out, nil
+		}
+	}
+	return nil, internalError(g.failing(decls), err)
+}
+
+// failing returns the position of the first declaration that does not
+// format on its own (the file did not): where the internal error is
+// reported.
+func (g *gen) failing(decls []decl) token.Position {
+	for _, d := range decls {
+		f := g.newFile()
+		code, err := d.build()
+		if err != nil {
+			return d.pos
+		}
+		f.Add(code)
+		var buf bytes.Buffer
+		if err := f.Render(&buf); err != nil {
+			return d.pos
+		}
+		if _, err := format.Source(buf.Bytes()); err != nil {
+			return d.pos
+		}
+	}
+	return g.types[0].t.Pos
+}
+
+// newFile returns an empty jennifer file, unformatted (render formats it
+// once), with the header and the import names of the plan.
+func (g *gen) newFile() *jen.File {
+	var f *jen.File
+	if g.pkg.Path != "" {
+		f = jen.NewFilePathName(g.pkg.Path, g.pkg.Name)
+	} else {
+		f = jen.NewFile(g.pkg.Name)
+	}
+	f.NoFormat = true
+	f.HeaderComment(Header + "\n\n//go:build " + g.buildExpr())
+	for _, path := range slices.Sorted(maps.Keys(g.imports)) {
+		name := g.imports[path]
+		if name == g.realNames[path] && name == assumedName(path) {
+			f.ImportName(path, name)
+		} else {
+			f.ImportAlias(path, name)
+		}
+	}
+	return f
+}
+
+// groupImports rewrites the import block of jennifer's unformatted source,
+//
+//	import (
+//	"context"
+//	"example.com/pay"
+//	idem "github.com/idemgen/idemgen/runtime/idem"
+//	"time"
+//	)
+//
+// into goimports' groups, a blank line apart: the standard library, then
+// paths whose first element has a dot (jennifer sorted them by path, which
+// the groups keep). A file with a single import is returned unchanged.
+func groupImports(src []byte) ([]byte, error) {
+	const blockOpen, blockClose = "\nimport (\n", "\n)\n"
+	start := bytes.Index(src, []byte(blockOpen))
+	if start < 0 {
+		return src, nil
+	}
+	start += len(blockOpen)
+	n := bytes.Index(src[start:], []byte(blockClose))
+	if n < 0 {
+		return nil, fmt.Errorf("unterminated import block")
+	}
+	lines := strings.SplitAfter(string(src[start:start+n+1]), "\n")
+	lines = lines[:len(lines)-1] // after the last newline
+	group := func(line string) int {
+		q := strings.IndexByte(line, '"')
+		if q < 0 {
+			return 0
+		}
+		path, err := strconv.Unquote(strings.TrimSpace(line[q:]))
+		if err != nil {
+			return 0
+		}
+		return importGroup(path)
+	}
+	slices.SortStableFunc(lines, func(a, b string) int { return cmp.Compare(group(a), group(b)) })
+	out := make([]byte, 0, len(src)+8)
+	out = append(out, src[:start]...)
+	for i, l := range lines {
+		if i > 0 && group(l) != group(lines[i-1]) {
+			out = append(out, '\n')
+		}
+		out = append(out, l...)
+	}
+	return append(out, src[start+n+1:]...), nil
+}
+
+// badIdent returns an internal error at the first name of the model that
+// is not a Go identifier (a model no resolver builds): the emitters write
+// names as they are, without a parser behind them.
+func (g *gen) badIdent() error {
+	bad := func(pos token.Position, what string, names ...string) error {
+		for _, name := range names {
+			if !token.IsIdentifier(name) {
+				return internalError(pos, fmt.Errorf("%s %q is not an identifier", what, name))
+			}
+		}
+		return nil
+	}
+	var pos token.Position
+	if len(g.pkg.Types) > 0 {
+		pos = g.pkg.Types[0].Pos
+	}
+	if err := bad(pos, "package name", g.pkg.Name); err != nil {
+		return err
+	}
+	for _, t := range g.pkg.Types {
+		if err := bad(t.Pos, "type name", t.Name); err != nil {
+			return err
+		}
+		for _, m := range t.Methods {
+			names := []string{m.Name}
+			for _, p := range m.Params {
+				names = append(names, p.Name)
+			}
+			for _, k := range m.Key {
+				for _, st := range k.Steps {
+					names = append(names, st.Name)
+				}
+			}
+			if err := bad(m.Pos, "name", names...); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

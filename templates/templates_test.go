@@ -2,6 +2,7 @@ package templates
 
 import (
 	"flag"
+	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dave/jennifer/jen"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -137,8 +139,6 @@ func TestRenderOrders(t *testing.T) {
 }
 
 func TestDurationCode(t *testing.T) {
-	g, err := newGen(ordersModel(t))
-	require.NoError(t, err)
 	for d, want := range map[time.Duration]string{
 		155 * time.Second:       "155 * time.Second",
 		time.Minute:             "time.Minute",
@@ -147,7 +147,7 @@ func TestDurationCode(t *testing.T) {
 		90 * time.Minute:        "90 * time.Minute",
 		3 * time.Nanosecond:     "time.Duration(3)",
 	} {
-		assert.Equal(t, want, g.durationCode(d), d)
+		assert.Equal(t, want, fmt.Sprintf("%#v", durationCode(d)), d)
 	}
 }
 
@@ -229,31 +229,42 @@ func TestEmitters(t *testing.T) {
 	g, err := newGen(model)
 	require.NoError(t, err)
 	store := g.types[1]
-	var s source
-	store.interfaceAssertion(&s)
-	assert.Equal(t, "var _ Store = (*IdempotentStore)(nil)\n", string(s.b))
-	s = source{}
-	g.handshake(&s)
-	assert.Equal(t, "// Compile-time check that this file was generated for a compatible runtime.\nconst _ = idem.GeneratedCodeVersion1\n",
-		string(s.b))
+	assert.Equal(t, "var _ Store = (*IdempotentStore)(nil)", snippet(t, g, store.interfaceAssertion()))
+	assert.Equal(t, "// Compile-time check that this file was generated for a compatible runtime.\nconst _ = idem.GeneratedCodeVersion1",
+		snippet(t, g, g.handshake()))
 
 	// A path through a method whose result is checked binds it once.
 	svc := g.types[0]
 	consume := svc.methods[2]
 	consume.names = newNamer(map[string]bool{"ctx": true, "msg": true, "raw": true, "n": true})
 	consume.k = "k"
-	pc, err := consume.pathPart(&s, consume.m.Key[1])
+	pc, err := consume.pathPart(consume.m.Key[1])
 	require.NoError(t, err)
-	s = source{}
-	pc.write(&s, "k")
 	assert.Equal(t, `if msg == nil {
 	k.Missing("msg.Meta().UUID")
 } else if v := msg.Meta(); v == nil {
 	k.Missing("msg.Meta().UUID")
 } else {
 	k.Bytes("msg.Meta().UUID", v.UUID[:])
+}`, snippet(t, g, jen.Func().Id("_").Params().Block(pc.code("k"))))
 }
-`, string(s.b))
+
+// snippet is code as the file of g renders and formats it, without the
+// header and imports; the body of a func _() is returned alone, unindented.
+func snippet(t *testing.T, g *gen, code jen.Code) string {
+	t.Helper()
+	f := g.newFile()
+	f.NoFormat = false
+	f.Add(code)
+	var b strings.Builder
+	require.NoError(t, f.Render(&b))
+	chunks := strings.Split(strings.TrimSpace(b.String()), "\n\n")
+	out := chunks[len(chunks)-1]
+	if body, ok := strings.CutPrefix(out, "func _() {\n"); ok {
+		body = strings.TrimSuffix(body, "\n}")
+		out = strings.ReplaceAll("\n"+body, "\n\t", "\n")[1:]
+	}
+	return out
 }
 
 // TestRenderInternalError: generated code that does not format (here from a
@@ -317,17 +328,11 @@ type (
 	pkg := model.Types[0].Obj.Pkg()
 	require.NoError(t, err)
 	spell := func(typ types.Type) string {
-		var s source
-		c, err := g.typeCode(&s, typ)
+		c, err := g.typeCode(typ)
 		if err != nil {
 			return "error: " + err.Error()
 		}
-		if !s.format {
-			return c
-		}
-		out, err := formatDecl([]byte("type T " + c + "\n"))
-		require.NoError(t, err)
-		return strings.TrimSpace(strings.TrimPrefix(string(out), "type T "))
+		return strings.TrimPrefix(snippet(t, g, jen.Type().Id("T").Add(c)), "type T ")
 	}
 	under := func(name string) types.Type { return pkg.Scope().Lookup(name).Type().Underlying() }
 	assert.Equal(t, "chan (<-chan int)", spell(under("C1")))

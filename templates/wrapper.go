@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"go/types"
 	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/dave/jennifer/jen"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -137,12 +137,12 @@ func (tg *typeGen) planNames() {
 
 // wrapped returns the type the wrapper embeds: *OrderService, or Store for an
 // interface.
-func (tg *typeGen) wrapped() string {
-	s := tg.qual(tg.pkg.Path, tg.t.Name)
+func (tg *typeGen) wrapped() *jen.Statement {
+	s := jen.Qual(tg.pkg.Path, tg.t.Name)
 	if tg.t.Interface {
 		return s
 	}
-	return "*" + s
+	return jen.Op("*").Add(s)
 }
 
 // wrappedText is the wrapped type as prose: *OrderService, or Store.
@@ -173,7 +173,7 @@ func (tg *typeGen) methodNames() string {
 //		*OrderService
 //		ex *idem.Executor
 //	}
-func (tg *typeGen) wrapperType(s *source) {
+func (tg *typeGen) wrapperType() jen.Code {
 	what := "its annotated methods (" + tg.methodNames() + ") run"
 	if len(tg.t.Methods) == 1 {
 		what = "its annotated method " + tg.methodNames() + " runs"
@@ -189,25 +189,23 @@ func (tg *typeGen) wrapperType(s *source) {
 	if tg.t.Interface {
 		text += " It implements " + tg.t.Name + "."
 	}
-	s.doc(text)
-	s.open("type ", tg.wrapper, " struct {")
-	if tg.next == "" {
-		s.line(tg.wrapped())
-		s.line(tg.field, " *", tg.rt("Executor"))
-	} else {
-		// Named fields: their types are aligned, as gofmt aligns them.
-		w := max(utf8.RuneCountInString(tg.next), utf8.RuneCountInString(tg.field)) + 1
-		s.line(tg.next, pad(tg.next, w), tg.wrapped())
-		s.line(tg.field, pad(tg.field, w), "*", tg.rt("Executor"))
+	inner := tg.wrapped()
+	if tg.next != "" {
+		inner = jen.Id(tg.next).Add(inner)
 	}
-	s.close("}")
+	return doc(text).Line().
+		Type().Id(tg.wrapper).Struct(
+		inner,
+		jen.Id(tg.field).Op("*").Add(tg.rt("Executor")),
+	)
 }
 
 // interfaceAssertion is the drift guard of a wrapped interface:
 //
 //	var _ Store = (*IdempotentStore)(nil)
-func (tg *typeGen) interfaceAssertion(s *source) {
-	s.line("var _ ", tg.qual(tg.pkg.Path, tg.t.Name), " = (*", tg.wrapper, ")(nil)")
+func (tg *typeGen) interfaceAssertion() jen.Code {
+	return jen.Var().Id("_").Add(jen.Qual(tg.pkg.Path, tg.t.Name)).Op("=").
+		Parens(jen.Op("*").Id(tg.wrapper)).Parens(jen.Nil())
 }
 
 // constructor returns a wrapper:
@@ -219,21 +217,18 @@ func (tg *typeGen) interfaceAssertion(s *source) {
 //			ex:           ex,
 //		}
 //	}
-//
-// The fields are in the order of their names' bytes (as the generator
-// wrote them when it used jennifer's Dict).
-func (tg *typeGen) constructor(s *source) {
-	s.doc(tg.ctor + " returns a wrapper of next whose annotated methods run through ex: " +
-		"each key is claimed in ex's store, the method runs once, and its outcome is replayed to retries.")
-	s.open("func ", tg.ctor, "(next ", tg.wrapped(), ", ex *", tg.rt("Executor"), ") *", tg.wrapper, " {")
-	s.open("return &", tg.wrapper, "{")
-	fields := []keyValue{{tg.inner(), "next"}, {tg.field, "ex"}}
-	if fields[1].key < fields[0].key {
-		fields[0], fields[1] = fields[1], fields[0]
-	}
-	s.keyed(fields)
-	s.close("}")
-	s.close("}")
+func (tg *typeGen) constructor() jen.Code {
+	return doc(tg.ctor+" returns a wrapper of next whose annotated methods run through ex: "+
+		"each key is claimed in ex's store, the method runs once, and its outcome is replayed to retries.").Line().
+		Func().Id(tg.ctor).Params(
+		jen.Id("next").Add(tg.wrapped()),
+		jen.Id("ex").Op("*").Add(tg.rt("Executor")),
+	).Op("*").Id(tg.wrapper).Block(
+		jen.Return(jen.Op("&").Id(tg.wrapper).Values(jen.Dict{
+			jen.Id(tg.inner()): jen.Id("next"),
+			jen.Id(tg.field):   jen.Id("ex"),
+		})),
+	)
 }
 
 // planParams names the wrapper's parameters: a parameter keeps its name
@@ -268,20 +263,20 @@ func (mg *methodGen) planParams() {
 //	func (w *IdempotentPay) Other(n int, names ...string) (int, error) {
 //		return w.next.Other(n, names...)
 //	}
-func (tg *typeGen) passThrough(s *source, fn *types.Func) error {
+func (tg *typeGen) passThrough(fn *types.Func) (jen.Code, error) {
 	sig := fn.Type().(*types.Signature)
 	names := tg.scope.child(nil)
 	names.reserve(tg.recv)
-	var params, args, results []string
+	var params, args, results []jen.Code
 	for i := range sig.Params().Len() {
 		t := sig.Params().At(i).Type()
 		variadic := sig.Variadic() && i == sig.Params().Len()-1
 		if variadic {
 			t = t.(*types.Slice).Elem()
 		}
-		c, err := tg.typeCode(s, t)
+		c, err := tg.typeCode(t)
 		if err != nil {
-			return &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: parameter %d: %v", fn.Name(), i+1, err)}
+			return nil, &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: parameter %d: %v", fn.Name(), i+1, err)}
 		}
 		// The method's own parameter names where they are free, as in
 		// planParams.
@@ -295,40 +290,30 @@ func (tg *typeGen) passThrough(s *source, fn *types.Func) error {
 			names.reserve(name)
 		}
 		if variadic {
-			params = append(params, name+" ..."+c)
-			args = append(args, name+"...")
+			params = append(params, jen.Id(name).Op("...").Add(c))
+			args = append(args, jen.Id(name).Op("..."))
 			continue
 		}
-		params = append(params, name+" "+c)
-		args = append(args, name)
+		params = append(params, jen.Id(name).Add(c))
+		args = append(args, jen.Id(name))
 	}
 	for v := range sig.Results().Variables() {
-		c, err := tg.typeCode(s, v.Type())
+		c, err := tg.typeCode(v.Type())
 		if err != nil {
-			return &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: result: %v", fn.Name(), err)}
+			return nil, &annotations.Error{Pos: tg.t.Pos, Msg: fmt.Sprintf("cannot pass method %s through: result: %v", fn.Name(), err)}
 		}
 		results = append(results, c)
 	}
-	var res string
-	switch len(results) {
-	case 0:
-	case 1:
-		res = " " + results[0]
-	default:
-		res = " (" + strings.Join(results, ", ") + ")"
+	call := jen.Id(tg.recv).Dot(tg.next).Dot(fn.Name()).Call(args...)
+	var body jen.Code = call
+	if len(results) > 0 {
+		body = jen.Return(call)
 	}
 	what := "(" + tg.wrappedText() + ")." + fn.Name()
 	if tg.t.Interface {
 		what = tg.t.Name + "." + fn.Name()
 	}
-	call := tg.recv + "." + tg.next + "." + fn.Name() + "(" + strings.Join(args, ", ") + ")"
-	s.doc(fn.Name() + " calls " + what + ".")
-	s.open("func (", tg.recv, " *", tg.wrapper, ") ", fn.Name(), "(", strings.Join(params, ", "), ")", res, " {")
-	if len(results) > 0 {
-		s.line("return ", call)
-	} else {
-		s.line(call)
-	}
-	s.close("}")
-	return nil
+	return doc(fn.Name() + " calls " + what + ".").Line().
+		Func().Params(jen.Id(tg.recv).Op("*").Id(tg.wrapper)).Id(fn.Name()).Params(params...).Params(results...).
+		Block(body), nil
 }

@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/dave/jennifer v1.7.1 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/mod v0.42.0 // indirect

@@ -185,12 +185,21 @@ func MemoryAimTable(w io.Writer, gs []GroupResult) {
 	}
 }
 
-// GenWarmAim and GenColdAim are the generator's aims: warm idemgen at most
-// 1.5× a bare packages.Load, cold at most 1.1× `go list -export -deps`.
-const (
-	GenWarmAim = 1.5
-	GenColdAim = 1.1
-)
+// GenColdAim is the cold generator's aim: the idemgen binary at most 1.1×
+// `go list -export -deps`, each with an empty GOCACHE.
+const GenColdAim = 1.1
+
+// GenWarmAim is the warm generator's aim for a package of n annotated
+// methods (issue 20): at most 1.5× a bare packages.Load up to 100 methods,
+// 3.5× beyond (the 1,000-method package of the benchmark). The generator
+// builds its code with jennifer and formats it with go/format
+// (docs/decisions/generator-emit.md), whose cost grows with the output.
+func GenWarmAim(n int) float64 {
+	if n <= 100 {
+		return 1.5
+	}
+	return 3.5
+}
 
 // GenTable writes the generator comparisons. A side the harness did not
 // measure (no warm or no cold pairs) says so and checks nothing.
@@ -201,8 +210,9 @@ func GenTable(w io.Writer, rs []GenResult) {
 		warmIdem, warmLoad, warm := notMeasured, notMeasured, notMeasured
 		if r.Warm.Measured() {
 			warmIdem, warmLoad = Dur(r.Warm.Variants[0].NsOp), Dur(r.Warm.Variants[1].NsOp)
-			warm = check(r.Warm.Ratio[1] <= GenWarmAim, fmt.Sprintf("%.2f× [%.2f–%.2f] (aim ≤ %.1f×)",
-				r.Warm.Ratio[1], r.Warm.Spread[1][0], r.Warm.Spread[1][1], GenWarmAim))
+			aim := GenWarmAim(r.Methods)
+			warm = check(r.Warm.Ratio[1] <= aim, fmt.Sprintf("%.2f× [%.2f–%.2f] (aim ≤ %.1f×)",
+				r.Warm.Ratio[1], r.Warm.Spread[1][0], r.Warm.Spread[1][1], aim))
 		}
 		coldIdem, coldList, cold := notMeasured, notMeasured, notMeasured
 		if len(r.ColdIdemgen) > 0 && len(r.ColdList) > 0 {

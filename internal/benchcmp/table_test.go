@@ -2,6 +2,8 @@ package benchcmp
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,26 @@ func TestGenTableUnmeasuredSidesCheckNothing(t *testing.T) {
 				t.Errorf("warm ratio %q: want ✗ 2.00× against the 1.5× aim", cells[4])
 			}
 		})
+	}
+}
+
+// The warm aim depends on the package's size (issue 20): 1.5× up to 100
+// methods, 3.5× at 1,000.
+func TestGenTableWarmAimBySize(t *testing.T) {
+	for _, tc := range []struct {
+		methods int
+		ratio   float64
+		want    string
+	}{
+		{10, 1.4, "✓ 1.40×"}, {100, 1.6, "✗ 1.60×"}, {100, 1.5, "✓ 1.50×"},
+		{1000, 3.4, "✓ 3.40×"}, {1000, 3.6, "✗ 3.60×"},
+	} {
+		var b bytes.Buffer
+		GenTable(&b, []GenResult{{Methods: tc.methods, Lines: 300, Warm: measuredWarm(tc.ratio*1e6, 1e6)}})
+		cells := rowCells(t, b.String(), strconv.Itoa(tc.methods))
+		if got := strings.TrimSpace(cells[4]); !strings.HasPrefix(got, tc.want) || !strings.Contains(got, fmt.Sprintf("(aim ≤ %.1f×)", GenWarmAim(tc.methods))) {
+			t.Errorf("%d methods at %.2f×: %q, want %q…", tc.methods, tc.ratio, got, tc.want)
+		}
 	}
 }
 

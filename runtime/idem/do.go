@@ -194,6 +194,8 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 		return fmt.Errorf("%w %.64q: %s", ErrMisconfigured, m.Op, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case m.Stale != nil:
+		return false, m.Stale
 	case m.TTL <= 0:
 		return false, bad("TTL %v must be > 0", m.TTL)
 	case m.Lease < 0:

@@ -99,6 +99,12 @@
 //     process loses it.
 //   - Records carry their fingerprint scheme (Method.Scheme): a retry whose
 //     fingerprint was computed by another release is replayed, not refused.
+//   - A stale generated wrapper (its method or a type it keys or hashes by
+//     changed, and go generate was not run) does not build: the generated
+//     file's layout checks fail, quoting StaleRunGoGenerate. Where the
+//     compiler cannot see the change, CheckLayout finds it when the package
+//     is initialized and every call returns ErrStaleWrapper (Method.Stale)
+//     without running the method.
 //
 // Misuse fails early and names its cause: Do returns [ErrMisconfigured] for
 // invalid Method values, and for a second method (another [Method.Func])

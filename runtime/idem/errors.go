@@ -73,6 +73,13 @@ var (
 	// SQL stores wrap it, naming the Migrate call, and the executor does not
 	// retry it: retrying cannot help until the schema is migrated.
 	ErrStoreSchema = errors.New("idem: the store's schema is missing or outdated")
+
+	// ErrStaleWrapper: the generated wrapper was generated for other types
+	// than those the program was built with (its hashed parameters' layout
+	// changed since, and go generate was not run): Do refuses every call,
+	// before anything is claimed, rather than compare fingerprints computed
+	// for another layout. Run go generate. See CheckLayout.
+	ErrStaleWrapper = errors.New("idem: stale wrapper")
 )
 
 // ErrStoreBusy is returned when the store could not take the call in time

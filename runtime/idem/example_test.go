@@ -188,6 +188,16 @@ func (downStore) Release(context.Context, idem.Key, idem.Token) error {
 	return errors.New("dial tcp 127.0.0.1:5432: connect: connection refused")
 }
 
+// Generated code checks, when its package is initialized, that the types of
+// a method's hashed parameters have the layout it was generated for; a
+// stale wrapper's calls are then refused with ErrStaleWrapper. (The layout
+// hash here is deliberately not the one of string: the wrapper is stale.)
+func ExampleCheckLayout() {
+	err := idem.CheckLayout("Orders.Pay", 0x1, idem.HashedParam[string](false))
+	fmt.Println(errors.Is(err, idem.ErrStaleWrapper))
+	// Output: true
+}
+
 // A caller whose context ends while the store cannot be reached after the
 // method ran gets an *idem.OutcomePendingError: the call ran, and the
 // executor goes on storing its outcome while the claim can be live. It

@@ -61,6 +61,11 @@ type Method struct {
 	// Do returns ErrMisconfigured when the store can neither renew
 	// (idem.Renewer) nor hold claims in a transaction (idem.TxStore).
 	Renew bool
+	// Stale, when not nil, is returned by every call: generated code sets
+	// it to CheckLayout's result, an error wrapping ErrStaleWrapper when
+	// the types of the method's hashed parameters are not those the
+	// wrapper was generated for.
+	Stale error
 }
 
 // FinalError names a sentinel error for storage. Name is what is stored, so

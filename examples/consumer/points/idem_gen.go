@@ -39,6 +39,19 @@ var idemServiceHandleShipment = idem.Method{
 	Func:   "github.com/idemgen/idemgen/examples/consumer/points.(*Service).HandleShipment",
 	TTL:    345760 * time.Second,
 	Scheme: 0x143a6e72,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/consumer/points.Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[Message](true)),
+}
+
+// A build error here means that (*Service).HandleShipment or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, msg Message) {
+	_ = (func(*Service, context.Context, Message) error)(idem.StaleRunGoGenerate((*Service).HandleShipment))
+	var _ string = idem.StaleRunGoGenerate(msg.ID)
+	_ = (*struct {
+		ID      string
+		OrderID string
+		Points  int
+	})(idem.StaleRunGoGenerate((*Message)(nil)))
 }
 
 // HandleShipment is the idempotent form of (*Service).HandleShipment: calls

@@ -39,6 +39,18 @@ var idemServicePlaceOrder = idem.Method{
 	Func:   "github.com/idemgen/idemgen/examples/grpcapi/checkout.(*Service).PlaceOrder",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1a20107a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/grpcapi/checkout.Service.PlaceOrder", 0x064e2e89, idem.HashedParam[Order](true)),
+}
+
+// A build error here means that (*Service).PlaceOrder or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order Order) {
+	_ = (func(*Service, context.Context, Order) (*Placed, error))(idem.StaleRunGoGenerate((*Service).PlaceOrder))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID     string
+		Amount int64
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // PlaceOrder is the idempotent form of (*Service).PlaceOrder: calls with the

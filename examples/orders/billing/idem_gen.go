@@ -48,6 +48,19 @@ var idemServicePay = idem.Method{
 		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
 	},
 	Scheme: 0x074302c8,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/orders/billing.Service.Pay", 0x981f3e79, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Service).Pay or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order *Order, op string) {
+	_ = (func(*Service, context.Context, *Order, string) (*Receipt, error))(idem.StaleRunGoGenerate((*Service).Pay))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID       string
+		Customer string
+		Amount   int64
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Pay is the idempotent form of (*Service).Pay: calls with the same key
@@ -96,6 +109,21 @@ var idemServiceRefund = idem.Method{
 		{Name: "ErrGatewayTimeout", Err: ErrGatewayTimeout},
 	},
 	Scheme: 0xc745bafa,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/orders/billing.Service.Refund", 0xbe4e9653, idem.HashedParam[RefundRequest](true)),
+}
+
+// A build error here means that (*Service).Refund or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req RefundRequest) {
+	_ = (func(*Service, context.Context, RefundRequest) (*Refund, error))(idem.StaleRunGoGenerate((*Service).Refund))
+	var _ string = idem.StaleRunGoGenerate(req.CustomerID)
+	var _ int = idem.StaleRunGoGenerate(req.RefundNo)
+	_ = (*struct {
+		CustomerID string
+		OrderID    string
+		RefundNo   int
+		Amount     int64
+	})(idem.StaleRunGoGenerate((*RefundRequest)(nil)))
 }
 
 // Refund is the idempotent form of (*Service).Refund: calls with the same key
@@ -136,6 +164,20 @@ var idemServiceHandleShipment = idem.Method{
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
 	Scheme: 0x143a6e72,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/orders/billing.Service.HandleShipment", 0x1f5b6b19, idem.HashedParam[ShipmentMessage](true)),
+}
+
+// A build error here means that (*Service).HandleShipment or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, msg ShipmentMessage) {
+	_ = (func(*Service, context.Context, ShipmentMessage) error)(idem.StaleRunGoGenerate((*Service).HandleShipment))
+	var _ MessageID = idem.StaleRunGoGenerate(msg.ID)
+	_ = (*string)(idem.StaleRunGoGenerate((*MessageID)(nil)))
+	_ = (*struct {
+		ID      MessageID
+		OrderID string
+		Points  int
+	})(idem.StaleRunGoGenerate((*ShipmentMessage)(nil)))
 }
 
 // HandleShipment is the idempotent form of (*Service).HandleShipment: calls

@@ -47,6 +47,19 @@ var idemServicePlaceOrder = idem.Method{
 		{Name: "ErrOrderNotFound", Err: ErrOrderNotFound},
 	},
 	Scheme: 0xb1f88e8c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/shop/orders.Service.PlaceOrder", 0x1a7baa5b, idem.HashedParam[PlaceRequest](true)),
+}
+
+// A build error here means that (*Service).PlaceOrder or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req PlaceRequest) {
+	_ = (func(*Service, context.Context, PlaceRequest) (shopdb.Order, error))(idem.StaleRunGoGenerate((*Service).PlaceOrder))
+	var _ string = idem.StaleRunGoGenerate(req.CartID)
+	_ = (*struct {
+		CartID   string
+		Customer string
+		Amount   int64
+	})(idem.StaleRunGoGenerate((*PlaceRequest)(nil)))
 }
 
 // PlaceOrder is the idempotent form of (*Service).PlaceOrder: calls with the
@@ -82,6 +95,17 @@ var idemServiceTip = idem.Method{
 		{Name: "ErrOrderNotFound", Err: ErrOrderNotFound},
 	},
 	Scheme: 0x1a20107a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/shop/orders.Service.Tip", 0x064e2e89, idem.HashedParam[TipRequest](true)),
+}
+
+// A build error here means that (*Service).Tip or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req TipRequest) {
+	_ = (func(*Service, context.Context, TipRequest) (shopdb.Order, error))(idem.StaleRunGoGenerate((*Service).Tip))
+	_ = (*struct {
+		Customer string
+		Amount   int64
+	})(idem.StaleRunGoGenerate((*TipRequest)(nil)))
 }
 
 // Tip is the idempotent form of (*Service).Tip: calls with the same key
@@ -116,6 +140,13 @@ var idemServiceCancelOrder = idem.Method{
 		{Name: "ErrOrderNotFound", Err: ErrOrderNotFound},
 	},
 	Scheme: 0xef77142c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/examples/shop/orders.Service.CancelOrder", 0xd5e6506d, idem.HashedParam[int64](false)),
+}
+
+// A build error here means that (*Service).CancelOrder or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id int64) {
+	_ = (func(*Service, context.Context, int64) (shopdb.Order, error))(idem.StaleRunGoGenerate((*Service).CancelOrder))
 }
 
 // CancelOrder is the idempotent form of (*Service).CancelOrder: calls with the

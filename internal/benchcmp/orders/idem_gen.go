@@ -40,6 +40,20 @@ var idemServicePlace = idem.Method{
 	Lease:  30 * time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0xb85540fe,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/benchcmp/orders.Service.Place", 0x40da7867, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Service).Place or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order *Order, op string) {
+	_ = (func(*Service, context.Context, *Order, string) (*Receipt, error))(idem.StaleRunGoGenerate((*Service).Place))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID       string
+		Customer string
+		Amount   int64
+		Currency string
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Place is the idempotent form of (*Service).Place: calls with the same key

@@ -114,7 +114,7 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("\n## Generator cost\n\nSynthetic packages in a temporary module (replace → this repository), three method shapes in turn. "+
-			"Warm: in process, build cache warm, `generate.Generate` and `packages.Load` (same mode, `-tags=idemgen`) alternately, %d pairs (aim ≤ 1.5×). "+
+			"Warm: in process, build cache warm, `generate.Generate` and `packages.Load` (same mode, `-tags=idemgen`) alternately, %d pairs (aim ≤ 1.5× up to 100 methods, ≤ 3.5× at 1,000). "+
 			"Cold: the prebuilt idemgen binary and `go list -export -deps -tags=idemgen`, each with an empty GOCACHE, alternately, %d pairs. (%s)\n\n",
 			*warm, *cold, time.Since(start).Round(time.Second))
 		benchcmp.GenTable(os.Stdout, rs)

@@ -38,6 +38,13 @@ var idemServiceCapture = idem.Method{
 	Func:   "github.com/idemgen/idemgen/internal/opnames/shipping.(*Service).Capture",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/opnames/shipping.Service.Capture", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Service).Capture or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID string) {
+	_ = (func(*Service, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Service).Capture))
 }
 
 // Capture is the idempotent form of (*Service).Capture: calls with the same key

@@ -41,6 +41,18 @@ var idemServicePay = idem.Method{
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Pay", 0x064e2e89, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Service).Pay or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Service, context.Context, Request) (*Result, error))(idem.StaleRunGoGenerate((*Service).Pay))
+	var _ string = idem.StaleRunGoGenerate(req.Key)
+	_ = (*struct {
+		Key     string
+		Payload int64
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Pay is the idempotent form of (*Service).Pay: calls with the same key
@@ -70,6 +82,18 @@ var idemServiceBrief = idem.Method{
 	Lease:  time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Brief", 0x064e2e89, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Service).Brief or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Service, context.Context, Request) (*Result, error))(idem.StaleRunGoGenerate((*Service).Brief))
+	var _ string = idem.StaleRunGoGenerate(req.Key)
+	_ = (*struct {
+		Key     string
+		Payload int64
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Brief is the idempotent form of (*Service).Brief: calls with the same key
@@ -100,6 +124,18 @@ var idemServiceAwait = idem.Method{
 	Wait:   2 * time.Second,
 	Final:  []idem.FinalError{{Name: "ErrRejected", Err: ErrRejected}},
 	Scheme: 0x1a20107a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/internal/sim/simsvc.Service.Await", 0x064e2e89, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Service).Await or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Service, context.Context, Request) (*Result, error))(idem.StaleRunGoGenerate((*Service).Await))
+	var _ string = idem.StaleRunGoGenerate(req.Key)
+	_ = (*struct {
+		Key     string
+		Payload int64
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Await is the idempotent form of (*Service).Await: calls with the same key

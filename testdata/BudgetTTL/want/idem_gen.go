@@ -40,6 +40,19 @@ var idemRefundsRefund = idem.Method{
 	TTL:    155 * time.Second,
 	Wait:   3 * time.Second,
 	Scheme: 0xced268bc,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Refund", 0x0b529081, idem.HashedParam[RefundRequest](true)),
+}
+
+// A build error here means that (*Refunds).Refund or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req RefundRequest) {
+	_ = (func(*Refunds, context.Context, RefundRequest) (int, error))(idem.StaleRunGoGenerate((*Refunds).Refund))
+	var _ string = idem.StaleRunGoGenerate(req.CustomerID)
+	var _ string = idem.StaleRunGoGenerate(req.RefundNo)
+	_ = (*struct {
+		CustomerID string
+		RefundNo   string
+	})(idem.StaleRunGoGenerate((*RefundRequest)(nil)))
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key
@@ -70,6 +83,13 @@ var idemRefundsVoid = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BudgetTTL.(*Refunds).Void",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BudgetTTL.Refunds.Void", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Refunds).Void or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Refunds, context.Context, string) error)(idem.StaleRunGoGenerate((*Refunds).Void))
 }
 
 // Void is the idempotent form of (*Refunds).Void: calls with the same key (id)

@@ -41,6 +41,17 @@ var idemOrderServicePay = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Pay",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Pay", 0xeba930f7, idem.HashedParam[Order](true)),
+}
+
+// A build error here means that (*OrderService).Pay or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order Order) {
+	_ = (func(*OrderService, context.Context, Order) (int, error))(idem.StaleRunGoGenerate((*OrderService).Pay))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID string
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Pay is the idempotent form of (*OrderService).Pay: calls with the same key

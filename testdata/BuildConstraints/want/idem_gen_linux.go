@@ -21,6 +21,14 @@ var idemOrderServiceClose = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0xcdb5d906,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close", 0x9bdb4ddf, idem.HashedParam[Handle](false)),
+}
+
+// A build error here means that (*OrderService).Close or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, h Handle) {
+	_ = (func(*OrderService, context.Context, Handle) (int, error))(idem.StaleRunGoGenerate((*OrderService).Close))
+	_ = (*int)(idem.StaleRunGoGenerate((*Handle)(nil)))
 }
 
 // Close is the idempotent form of (*OrderService).Close: calls with the same
@@ -48,6 +56,17 @@ var idemOrderServiceShip = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xc0c676f2,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Ship", 0xeba930f7, idem.HashedParam[Order](true)),
+}
+
+// A build error here means that (*OrderService).Ship or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order Order) {
+	_ = (func(*OrderService, context.Context, Order) (int, error))(idem.StaleRunGoGenerate((*OrderService).Ship))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID string
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Ship is the idempotent form of (*OrderService).Ship: calls with the same key
@@ -94,6 +113,13 @@ var idemNotifierNotify = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*Notifier).Notify",
 	TTL:    10 * time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.Notifier.Notify", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Notifier).Notify or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, user string) {
+	_ = (func(*Notifier, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Notifier).Notify))
 }
 
 // Notify is the idempotent form of (*Notifier).Notify: calls with the same key

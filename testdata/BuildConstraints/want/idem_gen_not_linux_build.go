@@ -21,6 +21,14 @@ var idemOrderServiceClose2 = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/BuildConstraints.(*OrderService).Close",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/BuildConstraints.OrderService.Close", 0x935e8f9f, idem.HashedParam[Handle](false)),
+}
+
+// A build error here means that (*OrderService).Close or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, h Handle) {
+	_ = (func(*OrderService, context.Context, Handle) (int, error))(idem.StaleRunGoGenerate((*OrderService).Close))
+	_ = (*string)(idem.StaleRunGoGenerate((*Handle)(nil)))
 }
 
 // Close is the idempotent form of (*OrderService).Close: calls with the same

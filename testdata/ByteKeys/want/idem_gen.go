@@ -38,6 +38,18 @@ var idemSvcDo = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ByteKeys.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x1907bdb8,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ByteKeys.Svc.Do", 0xd49d64f1, idem.HashedParam[ID](false), idem.HashedParam[*Msg](false), idem.HashedParam[[3]B](false)),
+}
+
+// A build error here means that (*Svc).Do or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id ID, msg *Msg, arr [3]B) {
+	_ = (func(*Svc, context.Context, ID, *Msg, [3]B) (int, error))(idem.StaleRunGoGenerate((*Svc).Do))
+	_ = (*[4]B)(idem.StaleRunGoGenerate((*ID)(nil)))
+	var _ ID = idem.StaleRunGoGenerate(msg.ID)
+	var _ [16]byte = idem.StaleRunGoGenerate(msg.UUID)
+	var _ [2]B = idem.StaleRunGoGenerate(msg.Raw)
+	var _ ID = idem.StaleRunGoGenerate(msg.Key())
 }
 
 // Do is the idempotent form of (*Svc).Do: calls with the same key

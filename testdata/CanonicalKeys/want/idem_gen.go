@@ -40,6 +40,15 @@ var idemBookerBook = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Book",
 	TTL:    time.Hour,
 	Scheme: 0xbf2eea57,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Book", 0xff92b7fc, idem.HashedParam[time.Time](false), idem.HashedParam[*Slot](false)),
+}
+
+// A build error here means that (*Booker).Book or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, at time.Time, slot *Slot) {
+	_ = (func(*Booker, context.Context, time.Time, *Slot) (string, error))(idem.StaleRunGoGenerate((*Booker).Book))
+	var _ *time.Time = idem.StaleRunGoGenerate(slot.Start)
+	var _ string = idem.StaleRunGoGenerate(slot.Room)
 }
 
 // Book is the idempotent form of (*Booker).Book: calls with the same key
@@ -78,6 +87,13 @@ var idemBookerCancel = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Cancel",
 	TTL:    time.Hour,
 	Scheme: 0x97afcbf8,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Cancel", 0x1c5c60e5, idem.HashedParam[fmt.Stringer](false)),
+}
+
+// A build error here means that (*Booker).Cancel or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, ref fmt.Stringer) {
+	_ = (func(*Booker, context.Context, fmt.Stringer) (string, error))(idem.StaleRunGoGenerate((*Booker).Cancel))
 }
 
 // Cancel is the idempotent form of (*Booker).Cancel: calls with the same key
@@ -108,6 +124,13 @@ var idemBookerRemind = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Remind",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
+}
+
+// A build error here means that (*Booker).Remind or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, d Deadline) {
+	_ = (func(*Booker, context.Context, Deadline) (string, error))(idem.StaleRunGoGenerate((*Booker).Remind))
+	_ = (*time.Time)(idem.StaleRunGoGenerate((*Deadline)(nil)))
 }
 
 // Remind is the idempotent form of (*Booker).Remind: calls with the same key

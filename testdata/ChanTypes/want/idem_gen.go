@@ -38,6 +38,19 @@ var idemSvcRoute = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ChanTypes.(*Svc).Route",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ChanTypes.Svc.Route", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Svc).Route or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string, in chan (<-chan int), out chan<- <-chan int, f func(chan<- int, ...string) (<-chan Box[int], error), meta struct {
+	Inner
+	Tag string `json:"tag,omitempty"`
+}) {
+	_ = (func(*Svc, context.Context, string, chan (<-chan int), chan<- <-chan int, func(chan<- int, ...string) (<-chan Box[int], error), struct {
+		Inner
+		Tag string `json:"tag,omitempty"`
+	}) (map[string][]Box[*Inner], error))(idem.StaleRunGoGenerate((*Svc).Route))
 }
 
 // Route is the idempotent form of (*Svc).Route: calls with the same key (id)

@@ -39,6 +39,13 @@ var idemShipperShip = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Ship",
 	TTL:    time.Hour,
 	Scheme: 0xef77142c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Ship", 0xd5e6506d, idem.HashedParam[int64](false)),
+}
+
+// A build error here means that (*Shipper).Ship or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID int64) {
+	_ = (func(*Shipper, context.Context, int64) error)(idem.StaleRunGoGenerate((*Shipper).Ship))
 }
 
 // Ship is the idempotent form of (*Shipper).Ship: calls with the same key
@@ -66,6 +73,13 @@ var idemShipperCancel = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ErrorOnly.(*Shipper).Cancel",
 	TTL:    time.Hour,
 	Scheme: 0x96a7ab9a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ErrorOnly.Shipper.Cancel", 0x6bfab577, idem.HashedParam[int64](false), idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Shipper).Cancel or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID int64, reason string) {
+	_ = (func(*Shipper, context.Context, int64, string) error)(idem.StaleRunGoGenerate((*Shipper).Cancel))
 }
 
 // Cancel is the idempotent form of (*Shipper).Cancel: calls with the same key

@@ -38,6 +38,13 @@ var idemExchangeFill = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/FieldClash.(*Exchange).Fill",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FieldClash.Exchange.Fill", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Exchange).Fill or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID string) {
+	_ = (func(*Exchange, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Exchange).Fill))
 }
 
 // Fill is the idempotent form of (*Exchange).Fill: calls with the same key

@@ -43,6 +43,13 @@ var idemShopCheckout = idem.Method{
 		{Name: "ErrTimeout", Err: ErrTimeout},
 	},
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalAnySentinel.Shop.Checkout", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Shop).Checkout or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order string) {
+	_ = (func(*Shop, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Shop).Checkout))
 }
 
 // Checkout is the idempotent form of (*Shop).Checkout: calls with the same key

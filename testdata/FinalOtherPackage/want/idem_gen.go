@@ -43,6 +43,17 @@ var idemCheckoutPay = idem.Method{
 		{Name: "payments.ErrFraud", Err: payments.ErrFraud},
 	},
 	Scheme: 0x580bf3e2,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalOtherPackage.Checkout.Pay", 0x5729b78b, idem.HashedParam[string](false), idem.HashedParam[payments.Card](true), idem.HashedParam[int](false)),
+}
+
+// A build error here means that (*Checkout).Pay or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, cartID string, card payments.Card, cents int) {
+	_ = (func(*Checkout, context.Context, string, payments.Card, int) (string, error))(idem.StaleRunGoGenerate((*Checkout).Pay))
+	_ = (*struct {
+		Number string
+		Limit  int
+	})(idem.StaleRunGoGenerate((*payments.Card)(nil)))
 }
 
 // Pay is the idempotent form of (*Checkout).Pay: calls with the same key

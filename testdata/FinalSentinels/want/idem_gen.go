@@ -42,6 +42,13 @@ var idemBankDebit = idem.Method{
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},
 	},
 	Scheme: 0xd127592c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FinalSentinels.Bank.Debit", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+}
+
+// A build error here means that (*Bank).Debit or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID string, cents int) {
+	_ = (func(*Bank, context.Context, string, int) (int, error))(idem.StaleRunGoGenerate((*Bank).Debit))
 }
 
 // Debit is the idempotent form of (*Bank).Debit: calls with the same key

@@ -38,6 +38,13 @@ var idemBankRoute = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Route",
 	TTL:    time.Hour,
 	Scheme: 0x483bfbf6,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Route", 0xd8e84d67, idem.HashedParam[string](false), idem.HashedParam[Gateway](false)),
+}
+
+// A build error here means that (*Bank).Route or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string, gw Gateway) {
+	_ = (func(*Bank, context.Context, string, Gateway) (string, error))(idem.StaleRunGoGenerate((*Bank).Route))
 }
 
 // Route is the idempotent form of (*Bank).Route: calls with the same key (id)
@@ -65,6 +72,20 @@ var idemBankSend = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).Send",
 	TTL:    time.Hour,
 	Scheme: 0xf6a95a9a,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.Send", 0x8ee0cb01, idem.HashedParam[Transfer](true)),
+}
+
+// A build error here means that (*Bank).Send or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, t Transfer) {
+	_ = (func(*Bank, context.Context, Transfer) (string, error))(idem.StaleRunGoGenerate((*Bank).Send))
+	var _ string = idem.StaleRunGoGenerate(t.ID)
+	_ = (*struct {
+		ID     string
+		Amount int64
+		memo   string
+		Note   string
+	})(idem.StaleRunGoGenerate((*Transfer)(nil)))
 }
 
 // Send is the idempotent form of (*Bank).Send: calls with the same key (t.ID)
@@ -94,6 +115,14 @@ var idemBankSendAll = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/FingerprintAll.(*Bank).SendAll",
 	TTL:    time.Hour,
 	Scheme: 0xd37080ac,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/FingerprintAll.Bank.SendAll", 0x4bff68a1, idem.HashedParam[*Batch](false)),
+}
+
+// A build error here means that (*Bank).SendAll or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, batch *Batch) {
+	_ = (func(*Bank, context.Context, *Batch) (int, error))(idem.StaleRunGoGenerate((*Bank).SendAll))
+	var _ string = idem.StaleRunGoGenerate(batch.ID)
 }
 
 // SendAll is the idempotent form of (*Bank).SendAll: calls with the same key

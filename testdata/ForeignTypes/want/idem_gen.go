@@ -40,6 +40,13 @@ var idemQuotesQuote = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ForeignTypes.(*Quotes).Quote",
 	TTL:    time.Hour,
 	Scheme: 0x545c6ec1,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ForeignTypes.Quotes.Quote", 0x2c5b41c8, idem.HashedParam[netip.Addr](false), idem.HashedParam[time.Time](false), idem.HashedParam[map[string][]money.Amount](false), idem.HashedParam[[]string](false)),
+}
+
+// A build error here means that (*Quotes).Quote or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, client netip.Addr, at time.Time, amounts map[string][]money.Amount, tags []string) {
+	_ = (func(*Quotes, context.Context, netip.Addr, time.Time, map[string][]money.Amount, []string) (Page[*money.Amount], error))(idem.StaleRunGoGenerate((*Quotes).Quote))
 }
 
 // Quote is the idempotent form of (*Quotes).Quote: calls with the same key

@@ -39,6 +39,13 @@ var idemNotifierNotify = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/HashSubset.(*Notifier).Notify",
 	TTL:    time.Hour,
 	Scheme: 0x76f875bf,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/HashSubset.Notifier.Notify", 0xa0bd7002, idem.HashedParam[int](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
+}
+
+// A build error here means that (*Notifier).Notify or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, userID int, text string, traceID string, urgent bool, weight float64) {
+	_ = (func(*Notifier, context.Context, int, string, string, bool, float64) (int, error))(idem.StaleRunGoGenerate((*Notifier).Notify))
 }
 
 // Notify is the idempotent form of (*Notifier).Notify: calls with the same key
@@ -67,6 +74,12 @@ var idemNotifierPing = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/HashSubset.(*Notifier).Ping",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
+}
+
+// A build error here means that (*Notifier).Ping or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, userID int, text string) {
+	_ = (func(*Notifier, context.Context, int, string) (int, error))(idem.StaleRunGoGenerate((*Notifier).Ping))
 }
 
 // Ping is the idempotent form of (*Notifier).Ping: calls with the same key

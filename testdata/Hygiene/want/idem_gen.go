@@ -38,6 +38,17 @@ var idemSvcPay = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Pay",
 	TTL:    time.Minute,
 	Scheme: 0xe2e09a86,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay", 0x84611467, idem.HashedParam[*Order](true), idem.HashedParam[string](false), idem.HashedParam[int64](false), idem.HashedParam[error](false), idem.HashedParam[[]byte](false), idem.HashedParam[bool](false), idem.HashedParam[int](false), idem.HashedParam[time.Duration](false)),
+}
+
+// A build error here means that (*Svc).Pay or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(contextArg context.Context, OrderArg *Order, stringArg string, int64Arg int64, errorArg error, nilArg []byte, idemSvcPayArg bool, idemArg int, timeArg time.Duration) {
+	_ = (func(*Svc, context.Context, *Order, string, int64, error, []byte, bool, int, time.Duration) (*Receipt, error))(idem.StaleRunGoGenerate((*Svc).Pay))
+	var _ string = idem.StaleRunGoGenerate(OrderArg.ID)
+	_ = (*struct {
+		ID string
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Pay is the idempotent form of (*Svc).Pay: calls with the same key
@@ -83,6 +94,13 @@ var idemSvcLen = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Len",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Len", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Svc).Len or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, lenArg string, w uint8) {
+	_ = (func(*Svc, context.Context, string, uint8) error)(idem.StaleRunGoGenerate((*Svc).Len))
 }
 
 // Len is the idempotent form of (*Svc).Len: calls with the same key (len+w) run

@@ -39,6 +39,18 @@ var idemDeskOpen = idemrt.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ImportClash.(*Desk).Open",
 	TTL:    2 * time2.Hour,
 	Scheme: 0xff1cbfb6,
+	Stale:  idemrt.CheckLayout("github.com/idemgen/idemgen/testdata/ImportClash.Desk.Open", 0x4bf00591, idemrt.HashedParam[*idem.Ticket](true)),
+}
+
+// A build error here means that (*Desk).Open or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context2.Context, t *idem.Ticket) {
+	_ = (func(*Desk, context2.Context, *idem.Ticket) (*idem.Ticket, error))(idemrt.StaleRunGoGenerate((*Desk).Open))
+	var _ string = idemrt.StaleRunGoGenerate(t.ID)
+	_ = (*struct {
+		ID    string
+		Title string
+	})(idemrt.StaleRunGoGenerate((*idem.Ticket)(nil)))
 }
 
 // Open is the idempotent form of (*Desk).Open: calls with the same key (t.ID)

@@ -40,6 +40,13 @@ var idemExporterExport = idem.Method{
 	TTL:    time.Hour,
 	Lease:  time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/InflightWait.Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Exporter).Export or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, name string) {
+	_ = (func(*Exporter, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Exporter).Export))
 }
 
 // Export is the idempotent form of (*Exporter).Export: calls with the same key
@@ -69,6 +76,13 @@ var idemExporterExportWait = idem.Method{
 	Lease:  time.Minute,
 	Wait:   time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/InflightWait.Exporter.ExportWait", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Exporter).ExportWait or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, name string) {
+	_ = (func(*Exporter, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Exporter).ExportWait))
 }
 
 // ExportWait is the idempotent form of (*Exporter).ExportWait: calls with the

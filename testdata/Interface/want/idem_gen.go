@@ -41,6 +41,13 @@ var idemMailerSend = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/Interface.Mailer.Send",
 	TTL:    24 * time.Hour,
 	Scheme: 0x499ee258,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Interface.Mailer.Send", 0x9a414a9f, idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false)),
+}
+
+// A build error here means that Mailer.Send or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, to string, subject string, body string) {
+	_ = (func(Mailer, context.Context, string, string, string) (string, error))(idem.StaleRunGoGenerate(Mailer.Send))
 }
 
 // Send is the idempotent form of Mailer.Send: calls with the same key

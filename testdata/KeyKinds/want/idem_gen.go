@@ -38,6 +38,23 @@ var idemSchedulerRun = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/KeyKinds.(*Scheduler).Run",
 	TTL:    time.Hour,
 	Scheme: 0xc24f17cb,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/KeyKinds.Scheduler.Run", 0x48713aee, idem.HashedParam[*Job](false), idem.HashedParam[uint](false)),
+}
+
+// A build error here means that (*Scheduler).Run or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, job *Job, attempt uint) {
+	_ = (func(*Scheduler, context.Context, *Job, uint) (string, error))(idem.StaleRunGoGenerate((*Scheduler).Run))
+	var _ OrderNo = idem.StaleRunGoGenerate(job.No)
+	var _ Day = idem.StaleRunGoGenerate(job.Day)
+	var _ Shard = idem.StaleRunGoGenerate(job.Shard)
+	_ = (*uint16)(idem.StaleRunGoGenerate((*Shard)(nil)))
+	var _ Region = idem.StaleRunGoGenerate(job.Region)
+	_ = (*string)(idem.StaleRunGoGenerate((*Region)(nil)))
+	var _ UUID = idem.StaleRunGoGenerate(job.ID)
+	var _ Level = idem.StaleRunGoGenerate(job.Prio)
+	_ = (*int8)(idem.StaleRunGoGenerate((*Level)(nil)))
+	var _ bool = idem.StaleRunGoGenerate(job.Urgent)
 }
 
 // Run is the idempotent form of (*Scheduler).Run: calls with the same key

@@ -38,6 +38,20 @@ var idemRefundsRefund = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/LiteralKey.(*Refunds).Refund",
 	TTL:    72 * time.Hour,
 	Scheme: 0x143a6e72,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/LiteralKey.Refunds.Refund", 0x1f5b6b19, idem.HashedParam[RefundRequest](true)),
+}
+
+// A build error here means that (*Refunds).Refund or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req RefundRequest) {
+	_ = (func(*Refunds, context.Context, RefundRequest) (string, error))(idem.StaleRunGoGenerate((*Refunds).Refund))
+	var _ string = idem.StaleRunGoGenerate(req.CustomerID)
+	var _ string = idem.StaleRunGoGenerate(req.RefundNo)
+	_ = (*struct {
+		CustomerID string
+		RefundNo   string
+		Cents      int
+	})(idem.StaleRunGoGenerate((*RefundRequest)(nil)))
 }
 
 // Refund is the idempotent form of (*Refunds).Refund: calls with the same key

@@ -39,6 +39,14 @@ var idemConsumerHandle = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Handle",
 	TTL:    168 * time.Hour,
 	Scheme: 0x97afcbf8,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle", 0x1c5c60e5, idem.HashedParam[Message](false)),
+}
+
+// A build error here means that (*Consumer).Handle or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, m Message) {
+	_ = (func(*Consumer, context.Context, Message) (int, error))(idem.StaleRunGoGenerate((*Consumer).Handle))
+	var _ string = idem.StaleRunGoGenerate(m.ID())
 }
 
 // Handle is the idempotent form of (*Consumer).Handle: calls with the same key
@@ -69,6 +77,15 @@ var idemConsumerAck = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Ack",
 	TTL:    time.Hour,
 	Scheme: 0x0979e730,
+}
+
+// A build error here means that (*Consumer).Ack or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, m Message) {
+	_ = (func(*Consumer, context.Context, Message) (string, error))(idem.StaleRunGoGenerate((*Consumer).Ack))
+	var _ *Envelope = idem.StaleRunGoGenerate(m.Envelope())
+	var _ int = idem.StaleRunGoGenerate(m.Envelope().Partition)
+	var _ string = idem.StaleRunGoGenerate(m.ID())
 }
 
 // Ack is the idempotent form of (*Consumer).Ack: calls with the same key

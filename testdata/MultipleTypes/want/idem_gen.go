@@ -38,6 +38,13 @@ var idemOrdersCreate = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Orders).Create",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Orders.Create", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Orders).Create or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, ref string) {
+	_ = (func(*Orders, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Orders).Create))
 }
 
 // Create is the idempotent form of (*Orders).Create: calls with the same key
@@ -83,6 +90,13 @@ var idemPaymentsCharge = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Charge",
 	TTL:    time.Hour,
 	Scheme: 0xd127592c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Charge", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+}
+
+// A build error here means that (*Payments).Charge or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID string, cents int) {
+	_ = (func(*Payments, context.Context, string, int) (bool, error))(idem.StaleRunGoGenerate((*Payments).Charge))
 }
 
 // Charge is the idempotent form of (*Payments).Charge: calls with the same key
@@ -110,6 +124,13 @@ var idemPaymentsRefund = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/MultipleTypes.(*Payments).Refund",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MultipleTypes.Payments.Refund", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Payments).Refund or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, orderID string) {
+	_ = (func(*Payments, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Payments).Refund))
 }
 
 // Refund is the idempotent form of (*Payments).Refund: calls with the same key

@@ -38,6 +38,18 @@ var idemBillingInvoice = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/NestedPath.(*Billing).Invoice",
 	TTL:    30 * time.Minute,
 	Scheme: 0x13f50c90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/NestedPath.Billing.Invoice", 0x303d167d, idem.HashedParam[*Request](false)),
+}
+
+// A build error here means that (*Billing).Invoice or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req *Request) {
+	_ = (func(*Billing, context.Context, *Request) (int, error))(idem.StaleRunGoGenerate((*Billing).Invoice))
+	var _ *Customer = idem.StaleRunGoGenerate(req.Customer)
+	var _ *Account = idem.StaleRunGoGenerate(req.Customer.Account)
+	var _ string = idem.StaleRunGoGenerate(req.Customer.Account.ID)
+	var _ Meta = idem.StaleRunGoGenerate(req.Meta)
+	var _ string = idem.StaleRunGoGenerate(req.Meta.RequestID)
 }
 
 // Invoice is the idempotent form of (*Billing).Invoice: calls with the same key

@@ -38,6 +38,15 @@ var idemWeirdDo = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Do",
 	TTL:    time.Minute,
 	Scheme: 0x863983f7,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ParamNames.Weird.Do", 0xde78ffd0, idem.HashedParam[string](false), idem.HashedParam[int](false), idem.HashedParam[Pair](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[string](false), idem.HashedParam[bool](false)),
+}
+
+// A build error here means that (*Weird).Do or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, k string, h int, w Pair, ex string, err string, key string, hash string, next string, idemArg string, v bool) {
+	_ = (func(*Weird, context.Context, string, int, Pair, string, string, string, string, string, string, bool) (string, error))(idem.StaleRunGoGenerate((*Weird).Do))
+	var _ *Inner = idem.StaleRunGoGenerate(w.In)
+	var _ string = idem.StaleRunGoGenerate(w.In.V)
 }
 
 // Do is the idempotent form of (*Weird).Do: calls with the same key
@@ -81,6 +90,13 @@ var idemWeirdDrop = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ParamNames.(*Weird).Drop",
 	TTL:    time.Minute,
 	Scheme: 0xd127592c,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ParamNames.Weird.Drop", 0x8001dd7d, idem.HashedParam[string](false), idem.HashedParam[int](false)),
+}
+
+// A build error here means that (*Weird).Drop or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string, p2 int) {
+	_ = (func(*Weird, context.Context, string, int) error)(idem.StaleRunGoGenerate((*Weird).Drop))
 }
 
 // Drop is the idempotent form of (*Weird).Drop: calls with the same key (id)

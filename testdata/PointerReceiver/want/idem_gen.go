@@ -39,6 +39,18 @@ var idemOrderServicePay = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/PointerReceiver.(*OrderService).Pay",
 	TTL:    155 * time.Second,
 	Scheme: 0x8c6b4c68,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PointerReceiver.OrderService.Pay", 0x3824fa31, idem.HashedParam[*Order](true), idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*OrderService).Pay or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order *Order, op string) {
+	_ = (func(*OrderService, context.Context, *Order, string) (*Receipt, error))(idem.StaleRunGoGenerate((*OrderService).Pay))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID     string
+		Amount int
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Pay is the idempotent form of (*OrderService).Pay: calls with the same key

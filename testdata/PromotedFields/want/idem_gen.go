@@ -39,6 +39,17 @@ var idemSvcDo = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Do",
 	TTL:    time.Minute,
 	Scheme: 0x947dde9b,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Do", 0x0d16d106, idem.HashedParam[*dep.Req](false)),
+}
+
+// A build error here means that (*Svc).Do or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req *dep.Req) {
+	_ = (func(*Svc, context.Context, *dep.Req) (int, error))(idem.StaleRunGoGenerate((*Svc).Do))
+	var _ string = idem.StaleRunGoGenerate(req.ID)
+	var _ int64 = idem.StaleRunGoGenerate(req.Seq)
+	var _ *dep.Inner = idem.StaleRunGoGenerate(req.In)
+	var _ string = idem.StaleRunGoGenerate(req.In.Code)
 }
 
 // Do is the idempotent form of (*Svc).Do: calls with the same key
@@ -76,6 +87,14 @@ var idemSvcVal = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/PromotedFields.(*Svc).Val",
 	TTL:    time.Minute,
 	Scheme: 0xa8cbae23,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/PromotedFields.Svc.Val", 0x927138d8, idem.HashedParam[dep.Req](false)),
+}
+
+// A build error here means that (*Svc).Val or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req dep.Req) {
+	_ = (func(*Svc, context.Context, dep.Req) (int, error))(idem.StaleRunGoGenerate((*Svc).Val))
+	var _ string = idem.StaleRunGoGenerate(req.ID)
 }
 
 // Val is the idempotent form of (*Svc).Val: calls with the same key (req.ID)

@@ -41,6 +41,13 @@ var idemExporterExport = idem.Method{
 	Lease:  30 * time.Second,
 	Renew:  true,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Export", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Exporter).Export or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, name string) {
+	_ = (func(*Exporter, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Exporter).Export))
 }
 
 // Export is the idempotent form of (*Exporter).Export: calls with the same key
@@ -68,6 +75,13 @@ var idemExporterPing = idem.Method{
 	TTL:    time.Hour,
 	Lease:  30 * time.Second,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/RenewLease.Exporter.Ping", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Exporter).Ping or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, name string) {
+	_ = (func(*Exporter, context.Context, string) (string, error))(idem.StaleRunGoGenerate((*Exporter).Ping))
 }
 
 // Ping is the idempotent form of (*Exporter).Ping: calls with the same key

@@ -39,6 +39,13 @@ var idemPayPay = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.(*Pay).Pay",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/SelfNamedMethod.Pay.Pay", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Pay).Pay or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Pay, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Pay).Pay))
 }
 
 // Pay is the idempotent form of (*Pay).Pay: calls with the same key (id) run it
@@ -97,6 +104,13 @@ var idemStoreStore = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store",
 	TTL:    time.Minute,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/SelfNamedMethod.Store.Store", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that Store.Store or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(Store, context.Context, string) error)(idem.StaleRunGoGenerate(Store.Store))
 }
 
 // Store is the idempotent form of Store.Store: calls with the same key (id) run

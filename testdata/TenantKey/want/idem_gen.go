@@ -38,6 +38,13 @@ var idemInvoicesIssue = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/TenantKey.(*Invoices).Issue",
 	TTL:    time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TenantKey.Invoices.Issue", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Invoices).Issue or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, number string) {
+	_ = (func(*Invoices, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Invoices).Issue))
 }
 
 // Issue is the idempotent form of (*Invoices).Issue: calls with the same key

@@ -40,6 +40,18 @@ var idemAccountsOpen = idem.Method{
 	TTL:    48 * time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
+	Stale:  idem.CheckLayout("accounts.open", 0x0b529081, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Accounts).Open or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Accounts, context.Context, Request) (string, error))(idem.StaleRunGoGenerate((*Accounts).Open))
+	var _ string = idem.StaleRunGoGenerate(req.AccountID)
+	_ = (*struct {
+		AccountID string
+		Email     string
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Open is the idempotent form of (*Accounts).Open: calls with the same key
@@ -69,6 +81,18 @@ var idemAccountsClose = idem.Method{
 	TTL:    15 * time.Minute,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Close", 0x0b529081, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Accounts).Close or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Accounts, context.Context, Request) (string, error))(idem.StaleRunGoGenerate((*Accounts).Close))
+	var _ string = idem.StaleRunGoGenerate(req.AccountID)
+	_ = (*struct {
+		AccountID string
+		Email     string
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Close is the idempotent form of (*Accounts).Close: calls with the same key
@@ -98,6 +122,18 @@ var idemAccountsVerify = idem.Method{
 	TTL:    time.Hour,
 	Lease:  5 * time.Second,
 	Scheme: 0xced268bc,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/TypeDefaults.Accounts.Verify", 0x0b529081, idem.HashedParam[Request](true)),
+}
+
+// A build error here means that (*Accounts).Verify or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, req Request) {
+	_ = (func(*Accounts, context.Context, Request) (bool, error))(idem.StaleRunGoGenerate((*Accounts).Verify))
+	var _ string = idem.StaleRunGoGenerate(req.Email)
+	_ = (*struct {
+		AccountID string
+		Email     string
+	})(idem.StaleRunGoGenerate((*Request)(nil)))
 }
 
 // Verify is the idempotent form of (*Accounts).Verify: calls with the same key

@@ -40,6 +40,13 @@ var idemÜberweisungBuchen = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Buchen",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Buchen", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Überweisung).Buchen or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Überweisung, context.Context, string) (int, error))(idem.StaleRunGoGenerate((*Überweisung).Buchen))
 }
 
 // Buchen is the idempotent form of (*Überweisung).Buchen: calls with the same
@@ -68,6 +75,13 @@ var idemÜberweisungStornieren = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/Unicode.(*Überweisung).Stornieren",
 	TTL:    24 * time.Hour,
 	Scheme: 0x1bc5ca90,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Unicode.Überweisung.Stornieren", 0x935e8f9f, idem.HashedParam[string](false)),
+}
+
+// A build error here means that (*Überweisung).Stornieren or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, id string) {
+	_ = (func(*Überweisung, context.Context, string) error)(idem.StaleRunGoGenerate((*Überweisung).Stornieren))
 }
 
 // Stornieren is the idempotent form of (*Überweisung).Stornieren: calls with

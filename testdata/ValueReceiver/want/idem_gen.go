@@ -38,6 +38,20 @@ var idemLedgerPost = idem.Method{
 	Func:   "github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post",
 	TTL:    10 * time.Minute,
 	Scheme: 0xaf8ff6ac,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/ValueReceiver.Ledger.Post", 0xb0472d81, idem.HashedParam[Transfer](true)),
+}
+
+// A build error here means that (Ledger).Post or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, t Transfer) {
+	_ = (func(*Ledger, context.Context, Transfer) (int, error))(idem.StaleRunGoGenerate((*Ledger).Post))
+	var _ string = idem.StaleRunGoGenerate(t.Account)
+	var _ int64 = idem.StaleRunGoGenerate(t.Seq)
+	_ = (*struct {
+		Account string
+		Seq     int64
+		Cents   int
+	})(idem.StaleRunGoGenerate((*Transfer)(nil)))
 }
 
 // Post is the idempotent form of (Ledger).Post: calls with the same key

@@ -40,6 +40,20 @@ var idemServicePlace = idem.Method{
 	Lease:  30 * time.Second,
 	Wait:   10 * time.Second,
 	Scheme: 0x1ac2c4f8,
+	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/bench/cmd/dbos/orders.Service.Place", 0x4f2b88dd, idem.HashedParam[*Order](true)),
+}
+
+// A build error here means that (*Service).Place or a type its key or
+// fingerprint reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order *Order) {
+	_ = (func(*Service, context.Context, *Order) (*Receipt, error))(idem.StaleRunGoGenerate((*Service).Place))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID       string
+		Customer string
+		Amount   int64
+		Currency string
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Place is the idempotent form of (*Service).Place: calls with the same key
