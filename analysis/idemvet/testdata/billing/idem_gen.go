@@ -39,6 +39,18 @@ var idemServicePay = idem.Method{
 	TTL:    time.Hour,
 	Final:  []idem.FinalError{{Name: "ErrDeclined", Err: ErrDeclined}},
 	Scheme: 0x369c4fc0,
+	Stale:  idem.CheckLayout("example.com/vet/billing.Service.Pay", 0x7a0c95f9, idem.HashedParam[*Order](true)),
+}
+
+// A build error here means that (*Service).Pay or a type its key or fingerprint
+// reads changed since this file was generated: run go generate.
+func _(ctx context.Context, order *Order) {
+	_ = (func(*Service, context.Context, *Order) (int64, error))(idem.StaleRunGoGenerate((*Service).Pay))
+	var _ string = idem.StaleRunGoGenerate(order.ID)
+	_ = (*struct {
+		ID     string
+		Amount int64
+	})(idem.StaleRunGoGenerate((*Order)(nil)))
 }
 
 // Pay is the idempotent form of (*Service).Pay: calls with the same key
