@@ -523,9 +523,21 @@ func (r *run) executions(ctx context.Context) (execs map[string]int, rolledBack 
 	if r.h.Business == nil {
 		return execs, 0, nil
 	}
-	committed, err := r.h.Business.Committed(ctx, r.tenant)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%s: count the business table: %w", r.b.Name, err)
+	// The count is a read, safe to repeat: a pooled connection that a
+	// fault (pg-kill-backend) terminated while it sat idle fails its next
+	// statement once, and the pool then replaces it.
+	var committed map[string]int
+	for attempt := 1; ; attempt++ {
+		if committed, err = r.h.Business.Committed(ctx, r.tenant); err == nil {
+			break
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("%s: count the business table (%d attempts): %w", r.b.Name, attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	for k := range r.st.Keys {
 		id := orderID(k)
