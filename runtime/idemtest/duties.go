@@ -67,7 +67,7 @@ func (e *env) keyIn(tenant, op string, parts ...string) idem.Key {
 
 // byteSafeFields: tenants, operations, key parts, error codes and messages,
 // metadata and bodies are bytes, stored and returned byte for byte.
-func (s *suite) byteSafeFields(t *testing.T) {
+func (s *suite) byteSafeFields(t testing.TB) {
 	e := s.env(t)
 	for _, h := range hostile {
 		k := e.keyIn(e.tenant+h.v, "idemtest.Op"+h.v, h.v, "part"+h.v)
@@ -110,7 +110,7 @@ func (s *suite) byteSafeFields(t *testing.T) {
 
 // maxSizes: a tenant of MaxTenantLen bytes, an op of MaxOpLen bytes and an
 // outcome of MaxOutcomeLen bytes are accepted and returned intact.
-func (s *suite) maxSizes(t *testing.T) {
+func (s *suite) maxSizes(t testing.TB) {
 	e := s.env(t)
 	tenant := e.tenant + allBytes(8)[:idem.MaxTenantLen-len(e.tenant)]
 	op := allBytes(8)[:idem.MaxOpLen]
@@ -152,7 +152,7 @@ func (s *suite) maxSizes(t *testing.T) {
 
 // tooLarge: a tenant, op or outcome over the limits is refused with an error
 // wrapping idem.ErrTooLarge, and nothing is written.
-func (s *suite) tooLarge(t *testing.T) {
+func (s *suite) tooLarge(t testing.TB) {
 	e := s.env(t)
 	for _, tc := range []struct {
 		name string
@@ -197,7 +197,7 @@ func (s *suite) tooLarge(t *testing.T) {
 
 // claimTwiceSameToken: a claim repeated with its own token (a lost reply's
 // retry) is claimed again, and there is still one record.
-func (s *suite) claimTwiceSameToken(t *testing.T) {
+func (s *suite) claimTwiceSameToken(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Scheme = 3
@@ -221,7 +221,7 @@ func (s *suite) claimTwiceSameToken(t *testing.T) {
 // lapsed (its first replies were lost, and nobody took the key over) is
 // claimed with a fresh lease, so that the method it now starts is not
 // taken over from under it: a takeover right after fails.
-func (s *suite) claimTwiceAfterLapse(t *testing.T) {
+func (s *suite) claimTwiceAfterLapse(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -241,7 +241,7 @@ func (s *suite) claimTwiceAfterLapse(t *testing.T) {
 
 // claimAgainNeverBeyondExpiry: a repeated claim's fresh lease ends at the
 // latest with the record.
-func (s *suite) claimAgainNeverBeyondExpiry(t *testing.T) {
+func (s *suite) claimAgainNeverBeyondExpiry(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Lease, r.TTL = s.Unit, 10*s.Unit
@@ -260,7 +260,7 @@ func (s *suite) claimAgainNeverBeyondExpiry(t *testing.T) {
 
 // completeTwiceSameToken: a final error or a success stored twice by the
 // same token answers success both times and keeps the first outcome.
-func (s *suite) completeTwiceSameToken(t *testing.T) {
+func (s *suite) completeTwiceSameToken(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -277,7 +277,7 @@ func (s *suite) completeTwiceSameToken(t *testing.T) {
 
 // releaseAbsent: releasing a record that is not there is a success (the
 // release already happened, or the record expired).
-func (s *suite) releaseAbsent(t *testing.T) {
+func (s *suite) releaseAbsent(t testing.TB) {
 	e := s.env(t)
 	tok := s.newToken()
 	assertNoError(t, e.store.Release(e.ctx, e.key("never-claimed"), tok), "releasing an absent record is a success")
@@ -298,7 +298,7 @@ func (s *suite) releaseAbsent(t *testing.T) {
 
 // otherToken: Complete, Release and Renew by a token that does not hold the
 // record answer ErrLeaseLost and change nothing.
-func (s *suite) otherToken(t *testing.T) {
+func (s *suite) otherToken(t testing.TB) {
 	e := s.env(t)
 	renewer, canRenew := e.store.(idem.Renewer)
 	r := s.req(e.key("a"), "p")
@@ -335,7 +335,7 @@ func (s *suite) otherToken(t *testing.T) {
 // ID (idem.Key.Hex), once, so that a log line says which record it is
 // about (a store wrapping another's error does not repeat it). One subtest
 // per operation and state.
-func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
+func (s *suite) errorsWrapSentinelAndNameKey(t testing.TB) {
 	e := s.env(t)
 	held, done := s.req(e.key("held"), "p"), s.req(e.key("done"), "p")
 	requireTrue(t, e.claim(held).Claimed)
@@ -386,7 +386,7 @@ func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
 		}...)
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
+		testingT(t).Run(c.name, func(t *testing.T) {
 			err := c.call()
 			requireErrorIs(t, err, c.sentinel)
 			assertContains(t, err.Error(), c.key.Hex(), "the error names the key's hex ID")
@@ -397,7 +397,7 @@ func (s *suite) errorsWrapSentinelAndNameKey(t *testing.T) {
 
 // scheme: Record.Scheme is the scheme of the claim that created the record,
 // on PROCESSING and final records.
-func (s *suite) scheme(t *testing.T) {
+func (s *suite) scheme(t testing.TB) {
 	e := s.env(t)
 	for _, sc := range []uint32{0, 1, 7, 1 << 31, ^uint32(0)} {
 		k := e.key("scheme", fmt.Sprint(sc))
@@ -416,7 +416,7 @@ func (s *suite) scheme(t *testing.T) {
 	}
 }
 
-func (s *suite) renewer(t *testing.T, e *env) idem.Renewer {
+func (s *suite) renewer(t testing.TB, e *env) idem.Renewer {
 	t.Helper()
 	r, ok := e.store.(idem.Renewer)
 	if !ok {
@@ -427,7 +427,7 @@ func (s *suite) renewer(t *testing.T, e *env) idem.Renewer {
 
 // renew: a renewed claim holds past its first lease; the holder's Renew is
 // idempotent.
-func (s *suite) renew(t *testing.T) {
+func (s *suite) renew(t testing.TB) {
 	e := s.env(t)
 	rn := s.renewer(t, e)
 	r := s.req(e.key("a"), "p")
@@ -446,7 +446,7 @@ func (s *suite) renew(t *testing.T) {
 }
 
 // renewNeverBeyondExpiry: a lease is never renewed past the record's expiry.
-func (s *suite) renewNeverBeyondExpiry(t *testing.T) {
+func (s *suite) renewNeverBeyondExpiry(t testing.TB) {
 	e := s.env(t)
 	rn := s.renewer(t, e)
 	r := s.req(e.key("a"), "p")
@@ -464,7 +464,7 @@ func (s *suite) renewNeverBeyondExpiry(t *testing.T) {
 
 // renewAfterTakeover: a claim that lapsed and was taken over cannot renew;
 // the heir can.
-func (s *suite) renewAfterTakeover(t *testing.T) {
+func (s *suite) renewAfterTakeover(t testing.TB) {
 	e := s.env(t)
 	rn := s.renewer(t, e)
 	zombie := s.req(e.key("a"), "p")
@@ -483,13 +483,13 @@ func (s *suite) renewAfterTakeover(t *testing.T) {
 // capacity: a bounded store refuses new claims when full, with an error
 // wrapping idem.ErrStoreFull, never dropping a live record; duplicates are
 // still answered; expired records make room.
-func (s *suite) capacity(t *testing.T) {
+func (s *suite) capacity(t testing.TB) {
 	if s.NewBounded == nil {
 		t.Skip("Options.NewBounded is nil: the store has no bound")
 	}
 	const capacity = 8
 	e := s.env(t)
-	e.store = s.NewBounded(t, capacity)
+	e.store = s.NewBounded(testingT(t), capacity)
 	reqs := make([]idem.ClaimRequest, 3*capacity)
 	for i := range reqs {
 		reqs[i] = s.req(e.key("cap", fmt.Sprint(i)), "p")
@@ -537,7 +537,7 @@ func (s *suite) capacity(t *testing.T) {
 
 // sweep: Sweep removes at most limit expired records and returns how many;
 // a caller loops while it returns limit; live records stay.
-func (s *suite) sweep(t *testing.T) {
+func (s *suite) sweep(t testing.TB) {
 	if s.Sweep == nil {
 		t.Skip("Options.Sweep is nil: the store has no Sweep")
 	}
@@ -649,7 +649,7 @@ func (o *observed) failures() []error {
 // doLostRepliesRetried: every store call's reply is lost and the call sent
 // again (the transport's retry): callers still get their success, the
 // method runs once per decision, and no caller is blocked by its own claim.
-func (s *suite) doLostRepliesRetried(t *testing.T) {
+func (s *suite) doLostRepliesRetried(t testing.TB) {
 	e := s.env(t)
 	if _, tx := e.store.(idem.TxStore); tx {
 		t.Skip("a transactional store's claim and outcome are one transaction, not separate calls")
@@ -716,7 +716,7 @@ func (l *losing) Complete(ctx context.Context, key idem.Key, token idem.Token, o
 
 // doLostCompleteReply: the reply to an applied Complete is lost; the
 // executor retries it and the caller gets its success, not ErrLeaseLost.
-func (s *suite) doLostCompleteReply(t *testing.T) {
+func (s *suite) doLostCompleteReply(t testing.TB) {
 	e := s.env(t)
 	if _, tx := e.store.(idem.TxStore); tx {
 		t.Skip("a transactional store completes inside the claim's transaction")

@@ -111,7 +111,9 @@ type Options struct {
 
 type suite struct {
 	Options
-	tokens atomic.Uint64
+	tokens *atomic.Uint64   // shared by every attempt of a run
+	slept  *atomic.Int64    // what this attempt slept, in nanoseconds
+	wall   func() time.Time // the clock that judges real-clock attempts; nil: time.Now
 }
 
 // Run runs the conformance suite against the stores o.NewStore returns.
@@ -128,50 +130,50 @@ func Run(t *testing.T, o Options) {
 	if o.Goroutines == 0 {
 		o.Goroutines = 64
 	}
-	s := &suite{Options: o}
+	s := &suite{Options: o, tokens: new(atomic.Uint64), slept: new(atomic.Int64)}
 	cases := []struct {
 		name string
-		fn   func(t *testing.T)
+		fn   func(*suite, testing.TB)
 	}{
-		{"ClaimFreeKey", s.claimFreeKey},
-		{"ClaimHeldKey", s.claimHeldKey},
-		{"CompleteAndReplay", s.completeAndReplay},
-		{"FinalOutcome", s.finalOutcome},
-		{"OutcomeBytes", s.outcomeBytes},
-		{"Release", s.release},
-		{"Fencing", s.fencing},
-		{"CompleteTwice", s.completeTwice},
-		{"LeaseTakeover", s.leaseTakeover},
-		{"LapsedLeaseOtherPayload", s.lapsedLeaseOtherPayload},
-		{"Expiry", s.expiry},
-		{"ExpiredProcessing", s.expiredProcessing},
-		{"Scoping", s.scoping},
-		{"RaceOneKey", s.raceOneKey},
-		{"RaceManyKeys", s.raceManyKeys},
-		{"DoExactlyOnce", s.doExactlyOnce},
-		{"DoReplayAndConflict", s.doReplayAndConflict},
-		{"DoFinalAndTransient", s.doFinalAndTransient},
-		{"DoZombieFenced", s.doZombieFenced},
-		{"ByteSafeFields", s.byteSafeFields},
-		{"MaxSizes", s.maxSizes},
-		{"TooLarge", s.tooLarge},
-		{"ClaimTwiceSameToken", s.claimTwiceSameToken},
-		{"ClaimTwiceAfterLapse", s.claimTwiceAfterLapse},
-		{"ClaimAgainNeverBeyondExpiry", s.claimAgainNeverBeyondExpiry},
-		{"CompleteTwiceSameToken", s.completeTwiceSameToken},
-		{"ReleaseAbsent", s.releaseAbsent},
-		{"OtherToken", s.otherToken},
-		{"ErrorsWrapSentinelAndNameKey", s.errorsWrapSentinelAndNameKey},
-		{"Scheme", s.scheme},
-		{"Renew", s.renew},
-		{"RenewNeverBeyondExpiry", s.renewNeverBeyondExpiry},
-		{"RenewAfterTakeover", s.renewAfterTakeover},
-		{"Capacity", s.capacity},
-		{"Sweep", s.sweep},
-		{"DoLostRepliesRetried", s.doLostRepliesRetried},
-		{"DoLostCompleteReply", s.doLostCompleteReply},
-		{"DoStoreDown", s.doStoreDown},
-		{"DoStoreUnmigrated", s.doStoreUnmigrated},
+		{"ClaimFreeKey", (*suite).claimFreeKey},
+		{"ClaimHeldKey", (*suite).claimHeldKey},
+		{"CompleteAndReplay", (*suite).completeAndReplay},
+		{"FinalOutcome", (*suite).finalOutcome},
+		{"OutcomeBytes", (*suite).outcomeBytes},
+		{"Release", (*suite).release},
+		{"Fencing", (*suite).fencing},
+		{"CompleteTwice", (*suite).completeTwice},
+		{"LeaseTakeover", (*suite).leaseTakeover},
+		{"LapsedLeaseOtherPayload", (*suite).lapsedLeaseOtherPayload},
+		{"Expiry", (*suite).expiry},
+		{"ExpiredProcessing", (*suite).expiredProcessing},
+		{"Scoping", (*suite).scoping},
+		{"RaceOneKey", (*suite).raceOneKey},
+		{"RaceManyKeys", (*suite).raceManyKeys},
+		{"DoExactlyOnce", (*suite).doExactlyOnce},
+		{"DoReplayAndConflict", (*suite).doReplayAndConflict},
+		{"DoFinalAndTransient", (*suite).doFinalAndTransient},
+		{"DoZombieFenced", (*suite).doZombieFenced},
+		{"ByteSafeFields", (*suite).byteSafeFields},
+		{"MaxSizes", (*suite).maxSizes},
+		{"TooLarge", (*suite).tooLarge},
+		{"ClaimTwiceSameToken", (*suite).claimTwiceSameToken},
+		{"ClaimTwiceAfterLapse", (*suite).claimTwiceAfterLapse},
+		{"ClaimAgainNeverBeyondExpiry", (*suite).claimAgainNeverBeyondExpiry},
+		{"CompleteTwiceSameToken", (*suite).completeTwiceSameToken},
+		{"ReleaseAbsent", (*suite).releaseAbsent},
+		{"OtherToken", (*suite).otherToken},
+		{"ErrorsWrapSentinelAndNameKey", (*suite).errorsWrapSentinelAndNameKey},
+		{"Scheme", (*suite).scheme},
+		{"Renew", (*suite).renew},
+		{"RenewNeverBeyondExpiry", (*suite).renewNeverBeyondExpiry},
+		{"RenewAfterTakeover", (*suite).renewAfterTakeover},
+		{"Capacity", (*suite).capacity},
+		{"Sweep", (*suite).sweep},
+		{"DoLostRepliesRetried", (*suite).doLostRepliesRetried},
+		{"DoLostCompleteReply", (*suite).doLostCompleteReply},
+		{"DoStoreDown", (*suite).doStoreDown},
+		{"DoStoreUnmigrated", (*suite).doStoreUnmigrated},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,7 +184,7 @@ func Run(t *testing.T, o Options) {
 			if o.Sleep == nil && c.name != "MaxSizes" {
 				t.Parallel()
 			}
-			c.fn(t)
+			s.runCase(t, c.fn)
 		})
 	}
 }
@@ -193,21 +195,22 @@ func (s *suite) sleep(d time.Duration) {
 		s.Sleep(d)
 		return
 	}
+	s.slept.Add(int64(d))
 	time.Sleep(d)
 }
 
 // env is one subtest's store and key space.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	store  idem.Store
 	tenant string
 	ctx    context.Context
 }
 
-func (s *suite) env(t *testing.T) *env {
+func (s *suite) env(t testing.TB) *env {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	return &env{t: t, store: s.NewStore(t), tenant: "idemtest-" + hex.EncodeToString(b[:]), ctx: t.Context()}
+	return &env{t: t, store: s.NewStore(testingT(t)), tenant: "idemtest-" + hex.EncodeToString(b[:]), ctx: t.Context()}
 }
 
 func (e *env) key(parts ...string) idem.Key {
@@ -240,14 +243,14 @@ func succeeded(body string) idem.Outcome {
 	return idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(body), Meta: []byte(`{"status":201}`)}
 }
 
-func (s *suite) claimFreeKey(t *testing.T) {
+func (s *suite) claimFreeKey(t testing.TB) {
 	e := s.env(t)
 	c := e.claim(s.req(e.key("a"), "p"))
 	assertTrue(t, c.Claimed, "a claim on a free key must succeed")
 	assertFalse(t, c.TakenOver)
 }
 
-func (s *suite) claimHeldKey(t *testing.T) {
+func (s *suite) claimHeldKey(t testing.TB) {
 	e := s.env(t)
 	first := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(first).Claimed)
@@ -260,7 +263,7 @@ func (s *suite) claimHeldKey(t *testing.T) {
 	assertLessOrEqual(t, c.Record.LeaseLeft, s.Unit)
 }
 
-func (s *suite) completeAndReplay(t *testing.T) {
+func (s *suite) completeAndReplay(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -279,7 +282,7 @@ func (s *suite) completeAndReplay(t *testing.T) {
 	assertEqual(t, fp("p"), other.Record.Fingerprint, "the stored fingerprint lets the caller see the conflict")
 }
 
-func (s *suite) finalOutcome(t *testing.T) {
+func (s *suite) finalOutcome(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -292,7 +295,7 @@ func (s *suite) finalOutcome(t *testing.T) {
 	assertEqual(t, "pay: insufficient funds", c.Record.Outcome.ErrMessage)
 }
 
-func (s *suite) outcomeBytes(t *testing.T) {
+func (s *suite) outcomeBytes(t testing.TB) {
 	e := s.env(t)
 	big := make([]byte, 256<<10)
 	for i := range big {
@@ -309,7 +312,7 @@ func (s *suite) outcomeBytes(t *testing.T) {
 	}
 }
 
-func (s *suite) release(t *testing.T) {
+func (s *suite) release(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -319,7 +322,7 @@ func (s *suite) release(t *testing.T) {
 	assertFalse(t, c.TakenOver)
 }
 
-func (s *suite) fencing(t *testing.T) {
+func (s *suite) fencing(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -336,7 +339,7 @@ func (s *suite) fencing(t *testing.T) {
 		"an outcome for a record that is not there is not stored")
 }
 
-func (s *suite) completeTwice(t *testing.T) {
+func (s *suite) completeTwice(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -349,7 +352,7 @@ func (s *suite) completeTwice(t *testing.T) {
 	assertEqual(t, r.Token, c.Record.Token, "a completed record keeps the token that completed it")
 }
 
-func (s *suite) leaseTakeover(t *testing.T) {
+func (s *suite) leaseTakeover(t testing.TB) {
 	e := s.env(t)
 	zombie := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(zombie).Claimed)
@@ -370,7 +373,7 @@ func (s *suite) leaseTakeover(t *testing.T) {
 	assertEqual(t, []byte("heir"), r.Record.Outcome.Body, "the stored outcome is the heir's")
 }
 
-func (s *suite) lapsedLeaseOtherPayload(t *testing.T) {
+func (s *suite) lapsedLeaseOtherPayload(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -380,7 +383,7 @@ func (s *suite) lapsedLeaseOtherPayload(t *testing.T) {
 	assertEqual(t, fp("p"), c.Record.Fingerprint)
 }
 
-func (s *suite) expiry(t *testing.T) {
+func (s *suite) expiry(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	requireTrue(t, e.claim(r).Claimed)
@@ -393,7 +396,7 @@ func (s *suite) expiry(t *testing.T) {
 	assertFalse(t, c.TakenOver)
 }
 
-func (s *suite) expiredProcessing(t *testing.T) {
+func (s *suite) expiredProcessing(t testing.TB) {
 	e := s.env(t)
 	r := s.req(e.key("a"), "p")
 	r.Lease, r.TTL = s.Unit, 2*s.Unit
@@ -404,7 +407,7 @@ func (s *suite) expiredProcessing(t *testing.T) {
 	assertErrorIs(t, e.store.Complete(e.ctx, r.Key, r.Token, succeeded("late"), 20*s.Unit), idem.ErrLeaseLost)
 }
 
-func (s *suite) scoping(t *testing.T) {
+func (s *suite) scoping(t testing.TB) {
 	e := s.env(t)
 	k1, err := idem.NewKey(e.tenant+"-1", "idemtest.Op", "a")
 	requireNoError(t, err)
@@ -417,7 +420,7 @@ func (s *suite) scoping(t *testing.T) {
 	}
 }
 
-func (s *suite) raceOneKey(t *testing.T) {
+func (s *suite) raceOneKey(t testing.TB) {
 	e := s.env(t)
 	k := e.key("race")
 	var wins atomic.Int32
@@ -461,7 +464,7 @@ func (s *suite) raceOneKey(t *testing.T) {
 	}
 }
 
-func (s *suite) raceManyKeys(t *testing.T) {
+func (s *suite) raceManyKeys(t testing.TB) {
 	e := s.env(t)
 	const keys = 8
 	per := max(s.Goroutines/keys, 4)
@@ -518,7 +521,7 @@ func charge[T any](ctx context.Context, ex *idem.Executor, m *idem.Method, id, p
 	return idem.Do(ctx, ex, m, &k, &h, fn)
 }
 
-func (s *suite) doExactlyOnce(t *testing.T) {
+func (s *suite) doExactlyOnce(t testing.TB) {
 	e := s.env(t)
 	ex := s.executor(e)
 	m := testMethod
@@ -550,7 +553,7 @@ func (s *suite) doExactlyOnce(t *testing.T) {
 	}
 }
 
-func (s *suite) doReplayAndConflict(t *testing.T) {
+func (s *suite) doReplayAndConflict(t testing.TB) {
 	e := s.env(t)
 	ex := s.executor(e)
 	runs := 0
@@ -566,7 +569,7 @@ func (s *suite) doReplayAndConflict(t *testing.T) {
 	assertEqual(t, 1, runs)
 }
 
-func (s *suite) doFinalAndTransient(t *testing.T) {
+func (s *suite) doFinalAndTransient(t testing.TB) {
 	e := s.env(t)
 	ex := s.executor(e)
 	m := testMethod
@@ -605,7 +608,7 @@ func (s *suite) doFinalAndTransient(t *testing.T) {
 	assertEqual(t, 5, v)
 }
 
-func (s *suite) doZombieFenced(t *testing.T) {
+func (s *suite) doZombieFenced(t testing.TB) {
 	e := s.env(t)
 	ex := s.executor(e)
 	m := testMethod

@@ -13,19 +13,19 @@ import (
 // caller must be able to tell that from an error of its own method.
 
 // doStoreDown: the server is down.
-func (s *suite) doStoreDown(t *testing.T) {
+func (s *suite) doStoreDown(t testing.TB) {
 	if s.Down == nil {
 		t.Skip("Options.Down is nil: the store has no server that can be down")
 	}
-	s.doUnusable(t, s.Down(t), false)
+	s.doUnusable(t, s.Down(testingT(t)), false)
 }
 
 // doStoreUnmigrated: the schema was never migrated.
-func (s *suite) doStoreUnmigrated(t *testing.T) {
+func (s *suite) doStoreUnmigrated(t testing.TB) {
 	if s.Unmigrated == nil {
 		t.Skip("Options.Unmigrated is nil: the store has no schema")
 	}
-	s.doUnusable(t, s.Unmigrated(t), true)
+	s.doUnusable(t, s.Unmigrated(testingT(t)), true)
 }
 
 // doUnusable calls a method through idem.Do on store, which cannot be used:
@@ -33,7 +33,7 @@ func (s *suite) doStoreUnmigrated(t *testing.T) {
 // beside the store's own error, name the operation, and name the key's hex
 // ID exactly once. With schema, it must also wrap idem.ErrStoreSchema, name
 // the call that fixes it (Migrate), and not be retried.
-func (s *suite) doUnusable(t *testing.T, store idem.Store, schema bool) {
+func (s *suite) doUnusable(t testing.TB, store idem.Store, schema bool) {
 	tenant := "idemtest-unusable"
 	var events []idem.Event
 	observe := func(ev idem.Event) { events = append(events, ev) }
