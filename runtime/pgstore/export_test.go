@@ -25,3 +25,11 @@ const SavepointSQL = savepointSQL
 // SetParkIdle sets how long a parked connection waits for the next claim
 // (see parking): long in tests that count round trips on a loaded machine.
 func (s *TxStore) SetParkIdle(d time.Duration) { s.parking.idle = d }
+
+// SetFlightHooks sets the hooks of ClaimTx's flights (see flightHooks):
+// answered runs in a leader once its claim batch answered, before the
+// duplicates learn the answer; joined runs in a duplicate once it joined a
+// flight.
+func (s *TxStore) SetFlightHooks(answered, joined func()) {
+	s.hooks = flightHooks{answered: answered, joined: joined}
+}

@@ -29,29 +29,46 @@ type flight struct {
 	// resolved is closed once the leader has its answer; the fields below
 	// are set before.
 	resolved chan struct{}
-	claimed  bool
-	answer   idem.Claim // a record the leader was answered with (shared)
-	shared   bool       // answer is a final record, valid for every payload
-	busy     bool       // answer is "held elsewhere", for the leader's payload
+	// sent is set (under flights.mu) once the leader is about to send its
+	// claim batch: a duplicate that joins later may have been called
+	// after the database decided, so the leader's answer may be stale
+	// for it (a final record that expired or was swept in between, a
+	// holder elsewhere that has committed since) and it is not shared
+	// with it.
+	sent    bool
+	claimed bool
+	answer  idem.Claim // a record the leader was answered with (shared)
+	shared  bool       // answer is a final record, valid for every payload
+	busy    bool       // answer is "held elsewhere", for the leader's payload
 	// done is closed when the flight ends: its claim answered without
 	// claiming, or its transaction ended.
 	done chan struct{}
 }
 
-// join returns the key's flight and whether the caller leads it (it
-// goes to the database, and must call hold or leave).
-func (fs *flights) join(req idem.ClaimRequest) (*flight, bool) {
+// join returns the key's flight, whether the caller leads it (it goes to
+// the database, and must call send, then hold or leave), and, for a
+// duplicate, whether it joined after the leader sent its claim batch
+// (late: see flight.sent).
+func (fs *flights) join(req idem.ClaimRequest) (f *flight, leader, late bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if f, ok := fs.m[req.Key.ID]; ok {
-		return f, false
+		return f, false, f.sent
 	}
 	if fs.m == nil {
 		fs.m = map[[32]byte]*flight{}
 	}
-	f := &flight{id: req.Key.ID, fp: req.Fingerprint, scheme: req.Scheme, resolved: make(chan struct{}), done: make(chan struct{})}
+	f = &flight{id: req.Key.ID, fp: req.Fingerprint, scheme: req.Scheme, resolved: make(chan struct{}), done: make(chan struct{})}
 	fs.m[req.Key.ID] = f
-	return f, true
+	return f, true, false
+}
+
+// send marks that f's leader is about to send its claim batch: the
+// duplicates that join from now on are late (see flight.sent).
+func (fs *flights) send(f *flight) {
+	fs.mu.Lock()
+	f.sent = true
+	fs.mu.Unlock()
 }
 
 // hold marks the leader's claim as granted: the flight lasts until end.
@@ -88,9 +105,13 @@ func (fs *flights) end(f *flight) {
 // answered with a decided record, that record; when f holds the key, a
 // PROCESSING record of the holder's fingerprint and scheme, at once
 // (deadline zero or passed) or once the deadline passes, or again (the
-// caller claims anew) when the holder's transaction ended first. ctx
-// bounds the wait.
-func (f *flight) follow(ctx context.Context, req idem.ClaimRequest, deadline time.Time) (c idem.Claim, again bool, err error) {
+// caller claims anew) when the holder's transaction ended first. A late
+// duplicate (it joined after the leader sent its batch) shares no answer
+// but the key held by f (which still holds when it joined): when the
+// leader claimed nothing, it claims anew once the flight has ended, under
+// the next flight, whose batch is sent after its call. ctx bounds the
+// wait.
+func (f *flight) follow(ctx context.Context, req idem.ClaimRequest, deadline time.Time, late bool) (c idem.Claim, again bool, err error) {
 	select {
 	case <-f.resolved:
 	case <-ctx.Done():
@@ -98,6 +119,13 @@ func (f *flight) follow(ctx context.Context, req idem.ClaimRequest, deadline tim
 	}
 	if !f.claimed {
 		switch {
+		case late:
+			select {
+			case <-f.done:
+				return idem.Claim{}, true, nil
+			case <-ctx.Done():
+				return idem.Claim{}, false, ctx.Err()
+			}
 		case f.shared:
 			return f.answer, false, nil
 		case f.busy && f.fp == req.Fingerprint && !time.Now().Before(deadline):

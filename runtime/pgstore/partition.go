@@ -661,11 +661,12 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 // plans (the caller's plan_cache_mode is restored after it; the claim
 // reads nothing without the key's lock) and sets the savepoint. The
 // partitions were made sure of by ClaimTx.
-func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
+func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest, wait time.Duration, f *flight) (idem.Claim, *txn, bool, error) {
 	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
+	s.flights.send(f)
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var (

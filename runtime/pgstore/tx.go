@@ -31,6 +31,14 @@ type TxStore struct {
 	open    sync.Map // idem.Token -> [32]byte key ID, of claims held in open transactions
 	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
 	parking parking  // connections whose transaction awaits a COMMIT (see parking)
+	hooks   flightHooks
+}
+
+// flightHooks let a test order a duplicate's call after a leader's answer
+// (see SetFlightHooks in export_test.go); nil outside tests.
+type flightHooks struct {
+	answered func() // in a leader, once its claim batch answered
+	joined   func() // in a duplicate, once it joined a flight
 }
 
 // NewTx returns a store in transactional mode on pool; the options are those
@@ -140,9 +148,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	}
 	pause := time.Millisecond
 	for {
-		f, leader := s.flights.join(req)
+		f, leader, late := s.flights.join(req)
 		if !leader {
-			c, again, err := f.follow(ctx, req, deadline)
+			if s.hooks.joined != nil {
+				s.hooks.joined()
+			}
+			c, again, err := f.follow(ctx, req, deadline, late)
 			if err != nil {
 				return idem.Claim{}, nil, fail("claim", req.Key, err)
 			}
@@ -162,9 +173,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			err  error
 		)
 		if s.part != nil {
-			c, t, busy, err = s.claimTxPartitioned(ctx, req, left)
+			c, t, busy, err = s.claimTxPartitioned(ctx, req, left, f)
 		} else {
-			c, t, busy, err = s.claimTxPlain(ctx, req, left)
+			c, t, busy, err = s.claimTxPlain(ctx, req, left, f)
+		}
+		if s.hooks.answered != nil {
+			s.hooks.answered()
 		}
 		if t != nil {
 			t.flight = f
@@ -212,11 +226,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // statement's snapshot), a second batch in the same transaction, under the
 // key's lock already held. busy reports a key held by a transaction this
 // store does not know.
-func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, *txn, bool, error) {
+func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait time.Duration, f *flight) (idem.Claim, *txn, bool, error) {
 	conn, pending, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
+	s.flights.send(f)
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q, err := s.batchQueries(ctx, conn.Conn(), pending)
