@@ -93,7 +93,10 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // Duplicates in this process: while a ClaimTx of this store claims a key
 // or holds it (its transaction is open), another ClaimTx of the same key
 // takes no connection. It waits for the first one's answer (one round
-// trip) and shares it when it is a decided record; when the first one
+// trip) and shares it when it is a decided record and the duplicate was
+// called before the first one sent its claim (a later one claims again
+// after it: the answer, decided before its call, may be stale for it, a
+// record that expired or was swept since); when the first one
 // holds the key, it answers at once with a PROCESSING record of the
 // holder's fingerprint and scheme (the executor reports idem.ErrInProgress,
 // or idem.ErrPayloadMismatch for another payload), or, when its caller
