@@ -23,19 +23,18 @@ import (
 // a duplicate joins then: it must claim the key. Then the sweep: a record
 // deleted by the sweeper after the leader's answer.
 func TestTxFlightLateDuplicate(t *testing.T) {
+	expire := func(ctx context.Context, s *pgstore.TxStore, table string, k idem.Key) error {
+		_, err := s.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{table}.Sanitize()+
+			" SET expires_at = statement_timestamp() - interval '1 hour', sweep_at = statement_timestamp() - interval '1 hour' WHERE key = $1", k.ID[:])
+		return err
+	}
 	for _, tc := range []struct {
 		name string
 		gone func(ctx context.Context, s *pgstore.TxStore, table string, k idem.Key) error
 	}{
-		{"expired", func(ctx context.Context, s *pgstore.TxStore, table string, k idem.Key) error {
-			_, err := s.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{table}.Sanitize()+
-				" SET expires_at = statement_timestamp() - interval '1 hour', sweep_at = statement_timestamp() - interval '1 hour' WHERE key = $1", k.ID[:])
-			return err
-		}},
+		{"expired", expire},
 		{"swept", func(ctx context.Context, s *pgstore.TxStore, table string, k idem.Key) error {
-			_, err := s.Pool().Exec(ctx, "UPDATE "+pgx.Identifier{table}.Sanitize()+
-				" SET expires_at = statement_timestamp() - interval '1 hour', sweep_at = statement_timestamp() - interval '1 hour' WHERE key = $1", k.ID[:])
-			if err != nil {
+			if err := expire(ctx, s, table, k); err != nil {
 				return err
 			}
 			n, err := s.Sweep(ctx, 100)
