@@ -132,7 +132,7 @@ func (g *writer) Flush() {
 
 // CloseNotify is gin's own writer's.
 func (g *writer) CloseNotify() <-chan bool {
-	return g.outer.CloseNotify() //lint:ignore SA1019 part of gin.ResponseWriter
+	return g.outer.CloseNotify()
 }
 
 // Pusher returns nil: a pushed response would bypass the stored one.
