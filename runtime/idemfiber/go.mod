@@ -7,6 +7,7 @@ replace github.com/idemgen/idemgen => ../..
 require (
 	github.com/gofiber/fiber/v3 v3.1.0
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
+	github.com/valyala/fasthttp v1.69.0
 )
 
 require (
@@ -26,7 +27,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/tinylib/msgp v1.6.3 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fasthttp v1.69.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/crypto v0.48.0 // indirect
 	golang.org/x/net v0.50.0 // indirect

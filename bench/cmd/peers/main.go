@@ -39,6 +39,7 @@ func main() {
 	timeout := flag.Duration("timeout", 4*time.Minute, "bound on the whole run")
 	callersFlag := flag.String("callers", "1,16", "concurrent clients")
 	quick := flag.Bool("quick", false, "few and short rounds (a smoke run)")
+	fiberOnly := flag.Bool("fiber", false, "only the Fiber stack: runtime/idemfiber against Fiber's idempotency middleware")
 	flag.Parse()
 	if *quick {
 		*rounds, *round = 3, 15*time.Millisecond
@@ -47,7 +48,11 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
+	runFn := run
+	if *fiberOnly {
+		runFn = runFiber
+	}
+	if err := runFn(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
