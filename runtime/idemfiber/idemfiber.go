@@ -33,6 +33,7 @@ package idemfiber
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,45 +75,64 @@ func ForRoute(ex *idem.Executor, opts ...idemhttp.Option) fiber.Handler {
 }
 
 func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Handler {
-	mw := idemhttp.New(ex, opts...)
+	// One middleware for every request: what a request's run needs is in
+	// its writer, which idemhttp's recording writer unwraps to.
+	mw := idemhttp.New(ex, opts...)(http.HandlerFunc(run))
 	return func(c fiber.Ctx) error {
 		r, err := request(c, route)
 		if err != nil {
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
-		var (
-			out      = &writer{c: c, header: make(http.Header, 4)}
-			passed   bool
-			passErr  error
-			original = c.Context()
-		)
+		out := &writer{c: c, header: make(http.Header, 4), r: r}
+		original := c.Context()
 		defer c.SetContext(original)
-		mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
-			if r2 == r {
-				// Passed through (another method, or WithOptionalKey and
-				// no key): the chain runs as without the middleware.
-				passed = true
-				passErr = c.Next()
-				return
-			}
-			c.SetContext(r2.Context())
-			if err := c.Next(); err != nil {
-				if herr := c.App().ErrorHandler(c, err); herr != nil {
-					c.Response().Reset()
-					c.Status(fiber.StatusInternalServerError)
-				}
-			}
-			move(c, w)
-		})).ServeHTTP(out, r)
-		if passed {
-			return passErr
+		mw.ServeHTTP(out, r)
+		if out.passed {
+			return out.passErr
 		}
 		return nil
 	}
 }
 
+// run is the handler idemhttp's middleware calls: it runs the rest of
+// Fiber's chain.
+func run(w http.ResponseWriter, r *http.Request) {
+	out := unwrap(w)
+	c := out.c
+	if r == out.r {
+		// Passed through (another method, or WithOptionalKey and no key):
+		// the chain runs as without the middleware.
+		out.passed = true
+		out.passErr = c.Next()
+		return
+	}
+	c.SetContext(r.Context())
+	if err := c.Next(); err != nil {
+		if herr := c.App().ErrorHandler(c, err); herr != nil {
+			c.Response().Reset()
+			c.Status(fiber.StatusInternalServerError)
+		}
+	}
+	move(c, w)
+}
+
+// unwrap finds the request's writer under the writers idemhttp wraps it in.
+func unwrap(w http.ResponseWriter) *writer {
+	for {
+		switch x := w.(type) {
+		case *writer:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic(fmt.Sprintf("idemfiber: idemhttp's writer %T does not unwrap to the request's", w))
+		}
+	}
+}
+
 // request builds the net/http request idemhttp reads; every string is a
-// copy (fasthttp reuses its buffers once the request ends).
+// copy (fasthttp reuses its buffers once the request ends), the header
+// fields' names and values all in one.
 func request(c fiber.Ctx, route bool) (*http.Request, error) {
 	fr := c.Request()
 	uri := string(fr.RequestURI())
@@ -127,7 +147,6 @@ func request(c fiber.Ctx, route bool) (*http.Request, error) {
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        make(http.Header, 8),
 		ContentLength: int64(len(body)),
 		Host:          string(fr.Host()),
 		RemoteAddr:    c.RequestCtx().RemoteAddr().String(),
@@ -142,11 +161,30 @@ func request(c fiber.Ctx, route bool) (*http.Request, error) {
 	} else {
 		r.Body = http.NoBody
 	}
+	n, size := 0, 0
 	for k, v := range fr.Header.All() {
-		key := http.CanonicalHeaderKey(string(k))
-		r.Header[key] = append(r.Header[key], string(v))
+		n, size = n+1, size+len(k)+len(v)
 	}
-	return r.WithContext(c.Context()), nil
+	r.Header = make(http.Header, n)
+	arena := make([]byte, 0, size)
+	for k, v := range fr.Header.All() {
+		arena = append(append(arena, k...), v...)
+	}
+	all, vals := string(arena), make([]string, 0, n)
+	for k, v := range fr.Header.All() {
+		key := http.CanonicalHeaderKey(all[:len(k)])
+		vals = append(vals, all[len(k):len(k)+len(v)])
+		all = all[len(k)+len(v):]
+		if prev, ok := r.Header[key]; ok {
+			r.Header[key] = append(prev[:len(prev):len(prev)], vals[len(vals)-1])
+		} else {
+			r.Header[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
+	}
+	if ctx := c.Context(); ctx != context.Background() {
+		r = r.WithContext(ctx)
+	}
+	return r, nil
 }
 
 // bodyReader reads the fasthttp body, which idemhttp reads whole before
@@ -195,6 +233,10 @@ type writer struct {
 	c      fiber.Ctx
 	header http.Header
 	wrote  bool
+
+	r       *http.Request // the request given to idemhttp
+	passed  bool          // idemhttp passed r through unprotected
+	passErr error         // what the chain returned then
 }
 
 func (w *writer) Header() http.Header { return w.header }
