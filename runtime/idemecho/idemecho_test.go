@@ -2,10 +2,8 @@ package idemecho_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +13,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemecho"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemhttp/idemhttptest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -42,22 +41,10 @@ func newApp(t *testing.T, routes func(e *echo.Echo, a *app)) *app {
 	return a
 }
 
-func (a *app) send(t *testing.T, method, path, key, body string) (*http.Response, string) {
+func (a *app) send(t *testing.T, method, path, key, body string) (idemhttptest.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set(idemhttp.Header, key)
-	}
-	res, err := a.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
+	r := idemhttptest.Send(t, nil, method, a.srv.URL+path, key, body)
+	return r, r.Body
 }
 
 // Native echo handlers: c.JSON, c.NoContent, a returned *echo.HTTPError
@@ -105,12 +92,12 @@ func TestNativeHandlers(t *testing.T) {
 			a.runs.Store(0)
 			key := idemhttp.GenerateKey()
 			res, body := a.send(t, "POST", tc.path, key, "{}")
-			if res.StatusCode != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
-				t.Fatalf("first: %d %q %v", res.StatusCode, body, res.Header)
+			if res.Status != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+				t.Fatalf("first: %d %q %v", res.Status, body, res.Header)
 			}
 			res2, body2 := a.send(t, "POST", tc.path, key, "{}")
-			if res2.StatusCode != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
-				t.Fatalf("retry: %d %q %v", res2.StatusCode, body2, res2.Header)
+			if res2.Status != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
+				t.Fatalf("retry: %d %q %v", res2.Status, body2, res2.Header)
 			}
 			want := int64(2)
 			if tc.replay {
@@ -135,14 +122,14 @@ func TestRoutePatternIsTheOperation(t *testing.T) {
 		})
 	})
 	key := idemhttp.GenerateKey()
-	if res, body := a.send(t, "POST", "/orders/1", key, "{}"); res.StatusCode != 201 || body != "order 1" {
-		t.Fatalf("first: %d %q", res.StatusCode, body)
+	if res, body := a.send(t, "POST", "/orders/1", key, "{}"); res.Status != 201 || body != "order 1" {
+		t.Fatalf("first: %d %q", res.Status, body)
 	}
-	if res, _ := a.send(t, "POST", "/orders/2", key, "{}"); res.StatusCode != 422 {
-		t.Fatalf("the same key on another path of the route: %d, want 422", res.StatusCode)
+	if res, _ := a.send(t, "POST", "/orders/2", key, "{}"); res.Status != 422 {
+		t.Fatalf("the same key on another path of the route: %d, want 422", res.Status)
 	}
-	if res, _ := a.send(t, "GET", "/orders/2", "", ""); res.StatusCode != http.StatusTeapot {
-		t.Fatalf("GET passed through: %d, want 418", res.StatusCode)
+	if res, _ := a.send(t, "GET", "/orders/2", "", ""); res.Status != http.StatusTeapot {
+		t.Fatalf("GET passed through: %d, want 418", res.Status)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()

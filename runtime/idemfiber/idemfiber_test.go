@@ -2,7 +2,6 @@ package idemfiber_test
 
 import (
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemfiber"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemhttp/idemhttptest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -41,22 +41,10 @@ func newApp(t *testing.T, routes func(f *fiber.App, a *app, opts ...idemhttp.Opt
 	return a
 }
 
-func (a *app) send(t *testing.T, method, path, key, body string) (*http.Response, string) {
+func (a *app) send(t *testing.T, method, path, key, body string) (idemhttptest.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, a.url+path, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set(idemhttp.Header, key)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
+	r := idemhttptest.Send(t, nil, method, a.url+path, key, body)
+	return r, r.Body
 }
 
 // Native Fiber handlers: c.JSON with a cookie, c.SendStatus, a returned
@@ -108,12 +96,12 @@ func TestNativeHandlers(t *testing.T) {
 			a.runs.Store(0)
 			key := idemhttp.GenerateKey()
 			res, body := a.send(t, "POST", tc.path, key, "{}")
-			if res.StatusCode != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
-				t.Fatalf("first: %d %q %v", res.StatusCode, body, res.Header)
+			if res.Status != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+				t.Fatalf("first: %d %q %v", res.Status, body, res.Header)
 			}
 			res2, body2 := a.send(t, "POST", tc.path, key, "{}")
-			if res2.StatusCode != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
-				t.Fatalf("retry: %d %q %v", res2.StatusCode, body2, res2.Header)
+			if res2.Status != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
+				t.Fatalf("retry: %d %q %v", res2.Status, body2, res2.Header)
 			}
 			want := int64(2)
 			if tc.replay {
@@ -155,14 +143,14 @@ func TestOperation(t *testing.T) {
 				}
 			})
 			key := idemhttp.GenerateKey()
-			if res, body := a.send(t, "POST", "/orders/1", key, "{}"); res.StatusCode != 201 || body != "order 1" {
-				t.Fatalf("first: %d %q", res.StatusCode, body)
+			if res, body := a.send(t, "POST", "/orders/1", key, "{}"); res.Status != 201 || body != "order 1" {
+				t.Fatalf("first: %d %q", res.Status, body)
 			}
-			if res, _ := a.send(t, "POST", "/orders/2", key, "{}"); res.StatusCode != tc.second {
-				t.Fatalf("the same key on another path of the route: %d, want %d", res.StatusCode, tc.second)
+			if res, _ := a.send(t, "POST", "/orders/2", key, "{}"); res.Status != tc.second {
+				t.Fatalf("the same key on another path of the route: %d, want %d", res.Status, tc.second)
 			}
-			if res, _ := a.send(t, "POST", "/orders/1", key, "{}{}"); res.StatusCode != 422 {
-				t.Fatalf("the key with another body: %d, want 422", res.StatusCode)
+			if res, _ := a.send(t, "POST", "/orders/1", key, "{}{}"); res.Status != 422 {
+				t.Fatalf("the key with another body: %d, want 422", res.Status)
 			}
 			a.mu.Lock()
 			defer a.mu.Unlock()
@@ -192,9 +180,9 @@ func TestStoredAsIdemhttpStores(t *testing.T) {
 	req.Header.Set(idemhttp.Header, key)
 	w := &recorder{header: http.Header{}}
 	h.ServeHTTP(w, req)
-	if w.status != first.StatusCode || w.body.String() != body || w.header.Get("Location") != "/orders/1" ||
+	if w.status != first.Status || w.body.String() != body || w.header.Get("Location") != "/orders/1" ||
 		w.header.Get("Content-Type") != first.Header.Get("Content-Type") || w.header.Get(idemhttp.ReplayedHeader) != "true" {
-		t.Fatalf("net/http replay %d %q %v; Fiber answered %d %q %v", w.status, w.body.String(), w.header, first.StatusCode, body, first.Header)
+		t.Fatalf("net/http replay %d %q %v; Fiber answered %d %q %v", w.status, w.body.String(), w.header, first.Status, body, first.Header)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemgin"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemhttp/idemhttptest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -42,22 +42,10 @@ func newApp(t *testing.T, routes func(r *gin.Engine, a *app)) *app {
 	return a
 }
 
-func (a *app) post(t *testing.T, path, key, body string) (*http.Response, string) {
+func (a *app) post(t *testing.T, path, key, body string) (idemhttptest.Response, string) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", a.srv.URL+path, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set(idemhttp.Header, key)
-	}
-	res, err := a.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
+	r := idemhttptest.Send(t, nil, "POST", a.srv.URL+path, key, body)
+	return r, r.Body
 }
 
 func wantRuns(t *testing.T, a *app, n int64) {
@@ -90,27 +78,28 @@ func TestNativeHandlers(t *testing.T) {
 		})
 	})
 	for _, tc := range []struct {
-		path           string
-		status         int
-		body           string
-		replay         bool
-		status2, body2 string
+		path    string
+		status  int
+		body    string
+		replay  bool
+		status2 int
+		body2   string
 	}{
-		{"/json", 201, `{"run":1}`, true, "201", `{"run":1}`},
-		{"/status", 202, "", true, "202", ""},
-		{"/fail", 502, `{"run":1}`, false, "502", `{"run":2}`},
-		{"/panic", 500, "", false, "201", "ok"},
+		{"/json", 201, `{"run":1}`, true, 201, `{"run":1}`},
+		{"/status", 202, "", true, 202, ""},
+		{"/fail", 502, `{"run":1}`, false, 502, `{"run":2}`},
+		{"/panic", 500, "", false, 201, "ok"},
 	} {
 		t.Run(tc.path[1:], func(t *testing.T) {
 			a.runs.Store(0)
 			key := idemhttp.GenerateKey()
 			res, body := a.post(t, tc.path, key, "{}")
-			if res.StatusCode != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
-				t.Fatalf("first: %d %q %v", res.StatusCode, body, res.Header)
+			if res.Status != tc.status || body != tc.body || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+				t.Fatalf("first: %d %q %v", res.Status, body, res.Header)
 			}
 			res2, body2 := a.post(t, tc.path, key, "{}")
-			if res2.Status[:3] != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
-				t.Fatalf("retry: %d %q %v", res2.StatusCode, body2, res2.Header)
+			if res2.Status != tc.status2 || body2 != tc.body2 || (res2.Header.Get(idemhttp.ReplayedHeader) == "true") != tc.replay {
+				t.Fatalf("retry: %d %q %v", res2.Status, body2, res2.Header)
 			}
 			if tc.replay {
 				wantRuns(t, a, 1)
@@ -136,14 +125,14 @@ func TestRoutePatternIsTheOperation(t *testing.T) {
 		}, func(*gin.Context) { after.Add(1) })
 	})
 	key := idemhttp.GenerateKey()
-	if res, body := a.post(t, "/orders/1", key, "{}"); res.StatusCode != 201 || body != "order 1 run 1" {
-		t.Fatalf("first: %d %q", res.StatusCode, body)
+	if res, body := a.post(t, "/orders/1", key, "{}"); res.Status != 201 || body != "order 1 run 1" {
+		t.Fatalf("first: %d %q", res.Status, body)
 	}
-	if res, _ := a.post(t, "/orders/2", key, "{}"); res.StatusCode != 422 {
-		t.Fatalf("the same key on another path of the route: %d, want 422", res.StatusCode)
+	if res, _ := a.post(t, "/orders/2", key, "{}"); res.Status != 422 {
+		t.Fatalf("the same key on another path of the route: %d, want 422", res.Status)
 	}
-	if res, _ := a.post(t, "/orders/2", "", "{}"); res.StatusCode != 400 {
-		t.Fatalf("no key: %d, want 400", res.StatusCode)
+	if res, _ := a.post(t, "/orders/2", "", "{}"); res.Status != 400 {
+		t.Fatalf("no key: %d, want 400", res.Status)
 	}
 	wantRuns(t, a, 1)
 	if n := after.Load(); n != 1 {

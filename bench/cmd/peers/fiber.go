@@ -8,8 +8,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/idemgen/idemgen/internal/benchcmp"
 )
 
@@ -18,16 +16,7 @@ import (
 // Fiber's replay floor): the same fasthttp stack on both sides, so that
 // the ratio is the idempotency layer's alone.
 func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string) error {
-	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
-	if dsn == "" || addr == "" {
-		return fmt.Errorf("IDEM_PG_DSN and IDEM_REDIS_ADDR must be set: run through scripts/with-services.sh")
-	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return err
-	}
-	pcfg.MaxConns, pcfg.MinConns = 20, 16
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, addr, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,20 +84,6 @@ func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, 
 		"the same handler, the same Redis. %d rounds of at most %d requests per peer, interleaved. "+
 		"**idemfiber speed** is the median over rounds of (peer time ÷ idemfiber time): above 1, idemfiber is faster. (%s)\n\n",
 		rounds, maxReq, time.Since(start).Round(time.Second))
-	fmt.Println("| requests | clients | peer | time/request | idemfiber speed vs peer (median of pairs) [IQR] | Redis round trips/request |")
-	fmt.Println("|---|---:|---|---:|---|---:|")
-	for _, r := range results {
-		for j, v := range r.Variants {
-			speed := "—"
-			if j > 0 {
-				speed = fmt.Sprintf("**%.2f×** [%.2f–%.2f]", 1/r.Ratio[j], 1/r.Spread[j][1], 1/r.Spread[j][0])
-			}
-			rtt := "—"
-			if n, ok := v.PerOp["redis"]; ok {
-				rtt = fmt.Sprintf("%.2f", n)
-			}
-			fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", r.Name, r.Callers, v.Name, benchcmp.Dur(v.NsOp), speed, rtt)
-		}
-	}
+	printResults("idemfiber", results)
 	return nil
 }

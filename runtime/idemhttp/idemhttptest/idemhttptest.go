@@ -646,3 +646,37 @@ func (s *suite) testOtherMethods(t *testing.T) {
 	want(t, e.send("PATCH", "/payments", key, "{}"), 200, "run 5", false)
 	e.wantRuns(5)
 }
+
+// Response is what a client got: Send's result.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Send sends one request with c (http.DefaultClient if nil) and reads the
+// response whole, for an adapter's own tests: key "" sends no
+// Idempotency-Key. A transport error fails t.
+func Send(t testing.TB, c *http.Client, method, url, key, body string) Response {
+	t.Helper()
+	if c == nil {
+		c = http.DefaultClient
+	}
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(idemhttp.Header, key)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+	}
+	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+}
