@@ -1,7 +1,9 @@
 package idemfiber_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -59,6 +61,14 @@ func TestNativeHandlers(t *testing.T) {
 			c.Cookie(&fiber.Cookie{Name: "session", Value: "secret"})
 			return c.Status(http.StatusCreated).JSON(fiber.Map{"run": a.runs.Add(1)})
 		})
+		f.Post("/stream", func(c fiber.Ctx) error {
+			run := a.runs.Add(1)
+			return c.Status(http.StatusCreated).SendStreamWriter(func(w *bufio.Writer) {
+				fmt.Fprintf(w, "part one, ")
+				_ = w.Flush()
+				fmt.Fprintf(w, "part two of run %d", run)
+			})
+		})
 		f.Post("/status", func(c fiber.Ctx) error {
 			a.runs.Add(1)
 			return c.SendStatus(http.StatusAccepted)
@@ -87,6 +97,7 @@ func TestNativeHandlers(t *testing.T) {
 		body2   string
 	}{
 		{"/json", 201, `{"run":1}`, true, 201, `{"run":1}`},
+		{"/stream", 201, "part one, part two of run 1", true, 201, "part one, part two of run 1"}, // read whole, then stored
 		{"/status", 202, "Accepted", true, 202, "Accepted"},
 		{"/notfound", 404, "no such order", true, 404, "no such order"},
 		{"/fail", 500, "database down", false, 500, "database down"},
