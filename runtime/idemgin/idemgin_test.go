@@ -146,3 +146,29 @@ func TestRoutePatternIsTheOperation(t *testing.T) {
 		}
 	}
 }
+
+// panic(http.ErrAbortHandler) after a flush, under gin's Recovery: the key
+// is released (the retry runs), but gin's Recovery treats the abort as a
+// broken connection and ends the response normally, so the client reads
+// the flushed part as a complete 201 — gin's behaviour, with or without
+// the middleware (docs/decisions/framework-adapters.md).
+func TestAbortHandlerUnderRecovery(t *testing.T) {
+	a := newApp(t, func(r *gin.Engine, a *app) {
+		r.POST("/orders", func(c *gin.Context) {
+			if a.runs.Add(1) == 1 {
+				c.String(http.StatusCreated, "part")
+				c.Writer.Flush()
+				panic(http.ErrAbortHandler)
+			}
+			c.String(http.StatusCreated, "whole")
+		})
+	})
+	key := idemhttp.GenerateKey()
+	if res, body := a.post(t, "/orders", key, "{}"); res.Status != 201 || body != "part" || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("aborted: %d %q %v", res.Status, body, res.Header)
+	}
+	if res, body := a.post(t, "/orders", key, "{}"); res.Status != 201 || body != "whole" || res.Header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("retry: %d %q %v, want the handler run again", res.Status, body, res.Header)
+	}
+	wantRuns(t, a, 2)
+}
