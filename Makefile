@@ -7,10 +7,11 @@ GO ?= go
 PKGS := ./...
 # Nested Go modules: each has its own go.mod, so that the SQLite driver, the
 # migration tools (goose, golang-migrate: runtime/pgstore/migrationtest),
-# OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
+# OpenTelemetry, grpc-go, NATS and the web frameworks (gin, echo, Fiber:
+# runtime/idemgin, idemecho, idemfiber) stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber examples/grpcapi examples/consumer examples/shop
 
 .PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
