@@ -24,6 +24,9 @@ type deps struct {
 	meters  metric.MeterProvider // nil: the global one
 	tracers trace.TracerProvider // nil: the global one
 	now     func() time.Time     // a JWT's clock; nil: time.Now
+	// storeClock is memstore's clock (its expiry of records); nil: the
+	// system's.
+	storeClock func() time.Time
 }
 
 // gateway is the proxy's handler and the state its health endpoints read.
@@ -51,7 +54,7 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 			return nil, err
 		}
 	}
-	st, err := openStore(ctx, c)
+	st, err := openStore(ctx, c, d)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ type openedStore struct {
 // openStore opens the store its DSN names: memstore, pgstore (lease mode:
 // the backend's work is not in the store's database, so there is no
 // transaction to join) or redisstore.
-func openStore(ctx context.Context, c *config) (*openedStore, error) {
+func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 	switch c.storeKind {
 	case "postgres":
 		pool, err := pgxpool.New(ctx, c.store)
@@ -57,7 +57,10 @@ func openStore(ctx context.Context, c *config) (*openedStore, error) {
 		return &openedStore{store: redisstore.New(client, ropts...), close: func() { _ = client.Close() },
 			ready: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
 	default:
-		return &openedStore{store: memstore.New(), close: func() {}, ready: func(context.Context) error { return nil }}, nil
+		var mopts []memstore.Option
+		if d.storeClock != nil {
+			mopts = append(mopts, memstore.WithClock(d.storeClock))
+		}
+		return &openedStore{store: memstore.New(mopts...), close: func() {}, ready: func(context.Context) error { return nil }}, nil
 	}
 }
-
