@@ -10,7 +10,7 @@ PKGS := ./...
 # OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc cmd/idemgateway examples/grpcapi examples/consumer examples/shop
 
 .PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer test-nested nested
