@@ -15,38 +15,23 @@ import (
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// manualClock is the store's clock in the derived-key tests: time moves
-// only when a test advances it.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // derivedEnv is the middleware with WithDerivedKey(window) over a handler
 // that counts its runs, on a memstore whose clock the test moves. The
 // tenant is the X-Tenant request header.
 type derivedEnv struct {
-	clock *manualClock
-	h     http.Handler
-	runs  atomic.Int64
+	elapsed atomic.Int64 // the store's clock, from start: moved by advance only
+	h       http.Handler
+	runs    atomic.Int64
 }
+
+func (e *derivedEnv) advance(d time.Duration) { e.elapsed.Add(int64(d)) }
 
 func newDerivedEnv(t *testing.T, window time.Duration, opts ...idemhttp.Option) *derivedEnv {
 	t.Helper()
-	e := &derivedEnv{clock: &manualClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}}
-	ex := idem.NewExecutor(memstore.New(memstore.WithClock(e.clock.Now)), idem.SingleTenant())
+	e := &derivedEnv{}
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return start.Add(time.Duration(e.elapsed.Load())) }
+	ex := idem.NewExecutor(memstore.New(memstore.WithClock(now)), idem.SingleTenant())
 	opts = append([]idemhttp.Option{
 		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Tenant") }),
 		idemhttp.WithDerivedKey(window),
@@ -102,13 +87,13 @@ func TestDerivedKeyWindow(t *testing.T) {
 	e := newDerivedEnv(t, window)
 	const body = `{"amount":100,"currency":"EUR"}`
 	wantAnswer(t, e.send("POST", "/charges", body, "Content-Type", "application/json"), 201, "charge 1", true, false)
-	e.clock.Advance(window - time.Millisecond)
+	e.advance(window - time.Millisecond)
 	wantAnswer(t, e.send("POST", "/charges", body, "Content-Type", "application/json"), 201, "charge 1", true, true)
 	e.wantRuns(t, 1)
 
-	e.clock.Advance(2 * time.Millisecond) // the window has passed
+	e.advance(2 * time.Millisecond) // the window has passed
 	wantAnswer(t, e.send("POST", "/charges", body, "Content-Type", "application/json"), 201, "charge 2", true, false)
-	e.clock.Advance(window / 2)
+	e.advance(window / 2)
 	wantAnswer(t, e.send("POST", "/charges", body, "Content-Type", "application/json"), 201, "charge 2", true, true)
 	e.wantRuns(t, 2)
 }
@@ -145,7 +130,7 @@ func TestDerivedKeyTheKeyWins(t *testing.T) {
 	wantAnswer(t, e.send("POST", "/charges", body, idemhttp.Header, key), 201, "charge 1", false, true)
 	wantAnswer(t, e.send("POST", "/charges", body), 201, "charge 2", true, true)
 
-	e.clock.Advance(time.Hour) // past the window, inside the key's TTL
+	e.advance(time.Hour) // past the window, inside the key's TTL
 	wantAnswer(t, e.send("POST", "/charges", body, idemhttp.Header, key), 201, "charge 1", false, true)
 	wantAnswer(t, e.send("POST", "/charges", body), 201, "charge 3", true, false)
 	// The key still refuses another request under it.

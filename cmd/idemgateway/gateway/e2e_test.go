@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -239,23 +240,32 @@ func testRetries(t *testing.T, kind string) {
 	}
 }
 
-func testClientTimeout(t *testing.T, kind string) {
-	b := newChargeBackend(t)
-	g := startGateway(t, deps{}, append(storeArgs(t, kind), "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-wait", "1m")...)
+// abandoned sends a request whose client gives up (its context is
+// cancelled, as by a client timeout) while the backend, held, works on
+// it; release lets the backend finish.
+func abandoned(t *testing.T, b *chargeBackend, url, key, body string) (release func()) {
+	t.Helper()
 	entered, release := b.hold()
-	defer release()
-	key := idemhttp.GenerateKey()
+	t.Cleanup(release)
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() {
-		_, _, err := post(ctx, t, g.url(""), key, `{"amount":7}`, "X-Tenant", "acme")
+		_, _, err := post(ctx, t, url, key, body, "X-Tenant", "acme")
 		errc <- err
 	}()
 	<-entered
-	cancel() // the client times out while the backend works
+	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the client's request: %v, want it cancelled", err)
 	}
+	return release
+}
+
+func testClientTimeout(t *testing.T, kind string) {
+	b := newChargeBackend(t)
+	g := startGateway(t, deps{}, append(storeArgs(t, kind), "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-wait", "1m")...)
+	key := idemhttp.GenerateKey()
+	release := abandoned(t, b, g.url(""), key, `{"amount":7}`)
 	release() // the backend finishes after the client left
 	// The retry waits for the first call (-wait), or finds it stored.
 	resp, body := mustPost(t, g.url(""), key, `{"amount":7}`, "X-Tenant", "acme")
@@ -299,22 +309,15 @@ func testRestart(t *testing.T, kind string) {
 	b := newChargeBackend(t)
 	args := append(storeArgs(t, kind), "-upstream", b.srv.URL, "-tenant-header", "X-Tenant")
 	g1 := startGateway(t, deps{}, args...)
-	entered, release := b.hold()
-	defer release()
 	key := idemhttp.GenerateKey()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() {
-		_, _, err := post(ctx, t, g1.url(""), key, `{"amount":42}`, "X-Tenant", "acme")
-		errc <- err
-	}()
-	<-entered
-	cancel() // the client gives up: it never sees the response
-	<-errc
+	release := abandoned(t, b, g1.url(""), key, `{"amount":42}`) // the client never sees the response
 	// The gateway is restarted (SIGTERM) while the backend still works:
 	// the shutdown waits for the call in flight and stores its response.
 	stopped := make(chan error, 1)
 	go func() { stopped <- g1.stop() }()
+	for !strings.Contains(g1.log.String(), "shutting down") { // the shutdown has begun
+		runtime.Gosched()
+	}
 	release()
 	if err := <-stopped; err != nil {
 		t.Fatalf("shutdown: %v\n%s", err, g1.log)
@@ -386,8 +389,10 @@ func TestRoutes(t *testing.T) {
 // deduplicated by the request itself within the window, and told so.
 func TestDerivedKeyFlag(t *testing.T) {
 	b := newChargeBackend(t)
-	clock := &storeClock{now: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
-	g := startGateway(t, deps{storeClock: clock.Now}, "-store", "memory", "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-derive-window", "10s")
+	var elapsed atomic.Int64 // memstore's clock: it moves only when the test moves it
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	g := startGateway(t, deps{storeClock: now}, "-store", "memory", "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-derive-window", "10s")
 	for i, want := range []string{"", "true"} {
 		resp, body := mustPost(t, g.url(""), "", `{"amount": 5}`, "X-Tenant", "acme")
 		if resp.StatusCode != 201 || resp.Header.Get(idemhttp.DerivedKeyHeader) != "true" ||
@@ -396,29 +401,12 @@ func TestDerivedKeyFlag(t *testing.T) {
 		}
 	}
 	b.wantCharges(t, 1)
-	clock.Advance(11 * time.Second) // after the window: a new charge
+	elapsed.Add(int64(11 * time.Second)) // after the window: a new charge
 	resp, body := mustPost(t, g.url(""), "", `{"amount": 5}`, "X-Tenant", "acme")
 	if resp.Header.Get(idemhttp.ReplayedHeader) != "" || !strings.Contains(body, `"charge":2`) {
 		t.Fatalf("after the window: %v %s", resp.Header, body)
 	}
 	b.wantCharges(t, 2)
-}
-
-type storeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *storeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *storeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // TestHealthAndReadiness: /healthz answers while the process serves;
