@@ -55,8 +55,8 @@ func sign(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClaims)
 // TestJWTTenant: with a verification key, the tenant is a claim of the
 // bearer token, verified by HMAC, RSA, ECDSA or Ed25519: two tenants with
 // one key are two charges, and a token that does not verify (another key,
-// expired, another issuer or audience, an algorithm of another family,
-// "none", no claim) is answered 401 and charges nothing. Requests that
+// expired, without an expiry, not yet valid, another issuer or audience,
+// an algorithm of another family, "none", no claim) is answered 401 and charges nothing. Requests that
 // need no key are not checked: the backend authenticates them.
 func TestJWTTenant(t *testing.T) {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -118,6 +118,8 @@ func TestJWTTenant(t *testing.T) {
 				"another issuer":   sign(t, tc.method, tc.key, claims("acme", func(c jwt.MapClaims) { c["iss"] = "https://evil.example" })),
 				"another audience": sign(t, tc.method, tc.key, claims("acme", func(c jwt.MapClaims) { c["aud"] = "orders" })),
 				"no claim":         sign(t, tc.method, tc.key, claims("", nil)),
+				"no expiry":        sign(t, tc.method, tc.key, claims("acme", func(c jwt.MapClaims) { delete(c, "exp") })),
+				"not yet valid":    sign(t, tc.method, tc.key, claims("acme", func(c jwt.MapClaims) { c["nbf"] = jwtNow.Add(time.Hour).Unix() })),
 				"alg none":         sign(t, jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims("acme", nil)),
 				// The public key's PEM as an HMAC secret: refused, the
 				// key's family fixes the algorithms.

@@ -57,7 +57,8 @@ func newJWTVerifier(c *config, now func() time.Time) (*jwtVerifier, error) {
 			return nil, fmt.Errorf("-jwt-public-key-file (%s): %w", envName("jwt-public-key-file"), err)
 		}
 	}
-	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithTimeFunc(now), jwt.WithLeeway(30 * time.Second), jwt.WithJSONNumber()}
+	opts := []jwt.ParserOption{jwt.WithValidMethods(methods), jwt.WithTimeFunc(now), jwt.WithLeeway(30 * time.Second), jwt.WithJSONNumber(),
+		jwt.WithExpirationRequired()}
 	if c.jwtIssuer != "" {
 		opts = append(opts, jwt.WithIssuer(c.jwtIssuer))
 	}
