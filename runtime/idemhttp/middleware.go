@@ -57,7 +57,8 @@ type response struct {
 // "Idempotent-Replayed: true", to every retry with the same key and the
 // same request. The errors, as RFC 9457 problem details:
 //
-//   - 400: the key is missing (unless WithOptionalKey) or malformed;
+//   - 400: the key is missing (unless WithOptionalKey or WithDerivedKey)
+//     or malformed;
 //   - 403: the WithTenant function named no tenant for the request;
 //   - 409 with Retry-After: the first request with the key is still running
 //     (or, WithWait, the stored response once it finishes);
