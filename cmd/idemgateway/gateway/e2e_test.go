@@ -466,3 +466,33 @@ func TestReadyzWhileDraining(t *testing.T) {
 		t.Fatalf("/readyz while draining: %d %q", w.Code, w.Body)
 	}
 }
+
+// TestUpstreamFailure: when the backend's connection breaks before it
+// answers, the gateway answers 502 (upstream-failed) and releases the
+// key, so that the retry reaches the backend, which charges once.
+func TestUpstreamFailure(t *testing.T) {
+	var charges, attempts atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if attempts.Add(1) == 1 {
+			panic(http.ErrAbortHandler) // the connection breaks before any work or answer
+		}
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"charge":%d}`, charges.Add(1))
+	}))
+	t.Cleanup(backend.Close)
+	g := startGateway(t, deps{}, "-store", "memory", "-upstream", backend.URL, "-single-tenant")
+	key := idemhttp.GenerateKey()
+	resp, body := mustPost(t, g.url(""), key, `{}`)
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "upstream-failed") {
+		t.Fatalf("first: %d %s, want 502 upstream-failed", resp.StatusCode, body)
+	}
+	for i, replayed := range []string{"", "true"} {
+		resp, body = mustPost(t, g.url(""), key, `{}`)
+		if resp.StatusCode != 201 || resp.Header.Get(idemhttp.ReplayedHeader) != replayed || body != `{"charge":1}` {
+			t.Fatalf("retry %d: %d %v %s", i, resp.StatusCode, resp.Header, body)
+		}
+	}
+	if charges.Load() != 1 {
+		t.Fatalf("%d charges, want 1", charges.Load())
+	}
+}
