@@ -46,6 +46,7 @@ type config struct {
 	maxResponse     int
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	metricsPath     string
 }
 
 // tenancy says where a request's tenant comes from.
@@ -96,6 +97,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent, not stored)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight may finish")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (the metrics go to the global OpenTelemetry provider)")
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "Usage: idemgateway -upstream URL -store DSN (-tenant-header NAME | -jwt-hmac-secret-file F | -jwt-public-key-file F | -single-tenant) [flags]\n\n"+
 			"A reverse proxy that makes the backend's requests idempotent by their Idempotency-Key header.\n"+
@@ -195,6 +197,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	if jwt && c.jwtClaim == "" {
 		bad("jwt-claim", "empty")
+	}
+	if c.metricsPath != "" && !strings.HasPrefix(c.metricsPath, "/") {
+		bad("metrics-path", "%q: want a path starting with /", c.metricsPath)
 	}
 	if c.shutdownTimeout < 0 {
 		bad("shutdown-timeout", "negative")

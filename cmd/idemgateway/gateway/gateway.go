@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -65,6 +66,11 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	}()
 	g = &gateway{cfg: c, st: st, log: log}
 
+	var metrics *sdkmetric.ManualReader
+	if c.metricsPath != "" && d.meters == nil {
+		metrics = sdkmetric.NewManualReader()
+		d.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
+	}
 	var otelOpts []idemotel.Option
 	otelOpts = append(otelOpts, idemotel.WithStoreName(c.storeKind))
 	if d.meters != nil {
@@ -115,6 +121,11 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	}
 	if err := handle(mux, "GET /readyz", http.HandlerFunc(g.readyz)); err != nil {
 		return nil, err
+	}
+	if metrics != nil {
+		if err := handle(mux, "GET "+c.metricsPath, metricsHandler(metrics)); err != nil {
+			return nil, fmt.Errorf("-metrics-path (%s): %w", envName("metrics-path"), err)
+		}
 	}
 	for _, p := range c.routes {
 		if err := handle(mux, p, http.HandlerFunc(keyedMethods)); err != nil {
