@@ -147,6 +147,7 @@ type record struct {
 	id         [32]byte   // the key's ID, the record's place in shard.recs
 	prev, next *record    // neighbours in the expiry queue
 	tenant     *tenantUse // the tenant's count, nil when no share applies
+	key        keyInfo    // for operators (admin.go)
 }
 
 // queue holds the records of one TTL class of a shard in the order their
@@ -518,7 +519,7 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		}
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
-			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
+			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu, key: newKeyInfo(req.Key, now),
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -761,7 +762,8 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	if old != nil && old.status != idem.StatusProcessing {
 		return nil
 	}
-	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID}
+	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID,
+		key: newKeyInfo(key, now)}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}
