@@ -8,17 +8,25 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// keyInfo is what a record keeps for operators: the key's tenant,
-// operation and readable text (the strings the claim was given; the text is
-// empty unless the executor passed one, see idem.LocalStore) and when the
-// record was created.
-type keyInfo struct {
-	tenant, op, text string
-	created          int64
-}
+// keyNames is a tenant and an operation, interned per shard: a record
+// keeps a pointer to its key's (8 bytes) rather than the two strings (32),
+// and no readable key text (the executor passes a LocalStore none unless an
+// observer reads it). A shard keeps one per pair of its records' tenant
+// and operation, for the store's life.
+type keyNames struct{ tenant, op string }
 
-func newKeyInfo(k idem.Key, now int64) keyInfo {
-	return keyInfo{tenant: k.Tenant, op: k.Op, text: k.Text, created: now}
+// intern returns the shard's keyNames of k's tenant and operation. The
+// shard's lock is held.
+func (sh *shard) intern(k idem.Key) *keyNames {
+	n, ok := sh.names[keyNames{k.Tenant, k.Op}]
+	if !ok {
+		if sh.names == nil {
+			sh.names = map[keyNames]*keyNames{}
+		}
+		n = &keyNames{k.Tenant, k.Op}
+		sh.names[*n] = n
+	}
+	return n
 }
 
 // at returns the instant of the store's clock at offset t.
@@ -27,9 +35,9 @@ func (s *Store) at(t int64) time.Time { return s.base.Add(time.Duration(t)) }
 // entry returns r as an operator sees it at now. The shard's lock is held.
 func (s *Store) entry(r *record, now int64) idem.Entry {
 	e := idem.Entry{
-		Key:     idem.Key{Tenant: r.key.tenant, Op: r.key.op, Text: r.key.text, ID: r.id},
+		Key:     idem.Key{Tenant: r.names.tenant, Op: r.names.op, ID: r.id},
 		Record:  idem.Record{Status: r.status, Fingerprint: r.fp, Scheme: r.scheme, Token: r.token, Outcome: r.out},
-		Created: s.at(r.key.created),
+		Created: s.at(r.created),
 		Expires: s.at(r.expiresAt),
 	}
 	if r.status == idem.StatusProcessing {

@@ -12,8 +12,9 @@
 // of records (WithMaxRecords, WithMaxBytes), so that clients sending fresh
 // keys cannot grow the process's memory without limit. A record costs
 // RecordOverhead bytes plus the lengths of its outcome's body, error code,
-// error message and metadata (tenants, operations and key parts are not
-// kept: a record is found by the key's 32-byte ID).
+// error message and metadata (a record is found by the key's 32-byte ID;
+// key parts are not kept, and each shard interns its records' tenants and
+// operations, for operators: see Lookup, List).
 //
 // When a new claim would pass a bound, the store first removes up to 64
 // expired records (the oldest, from the heads of its expiry queues: see
@@ -130,6 +131,9 @@ type shard struct {
 	soonest atomic.Int64
 	// queues are the shard's expiry queues, one per TTL class in use.
 	queues []queue
+	// names interns the tenants and operations of the shard's records
+	// (admin.go).
+	names map[keyNames]*keyNames
 	// inspected counts the records whose expiry was looked at to find
 	// expired ones (tests bound it).
 	inspected int64
@@ -147,7 +151,8 @@ type record struct {
 	id         [32]byte   // the key's ID, the record's place in shard.recs
 	prev, next *record    // neighbours in the expiry queue
 	tenant     *tenantUse // the tenant's count, nil when no share applies
-	key        keyInfo    // for operators (admin.go)
+	names      *keyNames  // the key's tenant and operation, for operators (admin.go)
+	created    int64      // when the record was created, for operators
 }
 
 // queue holds the records of one TTL class of a shard in the order their
@@ -519,7 +524,8 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		}
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
-			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu, key: newKeyInfo(req.Key, now),
+			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
+			names: sh.intern(req.Key), created: now,
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -763,7 +769,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 		return nil
 	}
 	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID,
-		key: newKeyInfo(key, now)}
+		names: sh.intern(key), created: now}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}
