@@ -91,7 +91,9 @@ func collect(t testing.TB, e *env, a idem.AdminStore, q idem.ListQuery, want map
 		requireNoError(t, err)
 		assertLessOrEqual(t, len(p.Entries), q.PageLimit(), "a page holds at most its limit")
 		for _, en := range p.Entries {
-			requireFalse(t, seen[en.Key.ID], "entry %s listed twice", en.Key.Hex())
+			// A store that keeps no operations lists in its own order
+			// (redisstore: SCAN's), which may repeat a record.
+			requireFalse(t, seen[en.Key.ID] && en.Key.Op != "", "entry %s listed twice", en.Key.Hex())
 			seen[en.Key.ID] = true
 			if _, ok := want[en.Key.ID]; ok {
 				got[en.Key.ID] = en
