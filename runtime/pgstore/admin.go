@@ -38,11 +38,14 @@ const adminCols = `c.key, c.tenant, c.op, c.key_text, c.status, c.fingerprint, c
 	c.created_at, c.expires_at, c.lease_until, c.body, c.err_code, c.err_message, c.meta, ` + ts
 
 // liveSQL is the condition of a live record c in the store's mode.
-func (s *Store) liveSQL() string {
+func (s *Store) liveSQL() string { return s.liveOf("c") }
+
+// liveOf is the condition of a live record r in the store's mode.
+func (s *Store) liveOf(r string) string {
 	if s.part != nil {
-		return live("c")
+		return live(r)
 	}
-	return "c.expires_at > " + ts
+	return r + ".expires_at > " + ts
 }
 
 // scanEntry reads one row of adminCols.
@@ -110,23 +113,29 @@ func (s *Store) ListSQL(q idem.ListQuery) (string, []any, error) {
 	if q.MinAge > 0 {
 		scan = append(scan, "c.created_at <= "+ts+" - "+us(arg(micros(q.MinAge))))
 	}
-	match = append(match, s.liveSQL())
+	match = append(match, s.liveOf("w"))
 	if q.ByTenant {
-		match = append(match, "c.tenant = "+arg([]byte(q.Tenant))+"::bytea")
+		match = append(match, "w.tenant = "+arg([]byte(q.Tenant))+"::bytea")
 	}
 	if q.Status != 0 {
-		match = append(match, "c.status = "+arg(int16(q.Status))+"::smallint")
+		match = append(match, "w.status = "+arg(int16(q.Status))+"::smallint")
 	}
 	if q.Stuck {
-		match = append(match, "c.status = 1 AND c.lease_until <= "+ts)
+		match = append(match, "w.status = 1 AND w.lease_until <= "+ts)
 	}
 	limit := arg(q.PageLimit() + 1)
 	budget := arg(ListScanBudget)
-	// w: at most budget keys of one operation, newest first, by the
-	// index; the page: those that match, and the last key read (edge), where
-	// the next call goes on when the budget ran out before the page filled.
+	// w: at most budget records of one operation, newest first, by the
+	// index, with the columns the filters read; the page: the first limit
+	// of them that match, each read whole by its key (one probe each), and
+	// the last record read (edge), where the next call goes on when the
+	// budget ran out before the page filled.
+	cols := "c.key, c.created_at, c.tenant, c.status, c.lease_until, c.expires_at"
+	if s.part != nil {
+		cols += ", c.part_at"
+	}
 	window := func(opCond string) string {
-		return `SELECT c.key, c.created_at FROM ` + s.sql.table + ` c WHERE ` + strings.Join(append([]string{opCond}, scan...), " AND ") +
+		return `SELECT ` + cols + ` FROM ` + s.sql.table + ` c WHERE ` + strings.Join(append([]string{opCond}, scan...), " AND ") +
 			` ORDER BY c.created_at DESC, c.key DESC LIMIT ` + budget + `::int`
 	}
 	var w string
@@ -134,19 +143,21 @@ func (s *Store) ListSQL(q idem.ListQuery) (string, []any, error) {
 		w = window("c.op = " + arg([]byte(q.Op)) + "::bytea")
 	} else {
 		// Every operation: the distinct operations by a loose scan of the
-		// index (one probe each), then each one's window.
+		// index (one probe each), then each one's window, merged.
 		w = `WITH RECURSIVE ops(op) AS (
 	(SELECT c.op FROM ` + s.sql.table + ` c ORDER BY c.op LIMIT 1)
 	UNION ALL
 	SELECT (SELECT c.op FROM ` + s.sql.table + ` c WHERE c.op > ops.op ORDER BY c.op LIMIT 1) FROM ops WHERE ops.op IS NOT NULL
 )
-SELECT x.key, x.created_at FROM ops, LATERAL (` + window("c.op = ops.op") + `) x
+SELECT x.* FROM ops, LATERAL (` + window("c.op = ops.op") + `) x
 ORDER BY x.created_at DESC, x.key DESC LIMIT ` + budget + `::int`
 	}
 	sql := `WITH w AS MATERIALIZED (` + w + `)
-(SELECT ` + adminCols + `, false AS edge FROM w JOIN ` + s.sql.table + ` c ON c.key = w.key AND c.created_at = w.created_at
-WHERE ` + strings.Join(match, " AND ") + `
-ORDER BY c.created_at DESC, c.key DESC LIMIT ` + limit + `::int)
+(SELECT ` + adminCols + `, false AS edge
+FROM (SELECT w.key, w.created_at FROM w WHERE ` + strings.Join(match, " AND ") + `
+	ORDER BY w.created_at DESC, w.key DESC LIMIT ` + limit + `::int) m,
+	LATERAL (SELECT * FROM ` + s.sql.table + ` c WHERE c.key = m.key AND c.created_at = m.created_at LIMIT 1) c
+ORDER BY c.created_at DESC, c.key DESC)
 UNION ALL
 (SELECT w.key, NULL, NULL, NULL, NULL, NULL, NULL, NULL, w.created_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL, true
 FROM w ORDER BY w.created_at, w.key LIMIT (SELECT CASE WHEN count(*) = ` + budget + `::int THEN 1 ELSE 0 END FROM w))`
