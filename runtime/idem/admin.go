@@ -223,13 +223,12 @@ func WithForgetObserver(f func(ForgetEvent)) AdminOption {
 func WithAdminClock(c Clock) AdminOption { return func(a *Admin) { a.clock = c } }
 
 // NewAdmin returns an Admin over store. It returns an error wrapping
-// errors.ErrUnsupported when store is not an AdminStore.
-func NewAdmin(store Store, opts ...AdminOption) (*Admin, error) {
-	as, ok := store.(AdminStore)
-	if !ok {
-		return nil, fmt.Errorf("idem: %T does not implement idem.AdminStore: %w", store, errors.ErrUnsupported)
+// errors.ErrUnsupported when store is nil.
+func NewAdmin(store AdminStore, opts ...AdminOption) (*Admin, error) {
+	if store == nil {
+		return nil, fmt.Errorf("idem: NewAdmin: no store: %w", errors.ErrUnsupported)
 	}
-	a := &Admin{AdminStore: as, log: slog.Default()}
+	a := &Admin{AdminStore: store, log: slog.Default()}
 	for _, o := range opts {
 		o(a)
 	}

@@ -31,6 +31,7 @@ package idemadmin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -75,7 +76,11 @@ func NewHandler(store idem.Store, opts ...Option) (*Handler, error) {
 	for _, o := range opts {
 		o(&c)
 	}
-	a, err := idem.NewAdmin(store, c.adminOpts...)
+	as, ok := store.(idem.AdminStore)
+	if !ok {
+		return nil, fmt.Errorf("idemadmin: %T does not implement idem.AdminStore: %w", store, errors.ErrUnsupported)
+	}
+	a, err := idem.NewAdmin(as, c.adminOpts...)
 	if err != nil {
 		return nil, err
 	}
