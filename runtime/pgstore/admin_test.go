@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -144,5 +143,5 @@ func TestListSecondPageNoLoss(t *testing.T) {
 		}
 		q.Cursor = p.Next
 	}
-	assert.Len(t, seen, 25, fmt.Sprint("every record once"))
+	assert.Len(t, seen, 25, "every record once")
 }
