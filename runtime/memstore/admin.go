@@ -20,9 +20,6 @@ type keyNames struct{ tenant, op string }
 func (sh *shard) intern(k idem.Key) *keyNames {
 	n, ok := sh.names[keyNames{k.Tenant, k.Op}]
 	if !ok {
-		if sh.names == nil {
-			sh.names = map[keyNames]*keyNames{}
-		}
 		n = &keyNames{k.Tenant, k.Op}
 		sh.names[*n] = n
 	}

@@ -265,6 +265,7 @@ func New(opts ...Option) *Store {
 	s := &Store{maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes, share: -1}
 	for i := range s.shards {
 		s.shards[i].recs = make(map[[32]byte]*record)
+		s.shards[i].names = make(map[keyNames]*keyNames, 1)
 		s.shards[i].soonest.Store(math.MaxInt64)
 	}
 	for _, o := range opts {
