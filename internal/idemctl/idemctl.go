@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -121,6 +122,7 @@ func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (id
 		for k := range openers {
 			known = append(known, k+":")
 		}
+		slices.Sort(known)
 		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", redact(dsn), scheme, strings.Join(known, ", "))
 	}
 	s, closeStore, err := o(ctx, dsn, so)

@@ -98,7 +98,8 @@ func TestPostgres(t *testing.T) {
 	code, out, errw = run(t, append(base, "forget", paid.Hex(), "--token", "4242", "--status", "SUCCEEDED", "--by", "alice", "--reason", "ticket 311")...)
 	require.Equal(t, 0, code, errw)
 	assert.Contains(t, out, "forgotten: "+paid.Hex())
-	assert.Contains(t, errw, `msg="idem: record forgotten" by=alice`, "the audit line")
+	assert.Contains(t, errw, `msg="idem: record forgotten" by=alice key=`+paid.Hex()+` tenant=acme op=billing.Charge token=4242`,
+		"the audit line names the tenant and operation of a key given by its hex ID")
 	code, _, errw = run(t, append(base, "get", paid.Hex())...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, errw, "no live record under this key")

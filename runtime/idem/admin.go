@@ -237,7 +237,9 @@ func NewAdmin(store AdminStore, opts ...AdminOption) (*Admin, error) {
 
 // Forget checks req (a key, a token, a status and By are required),
 // forgets the record through the store and, when it was forgotten, writes
-// the audit line and calls the observer. A refusal (ErrLeaseLive,
+// the audit line and calls the observer. A key given by its hex ID alone
+// (KeyFromHex) is looked up first, so that the line and the event name the
+// tenant and operation the store keeps. A refusal (ErrLeaseLive,
 // ErrRecordChanged, ErrNotFound) is logged at INFO and forgets nothing.
 func (a *Admin) Forget(ctx context.Context, req ForgetRequest) error {
 	switch {
@@ -245,6 +247,11 @@ func (a *Admin) Forget(ctx context.Context, req ForgetRequest) error {
 		return fmt.Errorf("idem: forget %s: who asks (ForgetRequest.By) is required", req.Key.Hex())
 	case req.Token == 0 || req.Status == 0:
 		return fmt.Errorf("idem: forget %s: the token and status looked at (Lookup) are required", req.Key.Hex())
+	}
+	if req.Key.Op == "" { // named by its hex ID: the audit line names the tenant and op the store keeps
+		if e, err := a.AdminStore.Lookup(ctx, req.Key); err == nil {
+			req.Key.Tenant, req.Key.Op, req.Key.Text = e.Key.Tenant, e.Key.Op, e.Key.Text
+		}
 	}
 	attrs := []slog.Attr{
 		slog.String("by", req.By), slog.String("key", req.Key.Hex()), slog.String("tenant", req.Key.Tenant),
