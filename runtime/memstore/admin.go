@@ -8,20 +8,26 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// keyNames is a tenant and an operation, interned per shard: a record
-// keeps a pointer to its key's (8 bytes) rather than the two strings (32),
-// and no readable key text (the executor passes a LocalStore none unless an
-// observer reads it). A shard keeps one per pair of its records' tenant
-// and operation, for the store's life.
+// keyNames is a tenant and an operation, interned: a record keeps a
+// pointer to its key's (8 bytes) rather than the two strings (32), and no
+// readable key text (the executor passes a LocalStore none unless an
+// observer reads it). The store remembers the pair it interned last
+// (Store.names: one atomic load answers the usual case, one operation of
+// one tenant after another), and each shard the pairs of its records, for
+// the store's life.
 type keyNames struct{ tenant, op string }
 
-// intern returns the shard's keyNames of k's tenant and operation. The
-// shard's lock is held.
-func (sh *shard) intern(k idem.Key) *keyNames {
+// intern returns the keyNames of k's tenant and operation. The lock of sh,
+// k's shard, is held.
+func (s *Store) intern(sh *shard, k idem.Key) *keyNames {
+	if n := s.names.Load(); n != nil && n.tenant == k.Tenant && n.op == k.Op {
+		return n
+	}
 	n, ok := sh.names[keyNames{k.Tenant, k.Op}]
 	if !ok {
 		n = &keyNames{k.Tenant, k.Op}
 		sh.names[*n] = n
+		s.names.Store(n) // only for a new pair: a steady mix of tenants writes nothing shared
 	}
 	return n
 }

@@ -108,11 +108,12 @@ type Store struct {
 	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
-	share      int64         // WithTenantShare; -1 until New sets the default
-	records    atomic.Int64  // records held, expired ones not yet removed included
-	bytes      atomic.Int64  // their size, by recordSize
-	cursor     atomic.Uint32 // the shard where the next reclaim starts
-	tenants    sync.Map      // tenant string -> *tenantUse, when share > 0
+	share      int64                    // WithTenantShare; -1 until New sets the default
+	records    atomic.Int64             // records held, expired ones not yet removed included
+	bytes      atomic.Int64             // their size, by recordSize
+	cursor     atomic.Uint32            // the shard where the next reclaim starts
+	tenants    sync.Map                 // tenant string -> *tenantUse, when share > 0
+	names      atomic.Pointer[keyNames] // the tenant and operation interned last (admin.go)
 	shards     [shardCount]shard
 }
 
@@ -526,7 +527,7 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
 			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
-			names: sh.intern(req.Key), created: now,
+			names: s.intern(sh, req.Key), created: now,
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -770,7 +771,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 		return nil
 	}
 	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID,
-		names: sh.intern(key), created: now}
+		names: s.intern(sh, key), created: now}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}
