@@ -12,19 +12,9 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-
 	"github.com/idemgen/idemgen/internal/idemctl"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := idemctl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, idemctl.Openers{
-		"postgres": idemctl.OpenPostgres,
-		"redis":    idemctl.OpenRedis,
-	})
-	stop()
-	os.Exit(code)
+	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis})
 }

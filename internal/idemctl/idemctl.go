@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -418,4 +419,13 @@ func defaultBy() string {
 		user = "unknown"
 	}
 	return user + "@" + host
+}
+
+// Main runs idemctl on the process's arguments with openers and exits with
+// its status; an interrupt cancels the store's calls.
+func Main(openers Openers) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, openers)
+	stop()
+	os.Exit(code)
 }

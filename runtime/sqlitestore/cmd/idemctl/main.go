@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
 
 	"github.com/idemgen/idemgen/internal/idemctl"
@@ -18,14 +17,7 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := idemctl.Run(ctx, os.Args[1:], os.Stdout, os.Stderr, idemctl.Openers{
-		"postgres": idemctl.OpenPostgres,
-		"redis":    idemctl.OpenRedis,
-		"sqlite":   openSQLite,
-	})
-	stop()
-	os.Exit(code)
+	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "sqlite": openSQLite})
 }
 
 // openSQLite opens the store of sqlite:PATH: an existing database file,
