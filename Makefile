@@ -7,20 +7,21 @@ GO ?= go
 PKGS := ./...
 # Nested Go modules: each has its own go.mod, so that the SQLite driver, the
 # migration tools (goose, golang-migrate: runtime/pgstore/migrationtest),
-# OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
+# OpenTelemetry, grpc-go, NATS and the web frameworks (gin, echo, Fiber:
+# runtime/idemgin, idemecho, idemfiber) stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
-.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
-	demo-grpc demo-consumer test-nested nested
+.PHONY: test-rules demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
+	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
 	$(GO) run ./examples/orders
 
 # The simulator's short run is 10^4 schedules without the race detector
 # (seconds); under -race, in the full run, it runs 10^3.
-test: fmt-check vet staticcheck go-floor check
+test: fmt-check vet staticcheck go-floor check test-rules
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
 	$(MAKE) --no-print-directory test-golangci
@@ -31,6 +32,14 @@ test: fmt-check vet staticcheck go-floor check
 # timeout (analysis/idemvet/gclplugin TestCustomGolangciLint).
 test-golangci:
 	IDEMVET_GOLANGCI=1 $(GO) test -count=1 -timeout 45m -run '^TestCustomGolangciLint$$' ./analysis/idemvet/gclplugin/
+
+# The Prometheus alerting rules (deploy/prometheus) checked and unit-tested
+# by promtool (scripts/promtool.sh installs Debian's prometheus package
+# when promtool is missing); runtime/idemotel's TestAlertRulesMatchExporter
+# checks their names against the exporter's output.
+test-rules:
+	scripts/promtool.sh check rules deploy/prometheus/idem-alerts.yml
+	scripts/promtool.sh test rules deploy/prometheus/idem-alerts.test.yml
 
 # vet and test every nested module under -race, against throwaway
 # PostgreSQL and Redis servers (the gRPC tests run on pgstore and redisstore).
@@ -46,6 +55,11 @@ nested:
 demo-grpc:
 	cd examples/grpcapi && $(GO) run .
 
+# idemgateway in front of a service with a generated wrapper: what each
+# layer catches (docs/LAYERS.md).
+demo-gateway:
+	cd examples/gateway && $(GO) run .
+
 # a JetStream consumer (in-process nats-server), with and without idemgen.
 demo-consumer:
 	cd examples/consumer && $(GO) run .
@@ -60,6 +74,7 @@ check:
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
 	cd examples/shop && $(GO) tool idemgen -check -diff ./...
+	cd examples/gateway && $(GO) tool idemgen -check -diff ./...
 	cd bench && $(GO) tool idemgen -check -diff ./...
 
 fmt-check:
