@@ -1,0 +1,52 @@
+package mysqlstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
+)
+
+// conformanceUnit is the suite's lease. The store's clock is advanced by
+// moving the table's instants into the past (timeTravel) instead of
+// sleeping, so no lease lapses or record expires by the speed of a loaded
+// machine.
+const conformanceUnit = time.Second
+
+// TestConformance runs the store conformance suite in lease mode against the
+// real server, its clock advanced by timeTravel.
+func TestConformance(t *testing.T) {
+	db := newDB(t, 80)
+	table := newTable(t, db)
+	s := mysqlstore.New(db, mysqlstore.WithTable(table))
+	down, unmigrated := unusable(db, newLease)
+	idemtest.Run(t, idemtest.Options{
+		NewStore:   func(t *testing.T) idem.Store { return mysqlstore.New(db, mysqlstore.WithTable(table)) },
+		Sleep:      timeTravel(t, db, s.Table()),
+		Unit:       conformanceUnit,
+		Sweep:      sweepOf,
+		Down:       down,
+		Unmigrated: unmigrated,
+	})
+}
+
+// TestConformanceTx runs the suite in transactional mode: the executor's
+// cases go through ClaimTx, and a stalled claim (an open transaction) is
+// refused instead of taken over.
+func TestConformanceTx(t *testing.T) {
+	db := newDB(t, 80)
+	table := newTable(t, db)
+	s := mysqlstore.New(db, mysqlstore.WithTable(table))
+	down, unmigrated := unusable(db, newTx)
+	idemtest.Run(t, idemtest.Options{
+		NewStore:      func(t *testing.T) idem.Store { return mysqlstore.NewTx(db, mysqlstore.WithTable(table)) },
+		Transactional: true,
+		Sleep:         timeTravel(t, db, s.Table()),
+		Unit:          conformanceUnit,
+		Sweep:         sweepOf,
+		Down:          down,
+		Unmigrated:    unmigrated,
+	})
+}
