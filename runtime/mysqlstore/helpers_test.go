@@ -119,7 +119,7 @@ func downDB(t testing.TB) *sql.DB {
 }
 
 func newLease(db *sql.DB, opts ...mysqlstore.Option) idem.Store { return mysqlstore.New(db, opts...) }
-func newTx(db *sql.DB, opts ...mysqlstore.Option) idem.Store   { return mysqlstore.NewTx(db, opts...) }
+func newTx(db *sql.DB, opts ...mysqlstore.Option) idem.Store    { return mysqlstore.NewTx(db, opts...) }
 
 // unusable returns idemtest's Options.Down and Options.Unmigrated for the
 // stores newStore builds: a server that is down, and a table that was never

@@ -198,8 +198,8 @@ func buildQueries(t string) queries {
 		completeChk: "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND token = ? AND status <> 1",
 		release:     "DELETE FROM " + t + " WHERE idem_key = ? AND token = ? AND status = 1",
 		releaseChk:  "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND expires_at > " + now,
-		renew: "UPDATE " + t + " SET lease_until = LEAST(" + now + " + ?, expires_at) WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
-		renewChk: "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
+		renew:       "UPDATE " + t + " SET lease_until = LEAST(" + now + " + ?, expires_at) WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
+		renewChk:    "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
 		sweepPick: "SELECT idem_key FROM " + t + " WHERE expires_at <= " + now +
 			" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
 		sweepDelete: "DELETE FROM " + t + " WHERE expires_at <= " + now + " AND idem_key IN ",
