@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -120,6 +121,7 @@ const indexSuffix = "_expires_at_idx"
 // idem.Store and idem.Renewer. It is safe for concurrent use.
 type Store struct {
 	db          *sql.DB
+	stmts       sync.Map // query → *sql.Stmt: see prep
 	table       string // quoted
 	name        string // the table's unquoted last part
 	lockTimeout time.Duration
@@ -145,6 +147,67 @@ func New(db *sql.DB, opts ...Option) *Store {
 	}
 	s.q = buildQueries(t)
 	return s
+}
+
+// prep returns the statement q prepared on the store's database: the
+// driver then sends one packet per execution and gets one reply, where an
+// unprepared query with arguments costs a prepare, an execute and a close
+// (unless the DSN sets interpolateParams). database/sql prepares it again
+// on each connection that has not seen it. A statement whose table does not
+// exist fails to prepare (an unmigrated database) and is not cached.
+func (s *Store) prep(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := s.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := s.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if old, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		_ = st.Close()
+		return old.(*sql.Stmt), nil
+	}
+	return st, nil
+}
+
+// Close closes the statements the store prepared (not the database).
+func (s *Store) Close() error {
+	s.stmts.Range(func(q, st any) bool {
+		_ = st.(*sql.Stmt).Close()
+		s.stmts.Delete(q)
+		return true
+	})
+	return nil
+}
+
+// stmtQuerier runs a prepared statement, on the database or in a
+// transaction.
+type stmtQuerier struct {
+	st *sql.Stmt
+	tx *sql.Tx // nil: on the database
+}
+
+func (q stmtQuerier) QueryRowContext(ctx context.Context, _ string, args ...any) *sql.Row {
+	st := q.st
+	if q.tx != nil {
+		st = q.tx.StmtContext(ctx, st)
+	}
+	return st.QueryRowContext(ctx, args...)
+}
+
+func (q stmtQuerier) ExecContext(ctx context.Context, _ string, args ...any) (sql.Result, error) {
+	st := q.st
+	if q.tx != nil {
+		st = q.tx.StmtContext(ctx, st)
+	}
+	return st.ExecContext(ctx, args...)
+}
+
+// on returns a querier and execer that runs the prepared form of q on the
+// database (tx nil) or in tx.
+func (s *Store) on(ctx context.Context, tx *sql.Tx, q string) (stmtQuerier, error) {
+	st, err := s.prep(ctx, q)
+	return stmtQuerier{st: st, tx: tx}, err
 }
 
 // DB returns the store's database.
@@ -318,7 +381,11 @@ type row struct {
 
 // load reads the record of key with the statement q (load or loadLocked);
 // ok is false when there is none.
-func load(ctx context.Context, db querier, q string, key idem.Key) (r row, ok bool, err error) {
+func (s *Store) load(ctx context.Context, tx *sql.Tx, q string, key idem.Key) (r row, ok bool, err error) {
+	db, err := s.on(ctx, tx, q)
+	if err != nil {
+		return row{}, false, err
+	}
 	var (
 		status, scheme, token int64
 		fp                    []byte
@@ -382,7 +449,7 @@ func (s *Store) decide(ctx context.Context, x execer, req idem.ClaimRequest, r r
 	)
 	switch {
 	case !ok:
-		_, err = x.ExecContext(ctx, s.q.insert, claimArgs(req)...)
+		_, err = s.exec1(ctx, x, s.q.insert, claimArgs(req)...)
 		if duplicate(err) {
 			return idem.Claim{}, claimAgain, nil
 		}
@@ -413,6 +480,24 @@ func (s *Store) decide(ctx context.Context, x execer, req idem.ClaimRequest, r r
 	return c, claimDone, nil
 }
 
+// exec1 runs the insert on x: prepared, on the database (x is s.db) or in
+// a transaction.
+func (s *Store) exec1(ctx context.Context, x execer, q string, args ...any) (sql.Result, error) {
+	var tx *sql.Tx
+	switch x := x.(type) {
+	case *sql.Tx:
+		tx = x
+	case *sql.DB:
+	default:
+		return x.ExecContext(ctx, q, args...)
+	}
+	st, err := s.on(ctx, tx, q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, q, args...)
+}
+
 // bounded returns ctx bounded by the store's lock timeout, plus a second
 // per MiB of the n bytes the statement sends (an outcome of
 // idem.MaxOutcomeLen takes seconds to send and store).
@@ -439,7 +524,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		return idem.Claim{}, err
 	}
 	for range maxClaimAttempts {
-		r, ok, err := load(ctx, s.db, s.q.load, req.Key)
+		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
 		if err != nil {
 			return idem.Claim{}, fail("claim", req.Key, err)
 		}
@@ -485,7 +570,7 @@ func (s *Store) claimLocked(ctx context.Context, req idem.ClaimRequest) (c idem.
 			_ = tx.Rollback()
 		}
 	}()
-	r, ok, err := load(ctx, tx, s.q.loadLocked, req.Key)
+	r, ok, err := s.load(ctx, tx, s.q.loadLocked, req.Key)
 	if err != nil {
 		return idem.Claim{}, claimDone, err
 	}
@@ -502,7 +587,11 @@ func (s *Store) claimLocked(ctx context.Context, req idem.ClaimRequest) (c idem.
 // count runs a statement that returns one count.
 func (s *Store) count(ctx context.Context, q string, args ...any) (int64, error) {
 	var n int64
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&n)
+	st, err := s.prep(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	err = st.QueryRowContext(ctx, args...).Scan(&n)
 	return n, err
 }
 
@@ -538,7 +627,11 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 func (s *Store) exec(ctx context.Context, size int, q string, args ...any) (int64, error) {
 	ctx, cancel := s.bounded(ctx, size)
 	defer cancel()
-	res, err := s.db.ExecContext(ctx, q, args...)
+	st, err := s.prep(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, err
 	}

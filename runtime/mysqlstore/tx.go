@@ -102,7 +102,7 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		r, ok, err := load(ctx, s.db, s.q.load, req.Key)
+		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
 		if err != nil {
 			return idem.Claim{}, nil, fail("claim", req.Key, err)
 		}
@@ -201,7 +201,7 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 		}
 	}
 	if res == claimAgain {
-		r, found, err := load(ctx, tx, s.q.load, req.Key)
+		r, found, err := s.load(ctx, tx, s.q.load, req.Key)
 		if err != nil {
 			return idem.Claim{}, nil, false, err
 		}
@@ -318,7 +318,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 				return err
 			}
 		}
-		res, err := t.tx.tx.ExecContext(ctx, t.store.q.completeTx, completeArgs(t.key, t.token, out, ttl)...)
+		res, err := t.store.exec1(ctx, t.tx.tx, t.store.q.completeTx, completeArgs(t.key, t.token, out, ttl)...)
 		if err != nil {
 			return err
 		}
@@ -335,10 +335,26 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	if err != nil {
 		_ = t.tx.tx.Rollback()
 		discard(t.conn) // the commit's fate or the locks may be unknown
+		if errNumber(err) == 0 && t.committed(ctx) {
+			// The reply of the COMMIT (or of a statement before it)
+			// was lost, but the outcome is committed.
+			return nil
+		}
 		return fail("complete", t.key, err)
 	}
 	unlock(t.conn, t.locks)
 	return nil
+}
+
+// committed reports whether the call's outcome is committed: asked, after
+// a failure the server did not answer, on another connection. A commit the
+// server has not finished yet reads as not committed (the caller is told
+// the call failed; its retry replays the outcome).
+func (t *txn) committed(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DefaultLockTimeout)
+	defer cancel()
+	n, err := t.store.count(ctx, t.store.q.completeChk, t.key.ID[:], int64(t.token))
+	return err == nil && n > 0
 }
 
 // Release implements idem.Txn: it rolls the transaction back, claim and
