@@ -122,8 +122,8 @@ const indexSuffix = "_expires_at_idx"
 type Store struct {
 	db          *sql.DB
 	stmts       sync.Map // query → *sql.Stmt: see prep
-	table       string // quoted
-	name        string // the table's unquoted last part
+	table       string   // quoted
+	name        string   // the table's unquoted last part
 	lockTimeout time.Duration
 	q           queries
 }
