@@ -12,7 +12,10 @@
 # until it accepts connections, creates the database "idem" and prints the
 # DSN line, in go-sql-driver/mysql's form, on stdout. Everything else goes to
 # stderr. The server's PID is written to DIR/mariadb.pid; stop sends it
-# SIGTERM (a clean shutdown) and falls back to SIGKILL.
+# SIGTERM (a clean shutdown) and falls back to SIGKILL. A start on a DIR
+# that holds a data directory reuses it; with MARIADB_PORT set it listens on
+# that port (the stress harness restarts its own server so, after killing
+# it).
 #
 # The server is fast and not crash-safe (innodb_flush_log_at_trx_commit=2,
 # sync_binlog off, no binary log), which is right for tests. With
@@ -102,7 +105,7 @@ start() {
 	0 | "") ;;
 	*) die "IDEM_MYSQL_DURABLE=$IDEM_MYSQL_DURABLE: want 1 (durable server) or 0 (fast test server)" ;;
 	esac
-	port=$(free_port)
+	port=${MARIADB_PORT:-$(free_port)}
 	local args=(--no-defaults --datadir="$data" --bind-address=127.0.0.1 --port="$port"
 		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log"
 		--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=128M

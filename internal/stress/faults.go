@@ -168,7 +168,7 @@ func StoreOutage() Scenario {
 	return Scenario{
 		Name:    "store-outage",
 		About:   "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice",
-		Applies: func(b string) bool { return b != "pg-tx" },
+		Applies: func(b string) bool { return b != "pg-tx" && b != "mysql-tx" },
 		Configure: func(s *Storm) {
 			faulty(s)
 			s.Cut = true
@@ -226,6 +226,93 @@ func PGKillBackend() Scenario {
 					n, err := env.Handle.Terminate(ctx, 1)
 					if err != nil && ctx.Err() == nil {
 						return fmt.Errorf("pg-kill-backend: %w", err)
+					}
+					killed += n
+				}
+			})
+		},
+	}
+}
+
+// MySQLKill kills the scenario's own MariaDB server mid-run (SIGKILL, at
+// 15% of the calls, holding the first call that makes its side effect
+// after that until the server is down, so that its Complete meets the
+// outage; the storm holds at 60% until it is back), then starts it again on
+// the same data directory and port: InnoDB's crash recovery keeps every
+// committed transaction and rolls back the open ones. Calls fail with store
+// errors during the outage (shorter than Pay's lease); nothing executes
+// twice, and no record is left PROCESSING past its lease.
+func MySQLKill() Scenario {
+	return Scenario{
+		Name:     "mysql-kill",
+		About:    "MariaDB killed (SIGKILL) and started again mid-run (same data directory and port)",
+		Applies:  only("mysql", "mysql-tx"),
+		OwnMySQL: true,
+		Configure: func(s *Storm) {
+			faulty(s)
+			outage := time.Second
+			if s.Short {
+				outage = 300 * time.Millisecond
+			}
+			s.Faults, s.HoldAt = 1, 0.6
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				if err := env.WaitProgress(ctx, 0.15); err != nil {
+					return fmt.Errorf("mysql-kill: the storm ended before 15%% of its calls")
+				}
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
+				t0 := time.Now()
+				if err := env.MySQL.KillCalling(ctx, outage, release); err != nil {
+					return fmt.Errorf("mysql-kill: %w", err)
+				}
+				if !held {
+					env.Note("no side effect to hold")
+				}
+				env.Outage(time.Since(t0))
+				env.Note("killed at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+	}
+}
+
+// MySQLKillConnection kills the store's own connections that are inside a
+// transaction, or else running a statement (a replay's read: its caller
+// gets a store error) (KILL CONNECTION; only sessions on the run's own
+// database),
+// one every 5ms, in transactional mode: the claim, the business write and
+// the commit are cut at random points. A transaction cut before its commit
+// leaves nothing (no record, no business row, its GET_LOCK locks released
+// with the session); executions are counted from committed business rows
+// only.
+func MySQLKillConnection() Scenario {
+	return Scenario{
+		Name:    "mysql-kill-connection",
+		About:   "KILL CONNECTION of sessions mid-transaction, transactional mode",
+		Applies: only("mysql-tx"),
+		Configure: func(s *Storm) {
+			faulty(s)
+			// The method takes 5ms after its business write, so that kills
+			// land between the write and the commit too.
+			s.AfterEffect = 5 * time.Millisecond
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				if env.Handle.Terminate == nil {
+					return fmt.Errorf("mysql-kill-connection: store %s cannot kill its sessions", env.Backend)
+				}
+				killed := 0
+				defer func() { env.Note("killed %d connections", killed) }()
+				t := time.NewTicker(5 * time.Millisecond)
+				defer t.Stop()
+				for {
+					select {
+					case <-ctx.Done():
+						return nil
+					case <-t.C:
+					}
+					n, err := env.Handle.Terminate(ctx, 1)
+					if err != nil && ctx.Err() == nil {
+						return fmt.Errorf("mysql-kill-connection: %w", err)
 					}
 					killed += n
 				}
