@@ -108,8 +108,8 @@ start() {
 	port=${MARIADB_PORT:-$(free_port)}
 	local args=(--no-defaults --datadir="$data" --bind-address=127.0.0.1 --port="$port"
 		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log"
-		--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=128M
-		--innodb-log-file-size=256M --max-allowed-packet=1G --max-connections=300
+		--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=256M
+		--innodb-log-file-size=1G --max-allowed-packet=1G --max-connections=300
 		--character-set-server=utf8mb4 --skip-log-bin)
 	[[ $(id -u) -eq 0 ]] && args+=(--user=mysql)
 	"$bin" "${args[@]}" >/dev/null 2>&1 &

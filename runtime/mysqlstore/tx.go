@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,13 +39,6 @@ func NewTx(db *sql.DB, opts ...Option) *TxStore {
 // waits for a key held by another transaction.
 const maxPollPause = 50 * time.Millisecond
 
-// savepoint is set after the claim: a final error rolls the method's writes
-// back to it and keeps the claim.
-const (
-	savepointSQL  = "SAVEPOINT idem_method"
-	rollbackToSQL = "ROLLBACK TO SAVEPOINT idem_method"
-)
-
 // lockName returns the name of a user-level lock (GET_LOCK) of the store's
 // table: tag "k" for a key, "p" for a key and a payload. Names are 64 hex
 // digits, the longest MySQL and MariaDB accept, and name the table so that
@@ -68,7 +62,16 @@ func (s *Store) lockName(tag string, key idem.Key, fp *idem.Fingerprint) string 
 // when the payload's lock is held (a claim of the same payload is running).
 // The holder of a key's lock always holds its payload's lock first, so a 0
 // is never a claim of the same payload.
-const takeLocks = "SELECT IF(GET_LOCK(?, 0) = 1, GET_LOCK(?, 0), -1)"
+// The names are hex digits, spliced into the statement (never a
+// parameter): a statement without parameters is one round trip, where a
+// prepared one with parameters is two (prepare and execute) unless cached.
+func takeLocks(payloadLock, keyLock string) string {
+	return "SELECT IF(GET_LOCK('" + payloadLock + "', 0) = 1, GET_LOCK('" + keyLock + "', 0), -1)"
+}
+
+func releaseLocks(locks []string) string {
+	return "DO RELEASE_LOCK('" + strings.Join(locks, "'), RELEASE_LOCK('") + "')"
+}
 
 // ClaimTx implements idem.TxStore.
 //
@@ -79,7 +82,8 @@ const takeLocks = "SELECT IF(GET_LOCK(?, 0) = 1, GET_LOCK(?, 0), -1)"
 // of the key and payload, then the lock of the key. When it gets both it
 // opens a transaction (at the session's isolation level), inserts the
 // PROCESSING record (or takes over an expired record or a lapsed lease)
-// and sets a savepoint; the returned Txn then owns the transaction, the
+// (no savepoint: a final error rolls the transaction back and writes the
+// record afresh, under the key's lock still held); the returned Txn then owns the transaction, the
 // connection and the locks until Complete or Release. The record is never
 // committed as PROCESSING: a duplicate sees either nothing (the call is
 // running, or rolled back) or the committed outcome.
@@ -154,7 +158,7 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 	}
 	keyLock, payloadLock := s.lockName("k", req.Key, nil), s.lockName("p", req.Key, &req.Fingerprint)
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, takeLocks, payloadLock, keyLock).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, takeLocks(payloadLock, keyLock)).Scan(&got); err != nil {
 		discard(conn)
 		return idem.Claim{}, nil, false, err
 	}
@@ -168,7 +172,7 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 			for i := range p.Record.Fingerprint {
 				p.Record.Fingerprint[i] ^= 0xff
 			}
-			if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?)", payloadLock); err != nil {
+			if _, err := conn.ExecContext(ctx, releaseLocks([]string{payloadLock})); err != nil {
 				discard(conn)
 				return idem.Claim{}, nil, false, err
 			}
@@ -176,7 +180,7 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 		_ = conn.Close()
 		return p, nil, true, nil
 	}
-	locks := []any{keyLock, payloadLock}
+	locks := []string{keyLock, payloadLock}
 	// The transaction outlives this call (the executor ends it through the
 	// Txn): database/sql rolls a transaction back when its context ends.
 	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
@@ -215,14 +219,11 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 	if !c.Claimed {
 		return c, nil, false, nil
 	}
-	if _, err := tx.ExecContext(ctx, savepointSQL); err != nil {
-		return idem.Claim{}, nil, false, err
-	}
 	ok = true
 	s.mu.Lock()
 	s.held[req.Key.ID] = req.Token
 	s.mu.Unlock()
-	t = &txn{store: s, conn: conn, locks: locks, key: req.Key, token: req.Token}
+	t = &txn{store: s, conn: conn, locks: locks, req: req, key: req.Key, token: req.Token}
 	t.tx = &Tx{tx: tx}
 	return c, t, false, nil
 }
@@ -230,10 +231,10 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 // unlock releases the user-level locks of a transactional claim and returns
 // the connection to the pool, or discards it when the locks may still be
 // held (the statement failed).
-func unlock(conn *sql.Conn, locks []any) {
+func unlock(conn *sql.Conn, locks []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultLockTimeout)
 	defer cancel()
-	if _, err := conn.ExecContext(ctx, "DO RELEASE_LOCK(?), RELEASE_LOCK(?)", locks...); err != nil {
+	if _, err := conn.ExecContext(ctx, releaseLocks(locks)); err != nil {
 		discard(conn)
 		return
 	}
@@ -274,7 +275,8 @@ type txn struct {
 	store *TxStore
 	conn  *sql.Conn
 	tx    *Tx
-	locks []any
+	locks []string
+	req   idem.ClaimRequest
 	key   idem.Key
 	token idem.Token
 	done  atomic.Bool
@@ -296,9 +298,11 @@ func (t *txn) end() bool {
 	return true
 }
 
-// Complete implements idem.Txn: it rolls back to the savepoint (with
-// discardWrites), stores out in the claimed row, commits, and releases the
-// key's locks. When any step fails the transaction is rolled back: no
+// Complete implements idem.Txn: it stores out in the claimed row, commits,
+// and releases the key's locks. With discardWrites it first rolls the
+// whole transaction back and, in a new one, under the key's lock still
+// held, claims the key again and stores out: the record commits, the
+// method's writes do not. When any step fails the transaction is rolled back: no
 // record, no business write.
 func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
 	if !t.end() {
@@ -312,13 +316,15 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	}
 	ctx, cancel := t.store.bounded(ctx, outcomeLen(out))
 	defer cancel()
+	tx := t.tx.tx
 	err := func() error {
 		if discardWrites {
-			if _, err := t.tx.tx.ExecContext(ctx, rollbackToSQL); err != nil {
+			var err error
+			if tx, err = t.reclaim(ctx); err != nil {
 				return err
 			}
 		}
-		res, err := t.store.exec1(ctx, t.tx.tx, t.store.q.completeTx, completeArgs(t.key, t.token, out, ttl)...)
+		res, err := t.store.exec1(ctx, tx, t.store.q.completeTx, completeArgs(t.key, t.token, out, ttl)...)
 		if err != nil {
 			return err
 		}
@@ -330,10 +336,10 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 			}
 			return err
 		}
-		return t.tx.tx.Commit()
+		return tx.Commit()
 	}()
 	if err != nil {
-		_ = t.tx.tx.Rollback()
+		_ = tx.Rollback()
 		discard(t.conn) // the commit's fate or the locks may be unknown
 		if errNumber(err) == 0 && t.committed(ctx) {
 			// The reply of the COMMIT (or of a statement before it)
@@ -344,6 +350,29 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	}
 	unlock(t.conn, t.locks)
 	return nil
+}
+
+// reclaim rolls the call's transaction back (the method's writes and the
+// claim) and claims the key again in a new transaction on the same
+// connection, which still holds the key's lock, so that no other claim
+// came between.
+func (t *txn) reclaim(ctx context.Context) (*sql.Tx, error) {
+	if err := t.tx.tx.Rollback(); err != nil {
+		return nil, err
+	}
+	tx, err := t.conn.BeginTx(context.WithoutCancel(ctx), nil)
+	if err != nil {
+		return nil, err
+	}
+	r, ok, err := t.store.load(ctx, tx, t.store.q.load, t.key)
+	if err != nil {
+		return tx, err
+	}
+	c, res, err := t.store.decide(ctx, tx, t.req, r, ok)
+	if err == nil && (res != claimDone || !c.Claimed) {
+		err = errors.New("the key changed while its lock was held")
+	}
+	return tx, err
 }
 
 // committed reports whether the call's outcome is committed: asked, after
