@@ -362,10 +362,6 @@ func bytesOf(s string) []byte {
 	return []byte(s)
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -690,6 +686,9 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 // MigrationSQL returns Schema for this store's table name: the default
 // names replaced by the configured (quoted) table and its index.
 func (s *Store) MigrationSQL() string {
+	if s.table == "`"+DefaultTable+"`" {
+		return Schema
+	}
 	return strings.NewReplacer("idem_records_expires_at_idx", "`"+s.name+indexSuffix+"`",
 		"idem_records_status_chk", "`"+s.name+"_status_chk`",
 		"idem_records", s.table).Replace(Schema)
