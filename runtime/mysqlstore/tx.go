@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,15 +56,19 @@ func (s *Store) lockName(tag string, key idem.Key, fp *idem.Fingerprint) string 
 	return hex.EncodeToString(h.Sum(sum[:0]))
 }
 
-// The locks of a transactional claim (see readAndLock): without waiting,
-// the lock of req's payload and then the lock of req's key; the result is
-// 1 when both are taken, 0 when the key is held by a claim of another
-// payload (the payload's lock was taken, and is released), -1 when the
-// payload's lock is held (a claim of the same payload is running). The
-// holder of a key's lock always holds its payload's lock first, so a 0 is
-// never a claim of the same payload. The names are hex digits, spliced
-// into the statement (never parameters): a statement without parameters
-// is one round trip.
+// takeLocks tries, without waiting, the lock of req's payload and then the
+// lock of req's key: 1 when both are taken, 0 when the key is held by a
+// claim of another payload (the payload's lock was taken and released), -1
+// when the payload's lock is held (a claim of the same payload is running).
+// The holder of a key's lock always holds its payload's lock first, so a 0
+// is never a claim of the same payload.
+// The names are hex digits, spliced into the statement (never a
+// parameter): a statement without parameters is one round trip, where a
+// prepared one with parameters is two (prepare and execute) unless cached.
+func takeLocks(payloadLock, keyLock string) string {
+	return "SELECT IF(GET_LOCK('" + payloadLock + "', 0) = 1, GET_LOCK('" + keyLock + "', 0), -1)"
+}
+
 func releaseLocks(locks []string) string {
 	return "DO RELEASE_LOCK('" + strings.Join(locks, "'), RELEASE_LOCK('") + "')"
 }
@@ -103,7 +106,14 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		c, t, busy, err := s.claimTx(ctx, req)
+		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
+		if err != nil {
+			return idem.Claim{}, nil, fail("claim", req.Key, err)
+		}
+		if ok && settled(&r, req) {
+			return idem.Claim{Record: r.rec}, nil, nil
+		}
+		c, t, busy, err := s.claimTx(ctx, req, ok)
 		if err != nil {
 			return idem.Claim{}, nil, fail("claim", req.Key, err)
 		}
@@ -137,48 +147,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// readAndLock is the first statement of a transactional claim, with no
-// parameter (one round trip; every spliced value is hex digits or a
-// number): the key's committed row, if any, with the server's now, and,
-// unless that row settles the claim (the condition of settled: a live final
-// record, or a live PROCESSING record the caller may not take), the result
-// of takeLocks; NULL when it settles it, so that a replay takes no lock.
-func (s *Store) readAndLock(req idem.ClaimRequest, payloadLock, keyLock string) string {
-	key, fp := hex.EncodeToString(req.Key.ID[:]), hex.EncodeToString(req.Fingerprint[:])
-	token := strconv.FormatInt(int64(req.Token), 10)
-	return "SELECT c.status, c.fingerprint, c.scheme, c.token, c.lease_until, c.expires_at, c.body, c.err_code, c.err_message, c.meta, " +
-		now + ", IF(c.idem_key IS NOT NULL AND c.expires_at > " + now + " AND (c.status <> 1 OR NOT (c.fingerprint = X'" + fp +
-		"' AND (c.lease_until <= " + now + " OR c.token = " + token + "))), NULL, " +
-		"IF(GET_LOCK('" + payloadLock + "', 0) = 1, GET_LOCK('" + keyLock + "', 0), -1))" +
-		" FROM (SELECT 1 AS one) d LEFT JOIN " + s.table + " c ON c.idem_key = X'" + key + "'"
-}
-
-// scanReadAndLock reads readAndLock's row: the record (ok: there is one) and
-// the locks' result.
-func scanReadAndLock(q *sql.Row) (r row, ok bool, got sql.NullInt64, err error) {
-	var (
-		status, scheme, token, lease, exp sql.NullInt64
-		fp                                []byte
-		body, code, msg, meta             []byte
-	)
-	if err = q.Scan(&status, &fp, &scheme, &token, &lease, &exp, &body, &code, &msg, &meta, &r.now, &got); err != nil {
-		return row{}, false, got, err
-	}
-	if !status.Valid {
-		return r, false, got, nil
-	}
-	r.leaseUntil, r.expiresAt = lease.Int64, exp.Int64
-	r.rec = idem.Record{Status: idem.Status(status.Int64), Scheme: uint32(scheme.Int64), Token: idem.Token(token.Int64)}
-	copy(r.rec.Fingerprint[:], fp)
-	if r.rec.Status != idem.StatusProcessing {
-		r.rec.Outcome = idem.Outcome{Status: r.rec.Status, Body: body, ErrCode: string(code), ErrMessage: string(msg), Meta: meta}
-	}
-	return r, true, got, nil
-}
-
 // claimTx is one attempt of ClaimTx: a claimed Txn, a decided record, busy
 // (another transaction holds the key), or neither (look again).
-func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest) (c idem.Claim, t *txn, busy bool, err error) {
+func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists bool) (c idem.Claim, t *txn, busy bool, err error) {
 	ctx, cancel := s.bounded(ctx, 0)
 	defer cancel()
 	conn, err := s.db.Conn(ctx)
@@ -186,19 +157,12 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest) (c idem.Cl
 		return idem.Claim{}, nil, false, err
 	}
 	keyLock, payloadLock := s.lockName("k", req.Key, nil), s.lockName("p", req.Key, &req.Fingerprint)
-	r, exists, got, err := scanReadAndLock(conn.QueryRowContext(ctx, s.readAndLock(req, payloadLock, keyLock)))
-	if err != nil {
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, takeLocks(payloadLock, keyLock)).Scan(&got); err != nil {
 		discard(conn)
 		return idem.Claim{}, nil, false, err
 	}
 	switch {
-	case exists && settled(&r, req):
-		if got.Valid { // unreachable: the statement judged as settled does
-			unlock(conn, []string{keyLock, payloadLock})
-		} else {
-			_ = conn.Close()
-		}
-		return idem.Claim{Record: r.rec}, nil, false, nil
 	case !got.Valid:
 		discard(conn)
 		return idem.Claim{}, nil, false, errors.New("GET_LOCK failed")
