@@ -65,6 +65,11 @@ type KeyParts struct {
 	err     error
 	parts   int
 	enc     scratch
+	// scope and scopeEnd: the tenant Tenant added as the first part, and
+	// where its encoding ends; promoted: id made it the key's tenant.
+	scope    string
+	scopeEnd int
+	promoted bool
 }
 
 func (p *KeyParts) header(kind byte, n int) {
@@ -88,6 +93,20 @@ func (p *KeyParts) String(path, s string) {
 	}
 	p.header('s', len(s))
 	put(&p.enc, s)
+}
+
+// Tenant adds the tenant a door (idemhttp, idemgrpc) read from the
+// request, before any other part. When the executor names no tenant
+// (SingleTenant, or a WithTenant function that returned ""), it becomes the
+// key's tenant, so that the store scopes and counts the record by it (a
+// tenant share: memstore.WithTenantShare); otherwise it is a part named
+// "tenant", and both scope the key. An empty t makes Key return
+// ErrMissingKey naming "tenant".
+func (p *KeyParts) Tenant(t string) {
+	p.String("tenant", t)
+	if t != "" && p.parts == 1 {
+		p.scope, p.scopeEnd = t, len(p.enc.bytes())
+	}
 }
 
 // Int adds a signed integer part.
@@ -234,7 +253,12 @@ func (p *KeyParts) id(tenant, op string) (Key, error) {
 	if p.missing != "" {
 		return Key{}, &MissingKeyError{Op: op, Path: p.missing}
 	}
-	if p.parts == 0 {
+	enc, parts := p.enc.bytes(), p.parts
+	p.promoted = tenant == "" && p.scope != ""
+	if p.promoted {
+		tenant, enc, parts = p.scope, enc[p.scopeEnd:], parts-1
+	}
+	if parts == 0 {
 		return Key{}, &MissingKeyError{Op: op, Path: "(no parts)"}
 	}
 	var scratch [320]byte
@@ -242,13 +266,18 @@ func (p *KeyParts) id(tenant, op string) (Key, error) {
 	buf = append(buf, tenant...)
 	buf = binary.AppendUvarint(buf, uint64(len(op)))
 	buf = append(buf, op...)
-	buf = append(buf, p.enc.bytes()...)
+	buf = append(buf, enc...)
 	return Key{Tenant: tenant, Op: op, ID: sha256.Sum256(buf)}, nil
 }
 
 // text returns the readable form of the parts (Key.Text); never empty for
 // parts id accepts.
-func (p *KeyParts) text() string { return readable(p.enc.bytes()) }
+func (p *KeyParts) text() string {
+	if p.promoted {
+		return readable(p.enc.bytes()[p.scopeEnd:])
+	}
+	return readable(p.enc.bytes())
+}
 
 // readable decodes the parts' encoding into "part+part+...", cut at
 // MaxReadableKey bytes on a rune boundary.

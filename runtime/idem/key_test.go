@@ -35,6 +35,58 @@ func TestKeyEncodingIsUnambiguous(t *testing.T) {
 	assert.Equal(t, tenant1, again, "the same parts give the same key")
 }
 
+// TestKeyPartsTenant: a door's tenant (KeyParts.Tenant) is the key's
+// tenant when the executor names none, so that stores scope and count the
+// record by it, and a part otherwise (the key a door built before); an
+// empty one is a missing part.
+func TestKeyPartsTenant(t *testing.T) {
+	door := func(tenant, key string) *idem.KeyParts {
+		var p idem.KeyParts
+		p.Tenant(tenant)
+		p.String("Idempotency-Key", key)
+		return &p
+	}
+	asPart := func(tenant, key string) *idem.KeyParts {
+		var p idem.KeyParts
+		p.String("tenant", tenant)
+		p.String("Idempotency-Key", key)
+		return &p
+	}
+	alone := func(key string) *idem.KeyParts {
+		var p idem.KeyParts
+		p.String("Idempotency-Key", key)
+		return &p
+	}
+	for _, c := range []struct {
+		name       string
+		parts      *idem.KeyParts
+		execTenant string
+		want       *idem.KeyParts
+		wantTenant string
+		wantText   string
+	}{
+		{"single-tenant executor: the door's tenant scopes the key", door("acme", "k1"), "", alone("k1"), "acme", "k1"},
+		{"tenant executor: the door's tenant is a part", door("acme", "k1"), "exec", asPart("acme", "k1"), "exec", "acme+k1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			k, err := c.parts.Key(c.execTenant, "POST /orders")
+			require.NoError(t, err)
+			want, err := c.want.Key(c.wantTenant, "POST /orders")
+			require.NoError(t, err)
+			assert.Equal(t, want, k)
+			assert.Equal(t, c.wantTenant, k.Tenant)
+			assert.Equal(t, c.wantText, k.Text)
+		})
+	}
+	a, _ := door("a", "k1").Key("", "op")
+	b, _ := door("b", "k1").Key("", "op")
+	assert.NotEqual(t, a.ID, b.ID, "two tenants' same key are two keys")
+	_, err := door("", "k1").Key("", "op")
+	var missing *idem.MissingKeyError
+	require.ErrorAs(t, err, &missing)
+	assert.Equal(t, "tenant", missing.Path)
+}
+
 func TestKeyReadableForm(t *testing.T) {
 	var p idem.KeyParts
 	p.String("order.ID", "A-1")

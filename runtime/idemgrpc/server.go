@@ -136,7 +136,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	var parts idem.KeyParts
 	if ev.Tenant != "" {
-		parts.String("tenant", ev.Tenant)
+		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
 	}
 	parts.String(MetadataKey, key)
 	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait}

@@ -212,7 +212,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var parts idem.KeyParts
 	if ev.Tenant != "" {
-		parts.String("tenant", ev.Tenant)
+		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
 	}
 	parts.String(Header, key)
 	method := idem.Method{Op: ev.Op, TTL: m.cfg.ttl, Lease: m.cfg.lease, Wait: m.cfg.wait}

@@ -117,50 +117,61 @@ func TestStoreFull(t *testing.T) {
 // TestTenantOverQuota: a tenant that holds its share of a memstore is
 // answered 429 with its own rule and event, while the store is not full:
 // another tenant's new key runs, and the refused tenant's own keys replay.
-// The store's share counts the executor's tenant (idem.WithTenant), here
-// the same account as the middleware's.
+// The share counts the middleware's tenant whichever tenancy the executor
+// has: its own tenant function (here the same account), or SingleTenant,
+// as the README shows (the middleware's tenant is then the key's tenant:
+// idem.KeyParts.Tenant).
 func TestTenantOverQuota(t *testing.T) {
 	type accountKey struct{}
-	var evs []idemhttp.Event
-	var runs int
-	ex := idem.NewExecutor(memstore.New(memstore.WithTenantShare(1)),
-		idem.WithTenant(func(ctx context.Context) string { s, _ := ctx.Value(accountKey{}).(string); return s }))
-	mw := idemhttp.New(ex, idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }),
-		idemhttp.WithObserver(func(ev idemhttp.Event) { evs = append(evs, ev) }))
-	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		runs++
-		w.WriteHeader(201)
-	}))
-	do := func(account, key string) *httptest.ResponseRecorder {
-		r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}"))
-		r.Header.Set(idemhttp.Header, key)
-		r.Header.Set("X-Account", account)
-		r = r.WithContext(context.WithValue(r.Context(), accountKey{}, account))
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w
-	}
-	wantStatus(t, do("a", "k1"), 201)
-	w := do("a", "k2")
-	p := wantProblem(t, w, 429, "tenant-over-quota")
-	if !strings.Contains(p.Detail, "share") {
-		t.Errorf("detail %q does not name the tenant's share", p.Detail)
-	}
-	if got := w.Header().Get("Retry-After"); got != "2" {
-		t.Errorf("Retry-After %q, want 2", got)
-	}
-	var q *idem.TenantQuotaError
-	if len(evs) != 1 || evs[0].Kind != idemhttp.EventTenantOverQuota || !errors.As(evs[0].Err, &q) || evs[0].Tenant != "a" || evs[0].Status != 429 {
-		t.Fatalf("events %+v, want one tenant_over_quota", evs)
-	}
-	wantStatus(t, do("b", "k2"), 201)
-	w = do("a", "k1")
-	wantStatus(t, w, 201)
-	if w.Header().Get("Idempotent-Replayed") != "true" {
-		t.Errorf("the refused tenant's own key is not replayed: %v", w.Header())
-	}
-	if runs != 2 {
-		t.Errorf("%d runs, want 2", runs)
+	for _, c := range []struct {
+		name    string
+		tenancy idem.Option
+	}{
+		{"executor WithTenant", idem.WithTenant(func(ctx context.Context) string { s, _ := ctx.Value(accountKey{}).(string); return s })},
+		{"executor SingleTenant", idem.SingleTenant()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var evs []idemhttp.Event
+			var runs int
+			ex := idem.NewExecutor(memstore.New(memstore.WithTenantShare(1)), c.tenancy)
+			mw := idemhttp.New(ex, idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }),
+				idemhttp.WithObserver(func(ev idemhttp.Event) { evs = append(evs, ev) }))
+			h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				w.WriteHeader(201)
+			}))
+			do := func(account, key string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest("POST", "/orders", strings.NewReader("{}"))
+				r.Header.Set(idemhttp.Header, key)
+				r.Header.Set("X-Account", account)
+				r = r.WithContext(context.WithValue(r.Context(), accountKey{}, account))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			wantStatus(t, do("a", "k1"), 201)
+			w := do("a", "k2")
+			p := wantProblem(t, w, 429, "tenant-over-quota")
+			if !strings.Contains(p.Detail, "share") {
+				t.Errorf("detail %q does not name the tenant's share", p.Detail)
+			}
+			if got := w.Header().Get("Retry-After"); got != "2" {
+				t.Errorf("Retry-After %q, want 2", got)
+			}
+			var q *idem.TenantQuotaError
+			if len(evs) != 1 || evs[0].Kind != idemhttp.EventTenantOverQuota || !errors.As(evs[0].Err, &q) || evs[0].Tenant != "a" || evs[0].Status != 429 {
+				t.Fatalf("events %+v, want one tenant_over_quota", evs)
+			}
+			wantStatus(t, do("b", "k2"), 201)
+			w = do("a", "k1")
+			wantStatus(t, w, 201)
+			if w.Header().Get("Idempotent-Replayed") != "true" {
+				t.Errorf("the refused tenant's own key is not replayed: %v", w.Header())
+			}
+			if runs != 2 {
+				t.Errorf("%d runs, want 2", runs)
+			}
+		})
 	}
 }
 

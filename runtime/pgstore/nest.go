@@ -21,10 +21,6 @@ import (
 // level: PostgreSQL resolves a savepoint name to the most recent savepoint
 // of that name, and releasing idem_nested releases the inner idem_method,
 // so the levels stack.
-// lockNotAvail is lock_not_available: the nested claim's lock_timeout
-// fired (the key is held by another transaction).
-const lockNotAvail = "55P03"
-
 const (
 	nestSavepointSQL  = "SAVEPOINT idem_nested"
 	nestRollbackToSQL = "ROLLBACK TO SAVEPOINT idem_nested"
@@ -56,17 +52,20 @@ var ErrOuterTxDone = errors.New("pgstore: the enclosing idempotent call's transa
 // partitioned (WithPartitions); otherwise nested is false and nothing is
 // done (the executor opens a transaction of its own with ClaimTx).
 //
-// In one round trip on outer's connection: the savepoint idem_nested, the
-// key's advisory lock (waiting at most wait, or WithLockTimeout's value,
-// through lock_timeout, as ClaimTx does), the claim statement and the
-// method's savepoint. When the key is claimed, the returned Txn holds it
-// until outer's transaction ends: its Complete writes the outcome (after
+// In one round trip on outer's connection: the savepoint idem_nested, and
+// the batch ClaimTx sends (decide, which answers a replay or tries the
+// key's lock without waiting and without an error, the claim statement and
+// the method's savepoint). When the key is claimed, the returned Txn holds
+// it until outer's transaction ends: its Complete writes the outcome (after
 // rolling back the method's writes for a final error) and releases the
 // savepoint, without committing; its Release rolls back to the savepoint.
 // When the key is not claimed (a replay, a call in progress, another
 // payload: the answers of ClaimTx), a second round trip rolls back to the
 // savepoint and releases it, so that outer's transaction holds nothing of
-// the attempt, not even the key's lock.
+// the attempt, not even the key's lock. A key held by another transaction
+// is looked at again, off the lock and with pauses that grow to
+// maxPollPause, until wait (or WithLockTimeout's value) has passed: no
+// statement fails while it waits, so outer's transaction stays usable.
 func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, bool, error) {
 	j, ok := outer.(joinable)
 	if !ok || s.part != nil {
@@ -85,63 +84,85 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	if wait <= 0 {
 		wait = s.lockTimeout
 	}
-	if wait <= 0 {
-		wait = time.Millisecond // a duplicate that does not wait: the key's lock at once, or busy
-	}
-	args := claimArgs(req)
-	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	timeout := lockTimeoutValue(wait)
-	sql, withSlow, force := s.sql.fastTx, true, false
-	for attempt := 1; ; attempt++ {
-		var (
-			claim, final idem.Claim
-			res, fres    claimResult
-		)
-		b := &pgx.Batch{}
-		b.Queue(nestSavepointSQL)
-		b.Queue(nestResetSQL)
-		b.Queue(s.sql.keyLock, keyLock(req.Key), req.Key.ID[:], force, pa, pb, timeout).Query(func(rows pgx.Rows) error {
-			var err error
-			final, fres, err = scanClaim(rows, false)
-			return err
-		})
-		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			claim, res, err = scanClaim(rows, withSlow)
-			return err
-		})
-		b.Queue(savepointSQL)
-		err := tx.SendBatch(ctx, b).Close()
-		if err == nil && res == claimAnswered && claim.Claimed {
-			t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}
-			t.mtx = &methodTx{Tx: tx}
-			return claim, t, true, nil
+	deadline := time.Now().Add(wait)
+	pause := time.Millisecond
+	for {
+		c, t, busy, err := s.claimNestedOnce(ctx, tx, req)
+		if t != nil {
+			return c, t, true, nil
 		}
-		// Not claimed, or failed: nothing of the attempt stays.
-		if uerr := undoNested(ctx, tx); uerr != nil {
-			return idem.Claim{}, nil, true, fail("claim", req.Key, errors.Join(err, uerr))
+		if err != nil || !busy || !time.Now().Before(deadline) {
+			return c, nil, true, err
 		}
-		if pgErr, isPg := errors.AsType[*pgconn.PgError](err); isPg && pgErr.Code == lockNotAvail {
-			// Another transaction holds the key and did not end in time.
-			return s.holder(ctx, tx, req), nil, true, nil
-		}
-		if err != nil {
+		if err := sleepCtx(ctx, min(pause, time.Until(deadline))); err != nil {
 			return idem.Claim{}, nil, true, fail("claim", req.Key, err)
 		}
-		if fres == claimAnswered {
-			return final, nil, true, nil // keyLock found the final record
-		}
-		if res == claimAnswered {
-			return claim, nil, true, nil
-		}
+		pause = min(2*pause, maxPollPause)
+	}
+}
+
+// claimNestedOnce is one attempt of ClaimNested: the savepoint idem_nested
+// and ClaimTx's statements in one round trip, a second one for the full
+// claim where the fast one left the record to it (as claimTxPlain does), and
+// the savepoint undone unless the key was claimed. busy reports a key held
+// by another transaction.
+func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
+	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	q := s.sql.txText
+	var (
+		d     decision
+		claim idem.Claim
+		res   claimResult
+	)
+	b := &pgx.Batch{}
+	b.Queue(nestSavepointSQL)
+	b.Queue(nestResetSQL)
+	b.Queue(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
+		var err error
+		d, err = scanDecision(rows, req)
+		return err
+	})
+	b.Queue(q.fast, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		claim, res, err = scanClaim(rows, true)
+		return err
+	})
+	b.Queue(q.savepoint)
+	err := tx.SendBatch(ctx, b).Close()
+	for attempt := 1; err == nil && d.kind == decideLocked && res != claimAnswered; attempt++ {
 		if res == claimAgain {
 			s.claimRetries.Add(1)
 		}
 		if attempt >= maxClaimAttempts {
-			return idem.Claim{}, nil, true, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+			err = errors.New("the record kept changing under concurrent claims")
+			break
 		}
-		sql, withSlow, force = s.sql.claimTx, false, true
+		b := &pgx.Batch{}
+		b.Queue(q.claim, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			claim, res, err = scanClaim(rows, false)
+			return err
+		})
+		b.Queue(q.savepoint)
+		err = tx.SendBatch(ctx, b).Close()
 	}
+	if err == nil && d.kind == decideLocked && claim.Claimed {
+		t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}
+		t.mtx = &methodTx{Tx: tx}
+		return claim, t, false, nil
+	}
+	// Not claimed, or failed: nothing of the attempt stays.
+	if uerr := undoNested(ctx, tx); uerr != nil {
+		return idem.Claim{}, nil, false, fail("claim", req.Key, errors.Join(err, uerr))
+	}
+	if err != nil {
+		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
+	}
+	if d.kind != decideLocked {
+		return d.claim, nil, d.kind == decideBusy, nil
+	}
+	return claim, nil, false, nil
 }
 
 // undoNested rolls tx back to the savepoint idem_nested and releases it,

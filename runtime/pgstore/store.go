@@ -146,9 +146,6 @@ type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
 	claimTx, fastTx, decide                                                     string // transactional mode
-	// keyLock, holder and final: a claim nested in an enclosing claim's
-	// transaction (ClaimNested, nest.go), which waits on the key's lock.
-	keyLock, holder, final string
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
 	txNames, txText       txQueries
@@ -323,60 +320,6 @@ FROM cur`
 		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), "true")
 	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
 	st.decide = decideSQL(t, "c.expires_at > "+ts)
-	// keyLock: $1 the key's lock, $2 key ID, $3 force, $4 and $5 the lock
-	// that names the claimer's payload (see payloadLock), taken first and
-	// shared, so that whoever holds the key's lock also holds its payload's;
-	// $6 the lock_timeout of the wait. In one statement: unless $3 is
-	// false and a final record is visible (f: a replay, which returns the
-	// record, in the columns of claim, marks it in idemgen.final for
-	// finalGuard, and locks and sets nothing), it sets lock_timeout to $6
-	// for the wait on the locks, and back to the caller's value after, so
-	// that nothing else in the transaction (the claim's own index and heap
-	// locks, the method's writes) runs under the short timeout, and a lock
-	// timeout means exactly "the key is held". The LATERAL reference to w
-	// (materialized: read once, before) makes the wait run after w has saved
-	// and set the timeout; the last branch reads l (it returns no row) so
-	// that l runs.
-	st.keyLock = fmt.Sprintf(`WITH f AS MATERIALIZED (
-	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
-	FROM %[1]s c
-	WHERE c.key = $2::bytea AND c.status <> 1 AND c.expires_at > %[2]s AND NOT $3::bool
-), w AS MATERIALIZED (
-	SELECT current_setting('lock_timeout') AS saved, set_config('lock_timeout', $6::text, true) AS waiting
-	WHERE NOT EXISTS (SELECT 1 FROM f)
-), l AS MATERIALIZED (
-	SELECT set_config('lock_timeout', w.saved, true) AS restored
-	FROM w, LATERAL (
-		SELECT pg_advisory_xact_lock_shared($4::int, $5::int), pg_advisory_xact_lock($1::bigint),
-			set_config('idemgen.key_locked', 'on', true)
-		WHERE w.waiting IS NOT NULL
-	) x
-)
-SELECT set_config('idemgen.final', 'on', true) <> 'on', false, status, fingerprint, scheme, token, interval '0',
-	body, err_code, err_message, meta
-FROM f
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM l WHERE l.restored IS NULL`, t, ts)
-	// holder: whether a session holds the key's lock ($1, $2: its two
-	// halves, as pg_locks shows a bigint advisory lock) and, if so, whether
-	// it holds the payload lock $3, $4 (the same payload) or another
-	// payload lock of this key ($3 and another $4). pg_locks is one
-	// consistent snapshot of the lock table.
-	st.holder = `SELECT count(*) > 0,
-	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
-		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-			AND p.classid = $3::bigint::oid AND p.objid = $4::bigint::oid)), false),
-	coalesce(bool_or(EXISTS (SELECT 1 FROM pg_locks p
-		WHERE p.pid = k.pid AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2
-			AND p.classid = $3::bigint::oid AND p.objid <> $4::bigint::oid)), false)
-FROM pg_locks k
-WHERE k.locktype = 'advisory' AND k.granted AND k.mode = 'ExclusiveLock' AND k.objsubid = 1
-	AND k.classid = $1::bigint::oid AND k.objid = $2::bigint::oid`
-	// final: the key's live final record, in the columns of the claim.
-	st.final = fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, %[3]s,
-	c.body, c.err_code, c.err_message, c.meta
-FROM %[1]s c WHERE c.key = $1::bytea AND c.status <> 1 AND c.expires_at > %[2]s`, t, ts, leaseLeft)
 	st.txText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
 	st.txNames = st.txText.names()
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.

@@ -485,54 +485,6 @@ func (s *TxStore) finish(conn *pgxpool.Conn, keyLocked bool) {
 	go commitAndRelease(conn)
 }
 
-// batcher is what holder needs of a connection or a transaction.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-// holder is heldBy's answer, asked on db (a connection in no transaction,
-// or a transaction that holds no lock of the key).
-func (s *TxStore) holder(ctx context.Context, db batcher, req idem.ClaimRequest) idem.Claim {
-	c := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	k := uint64(keyLock(req.Key))
-	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	var held, same, other bool
-	var (
-		rec   idem.Claim
-		final bool
-	)
-	// In this order: the holder's locks, then the final record. A holder
-	// seen with another payload's lock that is about to find a final record
-	// (committed before, and then visible here) and roll back does not
-	// make a duplicate of that record's payload a mismatch.
-	b := &pgx.Batch{}
-	b.Queue(s.sql.holder, int64(k>>32), int64(uint32(k)), int64(uint32(pa)), int64(uint32(pb))).QueryRow(func(r pgx.Row) error {
-		return r.Scan(&held, &same, &other)
-	})
-	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
-		var err error
-		var res claimResult
-		rec, res, err = scanClaim(rows, false)
-		final = res == claimAnswered
-		return err
-	})
-	if err := db.SendBatch(ctx, b).Close(); err != nil {
-		return c
-	}
-	if final {
-		return rec
-	}
-	// A holder that is ending releases its locks one by one: only one seen
-	// holding another payload's lock of this key is running another
-	// payload; one seen with neither is taken as the same request.
-	if held && !same && other {
-		for i := range c.Record.Fingerprint {
-			c.Record.Fingerprint[i] ^= 0xff
-		}
-	}
-	return c
-}
-
 // Renew implements idem.Renewer. A claim held by one of this store's open
 // transactions needs no lease (the transaction holds the key until it
 // ends): Renew answers nil while the transaction is open. Any other record
