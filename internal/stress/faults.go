@@ -123,36 +123,45 @@ func PGRestart() Scenario {
 		About:   "PostgreSQL fast shutdown and start mid-run (same data directory and port)",
 		Applies: only("pg", "pg-tx", "tiered"),
 		OwnPG:   true,
-		Configure: func(s *Storm) {
-			faulty(s)
-			outage := time.Second
-			if s.Short {
-				outage = 300 * time.Millisecond
+		Configure: serverDown("pg-restart", "restart", func(ctx context.Context, env *Env, outage time.Duration, down func()) error {
+			return env.PG.RestartCalling(ctx, outage, down)
+		}),
+	}
+}
+
+// serverDown is the Configure of a scenario that takes the scenario's own
+// server down once, at 15% of the calls (early, while most keys are still
+// undecided: later, tiered answers nearly every call from Redis alone),
+// holding the first call that makes its side effect after that until the
+// server is down (stop calls down then), so that at least its Complete
+// meets the outage; the storm holds at 60% until the server is back. The
+// outage is 1s (300ms when short). verb names the fault in the notes.
+func serverDown(name, verb string, stop func(ctx context.Context, env *Env, outage time.Duration, down func()) error) func(*Storm) {
+	return func(s *Storm) {
+		faulty(s)
+		outage := time.Second
+		if s.Short {
+			outage = 300 * time.Millisecond
+		}
+		s.Faults, s.HoldAt = 1, 0.6
+		s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+			defer env.FaultDone()
+			if err := env.WaitProgress(ctx, 0.15); err != nil {
+				return fmt.Errorf("%s: the storm ended before 15%% of its calls", name)
 			}
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				// Early (15%), while most keys are still undecided: later,
-				// tiered answers nearly every call from Redis alone.
-				if err := env.WaitProgress(ctx, 0.15); err != nil {
-					return fmt.Errorf("pg-restart: the storm ended before 15%% of its calls")
-				}
-				// Hold a call right after its side effect until the server
-				// is down, so that at least its Complete meets the outage.
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				t0 := time.Now()
-				if err := env.PG.RestartCalling(ctx, outage, release); err != nil {
-					return fmt.Errorf("pg-restart: %w", err)
-				}
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Outage(time.Since(t0))
-				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
-		},
+			release, held := env.HoldNextEffect(ctx, 10*time.Second)
+			defer release()
+			t0 := time.Now()
+			if err := stop(ctx, env, outage, release); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if !held {
+				env.Note("no side effect to hold")
+			}
+			env.Outage(time.Since(t0))
+			env.Note("%s at call %d, back in %v", verb, int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+			return nil
+		})
 	}
 }
 
@@ -204,33 +213,40 @@ func PGKillBackend() Scenario {
 		Name:    "pg-kill-backend",
 		About:   "pg_terminate_backend of sessions mid-transaction, transactional mode",
 		Applies: only("pg-tx"),
-		Configure: func(s *Storm) {
-			faulty(s)
-			// The method takes 1ms after its business write, so that
-			// terminations land between the write and the commit too.
-			s.AfterEffect = time.Millisecond
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				if env.Handle.Terminate == nil {
-					return fmt.Errorf("pg-kill-backend: store %s cannot terminate its sessions", env.Backend)
+		// The method takes 1ms after its business write, so that
+		// terminations land between the write and the commit too.
+		Configure: sessionKiller("pg-kill-backend", 10*time.Millisecond, time.Millisecond, "terminated %d sessions"),
+	}
+}
+
+// sessionKiller is the Configure of a scenario that ends one of the store's
+// own sessions (Handle.Terminate) every period while the storm runs; Pay's
+// body takes afterEffect after its side effect. note reports the count.
+func sessionKiller(name string, period, afterEffect time.Duration, note string) func(*Storm) {
+	return func(s *Storm) {
+		faulty(s)
+		s.AfterEffect = afterEffect
+		s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+			if env.Handle.Terminate == nil {
+				return fmt.Errorf("%s: store %s cannot end its sessions", name, env.Backend)
+			}
+			killed := 0
+			defer func() { env.Note(note, killed) }()
+			t := time.NewTicker(period)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
 				}
-				killed := 0
-				defer func() { env.Note("terminated %d sessions", killed) }()
-				t := time.NewTicker(10 * time.Millisecond)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-t.C:
-					}
-					n, err := env.Handle.Terminate(ctx, 1)
-					if err != nil && ctx.Err() == nil {
-						return fmt.Errorf("pg-kill-backend: %w", err)
-					}
-					killed += n
+				n, err := env.Handle.Terminate(ctx, 1)
+				if err != nil && ctx.Err() == nil {
+					return fmt.Errorf("%s: %w", name, err)
 				}
-			})
-		},
+				killed += n
+			}
+		})
 	}
 }
 
@@ -248,32 +264,9 @@ func MySQLKill() Scenario {
 		About:    "MariaDB killed (SIGKILL) and started again mid-run (same data directory and port)",
 		Applies:  only("mysql", "mysql-tx"),
 		OwnMySQL: true,
-		Configure: func(s *Storm) {
-			faulty(s)
-			outage := time.Second
-			if s.Short {
-				outage = 300 * time.Millisecond
-			}
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				if err := env.WaitProgress(ctx, 0.15); err != nil {
-					return fmt.Errorf("mysql-kill: the storm ended before 15%% of its calls")
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				t0 := time.Now()
-				if err := env.MySQL.KillCalling(ctx, outage, release); err != nil {
-					return fmt.Errorf("mysql-kill: %w", err)
-				}
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Outage(time.Since(t0))
-				env.Note("killed at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
-		},
+		Configure: serverDown("mysql-kill", "killed", func(ctx context.Context, env *Env, outage time.Duration, down func()) error {
+			return env.MySQL.KillCalling(ctx, outage, down)
+		}),
 	}
 }
 
@@ -291,32 +284,8 @@ func MySQLKillConnection() Scenario {
 		Name:    "mysql-kill-connection",
 		About:   "KILL CONNECTION of sessions mid-transaction, transactional mode",
 		Applies: only("mysql-tx"),
-		Configure: func(s *Storm) {
-			faulty(s)
-			// The method takes 5ms after its business write, so that kills
-			// land between the write and the commit too.
-			s.AfterEffect = 5 * time.Millisecond
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				if env.Handle.Terminate == nil {
-					return fmt.Errorf("mysql-kill-connection: store %s cannot kill its sessions", env.Backend)
-				}
-				killed := 0
-				defer func() { env.Note("killed %d connections", killed) }()
-				t := time.NewTicker(5 * time.Millisecond)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-t.C:
-					}
-					n, err := env.Handle.Terminate(ctx, 1)
-					if err != nil && ctx.Err() == nil {
-						return fmt.Errorf("mysql-kill-connection: %w", err)
-					}
-					killed += n
-				}
-			})
-		},
+		// The method takes 5ms after its business write, so that kills
+		// land between the write and the commit too.
+		Configure: sessionKiller("mysql-kill-connection", 5*time.Millisecond, 5*time.Millisecond, "killed %d connections"),
 	}
 }

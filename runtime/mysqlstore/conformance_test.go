@@ -1,6 +1,7 @@
 package mysqlstore_test
 
 import (
+	"database/sql"
 	"testing"
 	"time"
 
@@ -17,32 +18,21 @@ const conformanceUnit = time.Second
 
 // TestConformance runs the store conformance suite in lease mode against the
 // real server, its clock advanced by timeTravel.
-func TestConformance(t *testing.T) {
-	db := newDB(t, 80)
-	table := newTable(t, db)
-	s := mysqlstore.New(db, mysqlstore.WithTable(table))
-	down, unmigrated := unusable(db, newLease)
-	idemtest.Run(t, idemtest.Options{
-		NewStore:   func(t *testing.T) idem.Store { return mysqlstore.New(db, mysqlstore.WithTable(table)) },
-		Sleep:      timeTravel(t, db, s.Table()),
-		Unit:       conformanceUnit,
-		Sweep:      sweepOf,
-		Down:       down,
-		Unmigrated: unmigrated,
-	})
-}
+func TestConformance(t *testing.T) { conformance(t, newLease, false) }
 
 // TestConformanceTx runs the suite in transactional mode: the executor's
 // cases go through ClaimTx, and a stalled claim (an open transaction) is
 // refused instead of taken over.
-func TestConformanceTx(t *testing.T) {
+func TestConformanceTx(t *testing.T) { conformance(t, newTx, true) }
+
+func conformance(t *testing.T, newStore func(*sql.DB, ...mysqlstore.Option) idem.Store, tx bool) {
 	db := newDB(t, 80)
 	table := newTable(t, db)
 	s := mysqlstore.New(db, mysqlstore.WithTable(table))
-	down, unmigrated := unusable(db, newTx)
+	down, unmigrated := unusable(db, newStore)
 	idemtest.Run(t, idemtest.Options{
-		NewStore:      func(t *testing.T) idem.Store { return mysqlstore.NewTx(db, mysqlstore.WithTable(table)) },
-		Transactional: true,
+		NewStore:      func(t *testing.T) idem.Store { return newStore(db, mysqlstore.WithTable(table)) },
+		Transactional: tx,
 		Sleep:         timeTravel(t, db, s.Table()),
 		Unit:          conformanceUnit,
 		Sweep:         sweepOf,
