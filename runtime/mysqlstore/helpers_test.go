@@ -57,22 +57,15 @@ func newTable(t testing.TB, db *sql.DB) string {
 	return table
 }
 
-// travelHorizon: timeTravel leaves alone final records that expire more
-// than two minutes from now (the suite's TTLs are at most a minute, except
-// MaxSizes' 400 units): InnoDB takes seconds to update a row holding a
-// 64 MiB outcome, and moving them changes nothing a case can observe.
-const travelHorizon = "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) + 120000000"
-
 // timeTravel is idemtest's Options.Sleep for a table: d passes on the
 // store's clock for every record in it (rows that an open transaction holds
-// are skipped: their claim does not lapse while it is open anyway; see
-// travelHorizon for the others).
+// are skipped: their claim does not lapse while it is open anyway).
 func timeTravel(t *testing.T, db *sql.DB, table string) func(time.Duration) {
 	return func(d time.Duration) {
 		tx, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.Query("SELECT idem_key FROM " + table + " WHERE status = 1 OR expires_at <= " + travelHorizon + " FOR UPDATE SKIP LOCKED")
+		rows, err := tx.Query("SELECT idem_key FROM " + table + " FOR UPDATE SKIP LOCKED")
 		require.NoError(t, err)
 		var keys []any
 		for rows.Next() {
