@@ -179,9 +179,12 @@ func TestDeadlockInMethod(t *testing.T) {
 		require.NoError(t, err)
 	}
 	var runs atomic.Int32
-	locked := make(chan struct{})
 	otherDone := make(chan error, 1)
-	_, err = call(t.Context(), ex, m, order, 1, func(ctx context.Context) (string, error) {
+	// A bound, so that a lock wait the test did not plan fails it instead
+	// of hanging (the server's innodb_lock_wait_timeout is 50s).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	_, err = call(ctx, ex, m, order, 1, func(ctx context.Context) (string, error) {
 		runs.Add(1)
 		tx, _ := mysqlstore.TxFrom(ctx)
 		if _, err := tx.ExecContext(ctx, "INSERT INTO "+ledger+" (order_id, v) VALUES (?, 'first')", order); err != nil {
@@ -190,28 +193,15 @@ func TestDeadlockInMethod(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, "UPDATE "+ledger+" SET v = 'm' WHERE id = 1"); err != nil {
 			return "", err
 		}
+		if _, err := other.ExecContext(ctx, "UPDATE "+ledger+" SET v = 'o' WHERE id = 2"); err != nil {
+			return "", err
+		}
+		// Each now waits for the other's row: whichever request closes the
+		// cycle, InnoDB rolls back the lighter transaction, the method's.
 		go func() {
-			if _, err := other.Exec("UPDATE " + ledger + " SET v = 'o' WHERE id = 2"); err != nil {
-				otherDone <- err
-				return
-			}
-			close(locked)
 			_, err := other.Exec("UPDATE " + ledger + " SET v = 'o' WHERE id = 1") // waits for the method
 			otherDone <- err
 		}()
-		<-locked
-		// Wait until the other transaction waits for row 1 (a real lock
-		// wait, seen by the server), then close the cycle.
-		for {
-			var waiting int
-			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'").Scan(&waiting); err != nil {
-				return "", err
-			}
-			if waiting > 0 {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
 		_, err := tx.ExecContext(ctx, "UPDATE "+ledger+" SET v = 'm' WHERE id = 2")
 		return "", err
 	})
