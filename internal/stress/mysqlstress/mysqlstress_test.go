@@ -19,6 +19,7 @@ func TestStorm(t *testing.T) {
 		t.Skip("short")
 	}
 	dsn := testenv.MySQLDSN(t)
+	parent := t
 	var (
 		once   sync.Once
 		own    *stress.MySQLServer
@@ -34,6 +35,9 @@ func TestStorm(t *testing.T) {
 				if sc.OwnMySQL {
 					once.Do(func() {
 						own, ownErr = stress.StartMySQL(t.Context())
+						if ownErr == nil {
+							parent.Cleanup(own.Stop)
+						}
 					})
 					if ownErr != nil {
 						if errors.Is(ownErr, stress.ErrMissingServer) && os.Getenv("CI") != "true" {
@@ -46,8 +50,5 @@ func TestStorm(t *testing.T) {
 				stresstest.RunScenario(t, sc, b, opt)
 			})
 		}
-	}
-	if own != nil {
-		own.Stop()
 	}
 }
