@@ -60,7 +60,7 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/charges", charge)
-	ex := idem.NewExecutor(newStore(t), idem.SingleTenant(), idem.WithObserver(func(ev idem.Event) {
+	ex := idem.NewExecutor(newStore(t), idem.SingleTenant(), idem.WithLease(hangGuard), idem.WithObserver(func(ev idem.Event) {
 		if ev.Kind == idem.EventCompleted {
 			storedOnce.Do(func() { close(stored) })
 		}

@@ -977,7 +977,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 	firstChunk := make(chan struct{})
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		if err := rc.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		if err := rc.SetWriteDeadline(time.Now().Add(2 * hangGuard)); err != nil {
 			t.Errorf("SetWriteDeadline through the middleware: %v", err)
 		}
 		if err := rc.EnableFullDuplex(); err != nil {
@@ -1076,9 +1076,10 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 	srv := loopback(t, e.h)
 
 	// 1. A retry loop that sends the same *http.Request again (GetBody),
-	//    through an http.Client with a Timeout (which forks the request).
+	//    through an http.Client with a Timeout (which forks the request;
+	//    the Timeout only guards against a hang).
 	flaky := &flakyTransport{base: srv.Client().Transport}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &idemhttp.Transport{Base: flaky}}
+	client := &http.Client{Timeout: hangGuard, Transport: &idemhttp.Transport{Base: flaky}}
 	req, _ := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(`{"item":"x"}`))
 	var resp *http.Response
 	var err error
