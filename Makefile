@@ -7,13 +7,14 @@ GO ?= go
 PKGS := ./...
 # Nested Go modules: each has its own go.mod, so that the SQLite driver, the
 # migration tools (goose, golang-migrate: runtime/pgstore/migrationtest),
-# OpenTelemetry, grpc-go and NATS stay out of the dependencies of a service
+# OpenTelemetry, grpc-go, NATS and the web frameworks (gin, echo, Fiber:
+# runtime/idemgin, idemecho, idemfiber) stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc examples/grpcapi examples/consumer examples/shop
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
 .PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
-	demo-grpc demo-consumer test-nested nested
+	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
 	$(GO) run ./examples/orders
@@ -46,6 +47,11 @@ nested:
 demo-grpc:
 	cd examples/grpcapi && $(GO) run .
 
+# idemgateway in front of a service with a generated wrapper: what each
+# layer catches (docs/LAYERS.md).
+demo-gateway:
+	cd examples/gateway && $(GO) run .
+
 # a JetStream consumer (in-process nats-server), with and without idemgen.
 demo-consumer:
 	cd examples/consumer && $(GO) run .
@@ -60,6 +66,7 @@ check:
 	cd examples/grpcapi && $(GO) tool idemgen -check -diff ./...
 	cd examples/consumer && $(GO) tool idemgen -check -diff ./...
 	cd examples/shop && $(GO) tool idemgen -check -diff ./...
+	cd examples/gateway && $(GO) tool idemgen -check -diff ./...
 	cd bench && $(GO) tool idemgen -check -diff ./...
 
 fmt-check:

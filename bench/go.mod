@@ -18,6 +18,7 @@ require (
 	github.com/dave/jennifer v1.7.1 // indirect
 	github.com/gofiber/schema v1.7.0 // indirect
 	github.com/gofiber/utils/v2 v2.0.2 // indirect
+	github.com/idemgen/idemgen/runtime/idemfiber v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -44,3 +45,5 @@ require (
 replace github.com/idemgen/idemgen => ../
 
 tool github.com/idemgen/idemgen/cmd/idemgen
+
+replace github.com/idemgen/idemgen/runtime/idemfiber => ../runtime/idemfiber

@@ -177,13 +177,17 @@ func (l link) Complete(ctx context.Context, key idem.Key, token idem.Token, out 
 func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error {
 	w := l.w
 	wk := w.cur
-	return l.call(ctx, op{name: "release", apply: func(sctx context.Context) error {
+	err := l.call(ctx, op{name: "release", apply: func(sctx context.Context) error {
 		err := w.mem.Release(sctx, key, token)
 		if err == nil {
 			w.onRelease(wk)
 		}
 		return err
 	}})
+	if wk.parent == nil && (errors.Is(err, errRequestLost) || errors.Is(err, errReplyLost) || errors.Is(err, errStoreDown)) {
+		wk.releaseLost = true // the executor will send it again
+	}
+	return err
 }
 
 // Renew implements idem.Renewer, for the executor's renewal goroutine, and

@@ -49,7 +49,10 @@ type worker struct {
 	// renewal is a worker's renewal goroutine, if any.
 	parent, renewal *worker
 	stopAfter       func() bool // unregisters the wake-up on the renewals' end
-	keeper          bool        // the executor's goroutine that keeps parent's outcome after its caller gave up
+	keeper          bool        // the executor's goroutine that keeps parent's outcome after its caller gave up, or sends its release again
+	// releaseLost: a Release of this worker did not reach the store or
+	// lost its reply (the executor sends it again from a goroutine).
+	releaseLost bool
 
 	token      idem.Token
 	tokenSet   bool
@@ -139,10 +142,22 @@ func (w *world) adoptRenewal(wk *worker, rs *renewalStart) {
 	w.tracef("%s starts, first renewal in %v", a, rs.d)
 }
 
+// adoptReleaser adopts the goroutine the executor started to send a lost
+// release of wk again (see link.Release), before wk yields: it announces
+// itself at its first Sleep, which it reaches while wk holds the baton.
+func (wk *worker) adoptReleaser() {
+	if wk.parent == nil && wk.releaseLost {
+		wk.w.adoptKeeper(wk, <-wk.w.keepers, false)
+		wk.releaseLost = false
+	}
+}
+
 // adoptKeeper makes the announced keeper goroutine an actor of wk, parked
-// in its first Sleep. It ends by cancelling its own context, as its last
-// act, while it holds the baton: that hands the baton back.
-func (w *world) adoptKeeper(wk *worker, rs *renewalStart) {
+// in its first Sleep: the goroutine that keeps wk's outcome (pending: wk's
+// caller was told idem.ErrOutcomePending), or the one that sends wk's
+// release again. It ends by cancelling its own context, as its last act,
+// while it holds the baton: that hands the baton back.
+func (w *world) adoptKeeper(wk *worker, rs *renewalStart, pending bool) {
 	a := rs.actor
 	a.id, a.w, a.cl, a.ks, a.parent, a.keeper = wk.id, w, wk.cl, wk.ks, wk, true
 	a.token, a.tokenSet = wk.token, true
@@ -157,7 +172,9 @@ func (w *world) adoptKeeper(wk *worker, rs *renewalStart) {
 		}
 		w.back <- struct{}{}
 	})
-	w.stats.Pending++
+	if pending {
+		w.stats.Pending++
+	}
 	w.tracef("%s starts, first attempt in %v", a, rs.d)
 }
 
@@ -167,6 +184,7 @@ func (wk *worker) wait(ctx context.Context, d time.Duration, where string) error
 	if wk.state == killed {
 		return errKilled
 	}
+	wk.adoptReleaser()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -303,6 +321,10 @@ func (wk *worker) call() {
 		if p := recover(); p != nil {
 			wk.how, wk.panicV = "panic", p
 		}
+		// Also when the method left by runtime.Goexit: the executor's
+		// deferred release may have been lost, and sent again by a
+		// goroutine of its own.
+		wk.adoptReleaser()
 	}()
 	svc := wk.w.svc
 	switch wk.ks.method {
@@ -316,7 +338,7 @@ func (wk *worker) call() {
 	if errors.Is(wk.err, idem.ErrOutcomePending) {
 		// The executor left a goroutine keeping the outcome: it announces
 		// itself at its first Sleep.
-		wk.w.adoptKeeper(wk, <-wk.w.keepers)
+		wk.w.adoptKeeper(wk, <-wk.w.keepers, true)
 	}
 	wk.how = "returned"
 }

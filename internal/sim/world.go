@@ -142,6 +142,11 @@ func (c clock) Sleep(ctx context.Context, d time.Duration) error {
 		panic("sim: Clock.Sleep called outside a worker")
 	}
 	if _, inCall := idem.KeyFrom(ctx); wk.parent == nil && inCall {
+		if wk.releaseLost {
+			// The first wait of the goroutine that sends the worker's lost
+			// release again: the worker adopts it when its call returns.
+			return w.startRenewal(w.keepers, ctx, d)
+		}
 		if w.renew && wk.renewal == nil {
 			// The first wait of the lease renewal the executor started in
 			// a goroutine of its own, while the worker that holds the

@@ -149,7 +149,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		claim, err := c.claim(ctx, &req)
 		if err != nil {
 			if !refused(err) {
-				c.abandon(ctx, req.Token)
+				c.abandon(ctx, req.Token, req.Lease)
 			}
 			return zero, c.claimError(ctx, "claim", err)
 		}
@@ -318,10 +318,15 @@ func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
 // made (its reply lost), so that it does not block the key for the lease.
 // A store answers nil when there is no such claim, and ErrLeaseLost when
 // another token holds the key: neither is news.
-func (c *call[T]) abandon(ctx context.Context, token Token) {
-	dctx, cancel := c.ex.detached(ctx)
-	defer cancel()
-	_ = c.ex.store.Release(dctx, c.key, token)
+//
+// A store that cannot be reached (see unreachable) is asked again in the
+// background, as after a method's transient error (releaseOn), for at most
+// a lease: the claim, if it was made, was made before now.
+func (c *call[T]) abandon(ctx context.Context, token Token, lease time.Duration) {
+	if err := c.releaseOnce(ctx, token); err != nil && unreachable(err) {
+		c.until = c.ex.now().Add(lease)
+		c.releaseOn(ctx, token, nil, false)
+	}
 }
 
 // schemeChanged reports whether rec's fingerprint was computed by another
@@ -554,17 +559,69 @@ func markFinal(decided bool, err error) error {
 }
 
 func (c *call[T]) release(ctx context.Context, token Token, cause error) {
+	err := c.releaseOnce(ctx, token)
+	switch {
+	case err == nil:
+		c.emit(EventReleased, cause)
+	case errors.Is(err, ErrLeaseLost):
+		c.emit(EventLeaseLost, err)
+	default:
+		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
+		if unreachable(err) {
+			c.releaseOn(ctx, token, cause, true)
+		}
+	}
+}
+
+// releaseOnce makes one Release call, detached from the caller's
+// cancellation and bounded by the store timeout.
+func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 	dctx, cancel := c.ex.detached(ctx)
 	defer cancel()
-	if err := c.ex.store.Release(dctx, c.key, token); err != nil {
-		if errors.Is(err, ErrLeaseLost) {
-			c.emit(EventLeaseLost, err)
-			return
+	return c.ex.store.Release(dctx, c.key, token)
+}
+
+// releaseOn tries again, in a goroutine of its own, to release a claim that
+// a store which could not be reached still holds (see unreachable), with
+// keep's backoff on the executor's clock, until the release passes, the
+// store answers otherwise, or the claim's lease has ended (a retry then
+// takes the key over, which is as good). Without it, a store outage as the
+// method fails would keep every retry of a call that changed nothing
+// waiting, or refused with ErrInProgress, for the rest of the lease. The
+// caller is not kept waiting: it has its error already. Its context carries
+// the caller's values and the call's key, as keepOn's does. claimed says
+// that the call held the claim (not an abandoned one that may not exist):
+// only then is EventReleased emitted.
+func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claimed bool) {
+	rc := *c // a copy: c is its caller's, which returns now
+	rctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
+	go func() {
+		defer cancel() // last: a simulator learns from it that the goroutine ended
+		lease := rc.until.Sub(rc.ex.now())
+		backoff := keepBackoffMin
+		for {
+			// Its first act is a Sleep, even when the lease has ended
+			// already (a simulator adopts the goroutine there).
+			left := rc.until.Sub(rc.ex.now())
+			if rc.ex.clock.Sleep(rctx, max(min(backoff, left), 0)) != nil || left <= 0 {
+				return
+			}
+			err := rc.releaseOnce(rctx, token)
+			switch {
+			case err == nil:
+				if claimed {
+					rc.emit(EventReleased, cause)
+				}
+				return
+			case errors.Is(err, ErrLeaseLost):
+				return // taken over, or released by an attempt whose reply was lost
+			case !unreachable(err):
+				rc.emit(EventStoreError, &storeError{key: rc.key, call: "release", err: err})
+				return
+			}
+			backoff = min(backoff*4, max(min(lease/8, keepBackoffMax), keepBackoffMin))
 		}
-		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
-		return
-	}
-	c.emit(EventReleased, cause)
+	}()
 }
 
 // keeper is the state of storing one decided outcome in lease mode (see

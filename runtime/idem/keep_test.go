@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -310,4 +311,77 @@ func TestDoKeepStopsAtLeaseLost(t *testing.T) {
 	require.ErrorIs(t, err, idem.ErrLeaseLost)
 	assert.Contains(t, ev.kinds(), idem.EventLeaseLost)
 	assert.True(t, errors.Is(err, idem.ErrLeaseLost))
+}
+
+// TestDoReleaseThroughOutage: a method that fails with a transient error
+// while the store cannot be reached (every operation fails) leaves its
+// claim to be released. The caller gets its error at once; the executor
+// releases the claim in the background once the store is back, so that a
+// retry runs at once instead of waiting out the lease. An outage longer
+// than the lease ends the attempts: the lease has lapsed, and a retry takes
+// the key over.
+func TestDoReleaseThroughOutage(t *testing.T) {
+	const (
+		lease          = 10 * time.Second
+		keepBackoffMax = time.Second // the executor's longest pause between two attempts
+	)
+	errTransient := errors.New("upstream timeout")
+	for _, frac := range []float64{0.01, 0.3, 0.6, 0.85, 1.2, 3} {
+		t.Run(fmt.Sprintf("outage=%.2f×lease", frac), func(t *testing.T) {
+			clk := newFakeClock(true)
+			st := newOutageStore(clk, fmt.Errorf("dial: %w", syscall.ECONNREFUSED), "complete", "renew", "claim", "release")
+			released := make(chan struct{})
+			var once sync.Once
+			var ev eventLog
+			observe := func(e idem.Event) {
+				ev.observe(e)
+				if e.Kind == idem.EventReleased {
+					once.Do(func() { close(released) })
+				}
+			}
+			ex := idem.NewExecutor(noRenew{st}, idem.SingleTenant(), idem.WithClock(clk), idem.WithLease(lease), idem.WithObserver(observe))
+			m := &idem.Method{Op: "T.Pay", TTL: time.Hour}
+			outage := time.Duration(frac * float64(lease))
+			runs := 0
+			pay := func(context.Context) (int, error) {
+				runs++
+				if runs == 1 {
+					st.down(outage) // the store goes away as the method fails
+					return 0, errTransient
+				}
+				return 7, nil
+			}
+			start := clk.Now()
+			_, err := call(t.Context(), ex, m, "order-1", pay)
+			require.ErrorIs(t, err, errTransient, "the caller gets the method's error")
+			if outage < lease-keepBackoffMax {
+				select {
+				case <-released:
+				case <-time.After(30 * time.Second): // turns a hang into a failure only
+					t.Fatalf("the claim was never released: %v", ev.kinds())
+				}
+				require.Less(t, clk.Now().Sub(start), lease, "released within the lease")
+				v, err := call(t.Context(), ex, m, "order-1", pay)
+				require.NoError(t, err, "a retry runs at once")
+				assert.Equal(t, 7, v)
+				assert.Less(t, clk.Now().Sub(start), lease, "without waiting out the lease")
+				assert.Equal(t, 2, runs)
+				return
+			}
+			// Longer than the lease: the attempts end with it; a retry
+			// after it takes the key over.
+			guard := time.Now().Add(30 * time.Second) // turns a hang into a failure only
+			for clk.Now().Sub(start) < lease {
+				if time.Now().After(guard) {
+					t.Fatalf("the background attempts stopped before the lease ended: %v", ev.kinds())
+				}
+				runtime.Gosched() // the background attempts advance the clock
+			}
+			clk.Advance(outage)
+			v, err := call(t.Context(), ex, m, "order-1", pay)
+			require.NoError(t, err)
+			assert.Equal(t, 7, v)
+			assert.Equal(t, 2, runs)
+		})
+	}
 }

@@ -72,6 +72,16 @@
 // shares one key space per operation, which is right only when the clients
 // trust each other. New panics when neither, or both, is given.
 //
+// # Clients that send no key
+//
+// WithDerivedKey, off by default, is a fallback for clients that cannot be
+// changed to send a key: a request without one gets a key derived from its
+// tenant, operation, method, path, query, media type and canonical body,
+// deduplicated within a short window (at most MaxDerivedKeyWindow), and
+// every response to it says so (DerivedKeyHeader). Two legitimate
+// identical requests inside the window get one answer: use it only where
+// that is the lesser risk.
+//
 // # Client side
 //
 // Transport sets Idempotency-Key on outgoing POST and PATCH requests: the key

@@ -130,3 +130,32 @@ func ExampleWriteError() {
 	fmt.Println(w.Code, w.Header().Get("Retry-After"), w.Header().Get("Content-Type"))
 	// Output: 409 2 application/problem+json
 }
+
+// A client that cannot send an Idempotency-Key retries a charge: with
+// WithDerivedKey the retry inside the window gets the first answer, marked
+// as derived. (Two charges of the same amount made on purpose inside the
+// window would be merged too: a fallback only.)
+func ExampleWithDerivedKey() {
+	charges := 0
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	mw := idemhttp.New(ex,
+		idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get("X-Account") }),
+		idemhttp.WithDerivedKey(10*time.Second),
+	)
+	h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		charges++
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "charge %d", charges)
+	}))
+	for range 2 {
+		r := httptest.NewRequest("POST", "/charges", strings.NewReader(`{"amount": 100}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("X-Account", "acct_1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%d %s derived=%q replayed=%q\n", w.Code, w.Body, w.Header().Get(idemhttp.DerivedKeyHeader), w.Header().Get(idemhttp.ReplayedHeader))
+	}
+	// Output:
+	// 201 charge 1 derived="true" replayed=""
+	// 201 charge 1 derived="true" replayed="true"
+}

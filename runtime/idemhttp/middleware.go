@@ -57,7 +57,8 @@ type response struct {
 // "Idempotent-Replayed: true", to every retry with the same key and the
 // same request. The errors, as RFC 9457 problem details:
 //
-//   - 400: the key is missing (unless WithOptionalKey) or malformed;
+//   - 400: the key is missing (unless WithOptionalKey or WithDerivedKey)
+//     or malformed;
 //   - 403: the WithTenant function named no tenant for the request;
 //   - 409 with Retry-After: the first request with the key is still running
 //     (or, WithWait, the stored response once it finishes);
@@ -121,6 +122,10 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ev := Event{Request: r}
 	vals := r.Header.Values(Header)
 	switch {
+	case len(vals) == 0 && m.cfg.window > 0: // WithDerivedKey
+		ev.Derived = true
+		w.Header().Set(DerivedKeyHeader, "true")
+		vals = []string{"derived"} // ParseKey accepts it; the key is derived below
 	case len(vals) == 0:
 		ev.Kind = EventKeyMissing
 		if m.cfg.optional {
@@ -149,7 +154,9 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				strings.TrimPrefix(err.Error(), "idemhttp: ")+".")
 		return
 	}
-	ev.Key = key
+	if !ev.Derived {
+		ev.Key = key
+	}
 
 	body, err := m.readBody(r)
 	if err != nil {
@@ -200,7 +207,11 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var h idem.Hasher
-	err = m.cfg.fingerprint(r, body, &h)
+	if ev.Derived {
+		derivedFingerprint(r, body, &h)
+	} else {
+		err = m.cfg.fingerprint(r, body, &h)
+	}
 	if err == nil && m.cfg.customFP {
 		_, err = h.Sum() // a value the hasher cannot encode (DefaultFingerprint adds none)
 	}
@@ -214,8 +225,14 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ev.Tenant != "" {
 		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
 	}
-	parts.String(Header, key)
 	method := idem.Method{Op: ev.Op, TTL: m.cfg.ttl, Lease: m.cfg.lease, Wait: m.cfg.wait}
+	if ev.Derived {
+		sum, _ := h.Sum() // derivedFingerprint adds nothing Sum can fail on
+		parts.Bytes(derivedPart, sum[:])
+		method.TTL = m.cfg.window
+	} else {
+		parts.String(Header, key)
+	}
 
 	ctx := r.Context()
 	if !m.cfg.cancel {

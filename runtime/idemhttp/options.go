@@ -44,7 +44,7 @@ var neverStored = map[string]bool{
 	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
 	"Cookie": true, "Www-Authenticate": true, "Proxy-Authenticate": true,
 	"Authentication-Info": true, "Proxy-Authentication-Info": true,
-	ReplayedHeader: true, "Content-Length": true, "Transfer-Encoding": true,
+	ReplayedHeader: true, DerivedKeyHeader: true, "Content-Length": true, "Transfer-Encoding": true,
 	"Connection": true, "Trailer": true,
 }
 
@@ -94,8 +94,9 @@ type config struct {
 	cancel      bool
 	problemBase string
 	maxRetry    time.Duration
-	customFP    bool   // fingerprint is not DefaultFingerprint: it may fail in Sum
-	bad         string // the first invalid option, for New's panic
+	customFP    bool          // fingerprint is not DefaultFingerprint: it may fail in Sum
+	window      time.Duration // WithDerivedKey: > 0 derives a key for a request without one
+	bad         string        // the first invalid option, for New's panic
 }
 
 // invalid records the first invalid option.
@@ -110,6 +111,9 @@ func (c *config) invalid(format string, args ...any) {
 func (c *config) validate() {
 	if c.lease > c.ttl {
 		c.invalid("WithLease(%v) exceeds the TTL, %v (WithTTL): a claim cannot outlive its record", c.lease, c.ttl)
+	}
+	if c.window > 0 && c.optional {
+		c.invalid("WithDerivedKey and WithOptionalKey both given: a request without a key either gets a derived key or runs unprotected; choose one")
 	}
 	switch {
 	case c.tenant != nil && c.single:
@@ -508,6 +512,9 @@ type Event struct {
 	Op, Tenant string
 	// Key is the Idempotency-Key as sent (empty when missing or invalid).
 	Key string
+	// Derived: the request had no key, and its key was derived from the
+	// request (WithDerivedKey); Key is empty.
+	Derived bool
 	// Status is the HTTP status concerned (see each kind).
 	Status int
 	// Err is the error behind the event, if any.

@@ -65,6 +65,14 @@ const (
 	OutcomeRejected         = "rejected"           // the Method or its key was refused before any claim
 )
 
+// durationBuckets are the bucket boundaries of the duration histograms, in
+// seconds: OpenTelemetry's semantic conventions for HTTP durations, 5ms to
+// 10s. The SDK's default boundaries (0, 5, 10, …, 10000) suit
+// milliseconds, and would put every call under 5s in one bucket.
+func durationBuckets() metric.HistogramOption {
+	return metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10)
+}
+
 // Option configures Instrument, SweepObserver and ObserveSize.
 type Option func(*config)
 
@@ -140,13 +148,13 @@ func Instrument(opts ...Option) idem.Option {
 	h.events, err = m.Int64Counter("idem.events", metric.WithUnit("{event}"),
 		metric.WithDescription("Executor events (idem.EventKind), by kind."))
 	add(err)
-	h.callDur, err = m.Float64Histogram("idem.call.duration", metric.WithUnit("s"),
+	h.callDur, err = m.Float64Histogram("idem.call.duration", metric.WithUnit("s"), durationBuckets(),
 		metric.WithDescription("Duration of idempotent calls, by outcome."))
 	add(err)
-	h.methodDur, err = m.Float64Histogram("idem.method.duration", metric.WithUnit("s"),
+	h.methodDur, err = m.Float64Histogram("idem.method.duration", metric.WithUnit("s"), durationBuckets(),
 		metric.WithDescription("Duration of the wrapped method's runs."))
 	add(err)
-	h.storeOpDur, err = m.Float64Histogram("idem.store.operation.duration", metric.WithUnit("s"),
+	h.storeOpDur, err = m.Float64Histogram("idem.store.operation.duration", metric.WithUnit("s"), durationBuckets(),
 		metric.WithDescription("Duration of the executor's store operations, by operation."))
 	add(err)
 	h.claimsInUse, err = m.Int64UpDownCounter("idem.claims.active", metric.WithUnit("{claim}"),

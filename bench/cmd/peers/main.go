@@ -39,6 +39,7 @@ func main() {
 	timeout := flag.Duration("timeout", 4*time.Minute, "bound on the whole run")
 	callersFlag := flag.String("callers", "1,16", "concurrent clients")
 	quick := flag.Bool("quick", false, "few and short rounds (a smoke run)")
+	fiberOnly := flag.Bool("fiber", false, "only the Fiber stack: runtime/idemfiber against Fiber's idempotency middleware")
 	flag.Parse()
 	if *quick {
 		*rounds, *round = 3, 15*time.Millisecond
@@ -47,23 +48,18 @@ func main() {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	if err := run(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
+	runFn := run
+	if *fiberOnly {
+		runFn = runFiber
+	}
+	if err := runFn(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
 		os.Exit(1)
 	}
 }
 
 func run(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string) error {
-	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
-	if dsn == "" || addr == "" {
-		return fmt.Errorf("IDEM_PG_DSN and IDEM_REDIS_ADDR must be set: run through scripts/with-services.sh")
-	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return err
-	}
-	pcfg.MaxConns, pcfg.MinConns = 20, 16
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, addr, err := connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,7 +153,32 @@ func run(ctx context.Context, rounds int, round time.Duration, maxReq int, calle
 		"idemhttp against the net/http floor is the cost of its checks and its store, "+
 		"the net/http floor against the Fiber floor the cost of the HTTP stack. (%s)\n\n",
 		rounds, maxReq, time.Since(start).Round(time.Second))
-	fmt.Println("| requests | clients | peer | time/request | idemhttp speed vs peer (median of pairs) [IQR] | Redis round trips/request |")
+	printResults("idemhttp", results)
+
+	fmt.Printf("\n## What each peer checks\n\nProbed on the running servers (a second instance of each peer shares its Redis and table for the concurrent-duplicate probe).\n\n")
+	return probes(ctx, lg, pool, addr, peers)
+}
+
+// connect opens a pool on the PostgreSQL server of scripts/with-services.sh
+// and returns it with the Redis server's address.
+func connect(ctx context.Context) (*pgxpool.Pool, string, error) {
+	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
+	if dsn == "" || addr == "" {
+		return nil, "", fmt.Errorf("IDEM_PG_DSN and IDEM_REDIS_ADDR must be set: run through scripts/with-services.sh")
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, "", err
+	}
+	pcfg.MaxConns, pcfg.MinConns = 20, 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	return pool, addr, err
+}
+
+// printResults prints the groups' table; speeds are against the first
+// variant of each group, who.
+func printResults(who string, results []benchcmp.GroupResult) {
+	fmt.Printf("| requests | clients | peer | time/request | %s speed vs peer (median of pairs) [IQR] | Redis round trips/request |\n", who)
 	fmt.Println("|---|---:|---|---:|---|---:|")
 	for _, r := range results {
 		for j, v := range r.Variants {
@@ -172,9 +193,6 @@ func run(ctx context.Context, rounds int, round time.Duration, maxReq int, calle
 			fmt.Printf("| %s | %d | %s | %s | %s | %s |\n", r.Name, r.Callers, v.Name, benchcmp.Dur(v.NsOp), speed, rtt)
 		}
 	}
-
-	fmt.Printf("\n## What each peer checks\n\nProbed on the running servers (a second instance of each peer shares its Redis and table for the concurrent-duplicate probe).\n\n")
-	return probes(ctx, lg, pool, addr, peers)
 }
 
 // withRTT measures Redis round trips per request of each server on a short

@@ -22,6 +22,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/benchcmp"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemfiber"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -187,6 +188,25 @@ func newIdemhttp(ctx context.Context, pool *pgxpool.Pool, addr string) (*server,
 	// SingleTenant: the benchmark's clients send no credentials, and no peer
 	// scopes keys by client; the operation still scopes them.
 	s, err := serveHTTP("idemhttp (redisstore)", idemhttp.New(ex, idemhttp.SingleTenant())(mux), rtt, func() { _ = rc.Close() })
+	if s != nil {
+		s.replays = true
+	}
+	return s, err
+}
+
+// newIdemfiber: runtime/idemfiber on redisstore, on the same Fiber app
+// and handler as newFiber: the same fasthttp stack, the same Redis.
+func newIdemfiber(ctx context.Context, pool *pgxpool.Pool, addr string) (*server, error) {
+	b := &business{pool: pool, table: "peer_orders_idemfiber"}
+	if err := b.migrate(ctx); err != nil {
+		return nil, err
+	}
+	rc, rtt := newRedis(addr)
+	ex := idem.NewExecutor(redisstore.New(rc, redisstore.WithPrefix("peer-idemfiber:")), idem.SingleTenant())
+	app := fiber.New()
+	app.Use(idemfiber.New(ex, idemhttp.SingleTenant()))
+	app.Post("/orders", b.fiberHandler)
+	s, err := serveFiber("idemfiber (redisstore)", app, rtt, func() { _ = rc.Close() })
 	if s != nil {
 		s.replays = true
 	}

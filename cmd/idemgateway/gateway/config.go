@@ -1,0 +1,250 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/pgstore"
+)
+
+// envPrefix prefixes the environment variable of every flag: -store is
+// IDEMGW_STORE, -jwt-public-key-file is IDEMGW_JWT_PUBLIC_KEY_FILE. A flag
+// on the command line wins over its variable.
+const envPrefix = "IDEMGW_"
+
+// config is the gateway's configuration, from flags and the environment.
+type config struct {
+	listen          string
+	upstream        *url.URL
+	store           string // the DSN as given
+	storeKind       string // memory, postgres, redis
+	pgTable         string
+	migrate         bool
+	redisPrefix     string
+	routes          []string
+	methods         []string
+	tenantHeader    string
+	singleTenant    bool
+	jwtClaim        string
+	jwtHMACFile     string
+	jwtPublicFile   string
+	jwtIssuer       string
+	jwtAudience     string
+	ttl             time.Duration
+	lease           time.Duration
+	wait            time.Duration
+	deriveWindow    time.Duration
+	maxBody         int64
+	maxResponse     int
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+	metricsPath     string
+}
+
+// tenancy says where a request's tenant comes from.
+func (c *config) tenancy() string {
+	switch {
+	case c.singleTenant:
+		return "single"
+	case c.tenantHeader != "":
+		return "header " + c.tenantHeader
+	default:
+		return "jwt claim " + c.jwtClaim
+	}
+}
+
+// envName is the environment variable of flag name.
+func envName(name string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parseConfig reads the flags in args and, for each flag not on the
+// command line, its IDEMGW_ variable from getenv. Every error names the
+// flag and its variable, and says what is expected.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("idemgateway", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	var upstream, routes, methods, logLevel string
+	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
+	fs.StringVar(&upstream, "upstream", "", "the backend's base URL, http:// or https:// (required)")
+	fs.StringVar(&c.store, "store", "", "the idempotency store (required): memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), redis://… or rediss://… (redisstore)")
+	fs.StringVar(&c.pgTable, "pg-table", pgstore.DefaultTable, "pgstore's table (optionally schema-qualified)")
+	fs.BoolVar(&c.migrate, "migrate", false, "create or upgrade pgstore's table at start (else apply pgstore's migrations beforehand)")
+	fs.StringVar(&c.redisPrefix, "redis-prefix", "", "prefix of redisstore's keys (default redisstore's own)")
+	fs.StringVar(&routes, "routes", "/", "comma-separated net/http.ServeMux patterns whose requests need keys, e.g. \"POST /charges,/orders/{id}\"; the pattern is the operation that scopes keys; other requests pass through")
+	fs.StringVar(&methods, "methods", "POST,PATCH", "comma-separated methods that need keys on those routes")
+	fs.StringVar(&c.tenantHeader, "tenant-header", "", "take the tenant from this request header, set by the authenticating proxy in front of the gateway")
+	fs.BoolVar(&c.singleTenant, "single-tenant", false, "every client shares one key space (only when the clients trust each other)")
+	fs.StringVar(&c.jwtClaim, "jwt-claim", "sub", "the claim of a verified JWT (Authorization: Bearer) that names the tenant")
+	fs.StringVar(&c.jwtHMACFile, "jwt-hmac-secret-file", "", "take the tenant from a JWT verified with the HMAC secret in this file (HS256, HS384, HS512)")
+	fs.StringVar(&c.jwtPublicFile, "jwt-public-key-file", "", "take the tenant from a JWT verified with the PEM public key in this file (RSA: RS*, PS*; ECDSA: ES*; Ed25519: EdDSA)")
+	fs.StringVar(&c.jwtIssuer, "jwt-issuer", "", "require this iss claim")
+	fs.StringVar(&c.jwtAudience, "jwt-audience", "", "require this aud claim")
+	fs.DurationVar(&c.ttl, "ttl", idemhttp.DefaultTTL, "how long a stored response is replayed")
+	fs.DurationVar(&c.lease, "lease", 0, "how long a claim holds before another request may take it over (renewed while the backend answers; 0: 30s)")
+	fs.DurationVar(&c.wait, "wait", 0, "how long a duplicate of a request in flight waits for its response instead of a 409")
+	fs.DurationVar(&c.deriveWindow, "derive-window", 0, "fallback for clients that send no key: derive it from the request and deduplicate within this window (at most "+idemhttp.MaxDerivedKeyWindow.String()+"; two identical requests inside it get one answer); 0: off, such requests get 400")
+	fs.Int64Var(&c.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body of a keyed request, in bytes (larger: 413)")
+	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent, not stored)")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight may finish")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (the metrics go to the global OpenTelemetry provider)")
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "Usage: idemgateway -upstream URL -store DSN (-tenant-header NAME | -jwt-hmac-secret-file F | -jwt-public-key-file F | -single-tenant) [flags]\n\n"+
+			"A reverse proxy that makes the backend's requests idempotent by their Idempotency-Key header.\n"+
+			"Each flag may be given as an environment variable instead: -store as %sSTORE.\n\n", envPrefix)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q: every setting is a flag", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q (flag -%s): %w", envName(f.Name), v, f.Name, err))
+			}
+			set[f.Name] = true
+		}
+	})
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("-%s (%s): %s", name, envName(name), fmt.Sprintf(format, args...)))
+	}
+
+	if upstream == "" {
+		bad("upstream", "required: the backend's base URL, e.g. http://127.0.0.1:9000")
+	} else if u, err := url.Parse(upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("upstream", "%q is not an http:// or https:// URL with a host", upstream)
+	} else {
+		c.upstream = u
+	}
+	switch {
+	case c.store == "":
+		bad("store", "required: memory, postgres://user:pass@host/db, or redis://host:6379/0")
+	case c.store == "memory":
+		c.storeKind = "memory"
+	case strings.HasPrefix(c.store, "postgres://"), strings.HasPrefix(c.store, "postgresql://"):
+		c.storeKind = "postgres"
+	case strings.HasPrefix(c.store, "redis://"), strings.HasPrefix(c.store, "rediss://"):
+		c.storeKind = "redis"
+	default:
+		bad("store", "%q: want memory, postgres://…, postgresql://…, redis:// or rediss://…", redact(c.store))
+	}
+	if set["pg-table"] && c.storeKind != "postgres" {
+		bad("pg-table", "given, but -store is not postgres://")
+	}
+	if c.migrate && c.storeKind != "postgres" {
+		bad("migrate", "given, but -store is not postgres://")
+	}
+	if set["redis-prefix"] && c.storeKind != "redis" {
+		bad("redis-prefix", "given, but -store is not redis://")
+	}
+	c.routes = splitList(routes)
+	if len(c.routes) == 0 {
+		bad("routes", "no route: give at least one ServeMux pattern (\"/\" for every path)")
+	}
+	c.methods = splitList(methods)
+	if len(c.methods) == 0 {
+		bad("methods", "no method: give at least one, e.g. POST")
+	}
+
+	var tenancies []string
+	if c.tenantHeader != "" {
+		tenancies = append(tenancies, "-tenant-header")
+	}
+	if c.singleTenant {
+		tenancies = append(tenancies, "-single-tenant")
+	}
+	if c.jwtHMACFile != "" {
+		tenancies = append(tenancies, "-jwt-hmac-secret-file")
+	}
+	if c.jwtPublicFile != "" {
+		tenancies = append(tenancies, "-jwt-public-key-file")
+	}
+	switch len(tenancies) {
+	case 0:
+		errs = append(errs, errors.New("no tenancy chosen: give one of -tenant-header NAME (a header the authenticating proxy sets), "+
+			"-jwt-hmac-secret-file or -jwt-public-key-file (a verified JWT's -jwt-claim), or -single-tenant (every client shares one key space)"))
+	case 1:
+	default:
+		errs = append(errs, fmt.Errorf("%s: choose one tenancy", strings.Join(tenancies, " and ")))
+	}
+	jwt := c.jwtHMACFile != "" || c.jwtPublicFile != ""
+	for _, name := range []string{"jwt-claim", "jwt-issuer", "jwt-audience"} {
+		if set[name] && !jwt {
+			bad(name, "given, but the tenant does not come from a JWT (-jwt-hmac-secret-file or -jwt-public-key-file)")
+		}
+	}
+	if jwt && c.jwtClaim == "" {
+		bad("jwt-claim", "empty")
+	}
+	if c.metricsPath != "" && !strings.HasPrefix(c.metricsPath, "/") {
+		bad("metrics-path", "%q: want a path starting with /", c.metricsPath)
+	}
+	if c.shutdownTimeout < 0 {
+		bad("shutdown-timeout", "negative")
+	}
+	if err := c.level(logLevel); err != nil {
+		bad("log-level", "%v", err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	// What idemhttp checks (durations, sizes, methods, the window) it
+	// reports through middlewareOptions' panic, caught by build.
+	return c, nil
+}
+
+func (c *config) level(s string) error {
+	return c.logLevel.UnmarshalText([]byte(s))
+}
+
+func splitList(s string) []string {
+	var out []string
+	for p := range strings.SplitSeq(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// redact hides a DSN's password.
+func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			return u.String()
+		}
+	}
+	return dsn
+}
+
+// readFile reads a file named by a flag, naming the flag in the error.
+func readFile(flagName, path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-%s (%s): %w", flagName, envName(flagName), err)
+	}
+	return b, nil
+}

@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigErrors: every bad setting is refused before anything starts,
+// with an error that names the flag (and its variable) and what it wants.
+func TestConfigErrors(t *testing.T) {
+	ok := []string{"-upstream", "http://127.0.0.1:9000", "-store", "memory", "-single-tenant"}
+	with := func(args ...string) []string { return append(append([]string{}, ok...), args...) }
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want []string
+	}{
+		{"nothing", nil, nil, []string{"-upstream (IDEMGW_UPSTREAM): required", "-store (IDEMGW_STORE): required", "no tenancy chosen"}},
+		{"upstream not http", with("-upstream", "ftp://x"), nil, []string{`-upstream (IDEMGW_UPSTREAM): "ftp://x" is not an http:// or https:// URL with a host`}},
+		{"upstream without host", with("-upstream", "http://"), nil, []string{"not an http:// or https:// URL with a host"}},
+		{"store unknown, password hidden", with("-store", "mysql://u:secret@h/db"), nil, []string{`-store (IDEMGW_STORE): "mysql://u:xxxxx@h/db": want memory, postgres://`}},
+		{"two tenancies", with("-tenant-header", "X-Tenant"), nil, []string{"-tenant-header and -single-tenant: choose one tenancy"}},
+		{"jwt flag without jwt", with("-jwt-issuer", "me"), nil, []string{"-jwt-issuer (IDEMGW_JWT_ISSUER): given, but the tenant does not come from a JWT"}},
+		{"pg-table without postgres", with("-pg-table", "t"), nil, []string{"-pg-table (IDEMGW_PG_TABLE): given, but -store is not postgres://"}},
+		{"migrate without postgres", with("-migrate"), nil, []string{"-migrate (IDEMGW_MIGRATE): given, but -store is not postgres://"}},
+		{"redis-prefix without redis", with("-redis-prefix", "p:"), nil, []string{"-redis-prefix (IDEMGW_REDIS_PREFIX): given, but -store is not redis://"}},
+		{"no routes", with("-routes", " , "), nil, []string{"-routes (IDEMGW_ROUTES): no route"}},
+		{"no methods", with("-methods", ""), nil, []string{"-methods (IDEMGW_METHODS): no method"}},
+		{"bad duration", with("-ttl", "soon"), nil, []string{`invalid value "soon" for flag -ttl`}},
+		{"bad log level", with("-log-level", "loud"), nil, []string{"-log-level (IDEMGW_LOG_LEVEL)"}},
+		{"stray argument", with("extra"), nil, []string{`unexpected arguments ["extra"]`}},
+		{"bad env", ok, map[string]string{"IDEMGW_WAIT": "forever"}, []string{`IDEMGW_WAIT="forever" (flag -wait)`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestConfigRefusedAtStart: what idemhttp, the mux or the files refuse is
+// an error of run, naming the flag, before the gateway serves.
+func TestConfigRefusedAtStart(t *testing.T) {
+	ok := []string{"-listen", "127.0.0.1:0", "-upstream", "http://127.0.0.1:9000", "-store", "memory", "-single-tenant"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"window too long", []string{"-derive-window", "2m"}, "WithDerivedKey(2m0s): the window must be > 0 and at most 1m0s (MaxDerivedKeyWindow)"},
+		{"negative window", []string{"-derive-window", "-1s"}, "WithDerivedKey(-1s)"},
+		{"lease over ttl", []string{"-ttl", "1m", "-lease", "2m"}, "WithLease(2m0s) exceeds the TTL"},
+		{"bad method", []string{"-methods", "po st"}, `WithMethods("po st"): not a method token`},
+		{"bad route", []string{"-routes", "POST charges"}, `-routes (IDEMGW_ROUTES): pattern "POST charges"`},
+		{"conflicting route", []string{"-routes", "GET /healthz"}, `pattern "GET /healthz"`},
+		{"listen", []string{"-listen", "256.0.0.1:0"}, "-listen (IDEMGW_LISTEN)"},
+		{"missing secret", []string{"-single-tenant=false", "-jwt-hmac-secret-file", "/nonexistent/secret"}, "-jwt-hmac-secret-file (IDEMGW_JWT_HMAC_SECRET_FILE): open /nonexistent/secret"},
+		{"postgres unparsable", []string{"-store", "postgres://u@h:notaport/db"}, "-store (IDEMGW_STORE)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var log bytes.Buffer
+			err := run(context.Background(), append(append([]string{}, ok...), tc.args...), func(string) string { return "" }, &log, deps{}, func(string) {
+				t.Error("the gateway started")
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run: %v\nwant an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestConfigFromEnv: a flag's variable sets it; the command line wins.
+func TestConfigFromEnv(t *testing.T) {
+	env := map[string]string{
+		"IDEMGW_UPSTREAM": "http://backend:9000", "IDEMGW_STORE": "redis://r:6379/1", "IDEMGW_TENANT_HEADER": "X-Account",
+		"IDEMGW_ROUTES": "POST /charges, /orders/{id}", "IDEMGW_WAIT": "5s", "IDEMGW_TTL": "1h",
+	}
+	c, err := parseConfig([]string{"-ttl", "2h"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.upstream.String() != "http://backend:9000" || c.storeKind != "redis" || c.tenantHeader != "X-Account" ||
+		strings.Join(c.routes, "|") != "POST /charges|/orders/{id}" || c.wait != 5*time.Second || c.ttl != 2*time.Hour {
+		t.Fatalf("config %+v", c)
+	}
+}
+
+// TestHelp: -h prints every flag and its variable, and is no error.
+func TestHelp(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: %v", err)
+	}
+	for _, w := range []string{"-upstream", "-store", "-derive-window", "-jwt-public-key-file", "IDEMGW_STORE"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("usage lacks %q:\n%s", w, out.String())
+		}
+	}
+}

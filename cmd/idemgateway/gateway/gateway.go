@@ -1,0 +1,226 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/idemotel"
+)
+
+// deps are what a test may replace; the zero value is production's.
+type deps struct {
+	meters  metric.MeterProvider // nil: the global one
+	tracers trace.TracerProvider // nil: the global one
+	now     func() time.Time     // a JWT's clock; nil: time.Now
+	// storeClock is memstore's clock (its expiry of records); nil: the
+	// system's.
+	storeClock func() time.Time
+}
+
+// gateway is the proxy's handler and the state its health endpoints read.
+type gateway struct {
+	cfg      *config
+	st       *openedStore
+	log      *slog.Logger
+	handler  http.Handler
+	draining atomic.Bool
+}
+
+// readyTimeout bounds the store check of one /readyz.
+const readyTimeout = 2 * time.Second
+
+// newGateway opens the store and builds the handler: /healthz and /readyz,
+// the routes of -routes through idemhttp (and the JWT check) to the
+// upstream, and every other request straight to the upstream.
+func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *gateway, err error) {
+	if d.now == nil {
+		d.now = time.Now
+	}
+	var verify *jwtVerifier
+	if c.jwtHMACFile != "" || c.jwtPublicFile != "" {
+		if verify, err = newJWTVerifier(c, d.now); err != nil {
+			return nil, err
+		}
+	}
+	st, err := openStore(ctx, c, d)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			st.close()
+		}
+	}()
+	g = &gateway{cfg: c, st: st, log: log}
+
+	var metrics *sdkmetric.ManualReader
+	if c.metricsPath != "" && d.meters == nil {
+		metrics = sdkmetric.NewManualReader()
+		d.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
+	}
+	var otelOpts []idemotel.Option
+	otelOpts = append(otelOpts, idemotel.WithStoreName(c.storeKind))
+	if d.meters != nil {
+		otelOpts = append(otelOpts, idemotel.WithMeterProvider(d.meters))
+	}
+	if d.tracers != nil {
+		otelOpts = append(otelOpts, idemotel.WithTracerProvider(d.tracers))
+	}
+	// The middleware scopes its keys by tenant itself (idemhttp's
+	// WithTenant); the executor's tenancy is the single one. Renewal keeps
+	// a claim while a slow backend answers.
+	ex := idem.NewExecutor(st.store, idem.SingleTenant(), idem.WithRenewal(true), idemotel.Instrument(otelOpts...))
+
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(c.upstream)
+			pr.SetXForwarded()
+		},
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+			// A 5xx: idemhttp releases the key, and the retry goes to the
+			// backend again (it may have done the work: see GATEWAY.md).
+			writeProblem(w, http.StatusBadGateway, "upstream-failed", "Upstream failed",
+				"The gateway could not get the backend's response. Retry with the same Idempotency-Key.")
+		},
+	}
+
+	mw, err := middleware(ex, c, verify, log)
+	if err != nil {
+		return nil, err
+	}
+	keyed := mw(proxy)
+	if verify != nil {
+		keyed = verify.middleware(keyed)
+	}
+	keyedMethods := func(w http.ResponseWriter, r *http.Request) {
+		if slices.Contains(c.methods, r.Method) {
+			keyed.ServeHTTP(w, r)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}
+
+	mux := http.NewServeMux()
+	if err := handle(mux, "GET /healthz", http.HandlerFunc(g.healthz)); err != nil {
+		return nil, err
+	}
+	if err := handle(mux, "GET /readyz", http.HandlerFunc(g.readyz)); err != nil {
+		return nil, err
+	}
+	if metrics != nil {
+		if err := handle(mux, "GET "+c.metricsPath, metricsHandler(metrics)); err != nil {
+			return nil, fmt.Errorf("-metrics-path (%s): %w", envName("metrics-path"), err)
+		}
+	}
+	for _, p := range c.routes {
+		if err := handle(mux, p, http.HandlerFunc(keyedMethods)); err != nil {
+			return nil, fmt.Errorf("-routes (%s): %w", envName("routes"), err)
+		}
+	}
+	if !slices.Contains(c.routes, "/") {
+		if err := handle(mux, "/", proxy); err != nil {
+			return nil, err
+		}
+	}
+	g.handler = mux
+	return g, nil
+}
+
+// middleware builds idemhttp's middleware from the config; an invalid
+// setting, which idemhttp.New reports by a panic, is returned as an error.
+func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Logger) (mw func(http.Handler) http.Handler, err error) {
+	opts := []idemhttp.Option{
+		idemhttp.WithMethods(c.methods...),
+		idemhttp.WithTTL(c.ttl),
+		idemhttp.WithWait(c.wait),
+		idemhttp.WithMaxBody(c.maxBody),
+		idemhttp.WithMaxResponse(c.maxResponse),
+		idemhttp.WithObserver(func(ev idemhttp.Event) {
+			level := slog.LevelDebug
+			switch ev.Kind {
+			case idemhttp.EventStoreError, idemhttp.EventStoreFull, idemhttp.EventStoreBusy, idemhttp.EventNotReplayable:
+				level = slog.LevelWarn
+			}
+			log.Log(context.Background(), level, "idempotency", "event", ev.Kind.String(), "op", ev.Op,
+				"status", ev.Status, "derived", ev.Derived, "err", ev.Err)
+		}),
+	}
+	if c.lease > 0 {
+		opts = append(opts, idemhttp.WithLease(c.lease))
+	}
+	if c.deriveWindow != 0 {
+		opts = append(opts, idemhttp.WithDerivedKey(c.deriveWindow))
+	}
+	switch {
+	case c.singleTenant:
+		opts = append(opts, idemhttp.SingleTenant())
+	case verify != nil:
+		opts = append(opts, idemhttp.WithTenant(tenantFromContext))
+	default:
+		name := c.tenantHeader
+		opts = append(opts, idemhttp.WithTenant(func(r *http.Request) string { return r.Header.Get(name) }))
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			mw, err = nil, fmt.Errorf("%v (flags: -methods, -ttl, -lease, -wait, -derive-window, -max-body, -max-response)", p)
+		}
+	}()
+	return idemhttp.New(ex, opts...), nil
+}
+
+// handle registers pattern, returning the mux's panic (an invalid or
+// conflicting pattern) as an error.
+func handle(mux *http.ServeMux, pattern string, h http.Handler) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pattern %q: %v", pattern, p)
+		}
+	}()
+	mux.Handle(pattern, h)
+	return nil
+}
+
+// healthz answers 200 while the process serves.
+func (g *gateway) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// readyz answers 200 when the store answers (for pgstore: its table) and
+// the gateway is not shutting down, else 503 with the reason.
+func (g *gateway) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if g.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("shutting down\n"))
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := g.st.ready(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %v: %w", readyTimeout, err)
+		}
+		g.log.Warn("not ready", "store", g.cfg.storeKind, "err", err)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "store %s: %v\n", g.cfg.storeKind, err)
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}

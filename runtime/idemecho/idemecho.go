@@ -1,0 +1,68 @@
+// Package idemecho makes echo (v4) handlers idempotent by the
+// Idempotency-Key request header: it is runtime/idemhttp's middleware as
+// echo middleware, with idemhttp's semantics unchanged (the key rules, the
+// problem+json refusals, byte-for-byte replay with Idempotent-Replayed, the
+// stored-header allow-list, tenancy, body limits, streaming, panics). It
+// takes idemhttp's options.
+//
+// The operation that scopes keys is the method and echo's route
+// (c.Path(): "POST /orders/:id"), unless idemhttp.WithOperation says
+// otherwise. Register it with e.Use (after routing), not e.Pre, which runs
+// before the route is known.
+//
+// It is its own Go module, so that no user of the runtime inherits echo.
+package idemecho
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// New returns echo middleware that makes the handlers after it idempotent,
+// on ex's store, as idemhttp.New does for a net/http handler: see it for
+// the rules, the answers and the options. Exactly one of
+// idemhttp.WithTenant and idemhttp.SingleTenant is required; New panics,
+// as idemhttp.New does, if it is missing, if ex is nil or if an option is
+// invalid.
+//
+// An error a handler returns on a keyed request is answered there, by the
+// echo instance's HTTPErrorHandler (c.Error), so that the answer is the
+// response stored or, for a 5xx, released; the middleware then returns
+// nil. The handlers see the request's body unchanged (the middleware read
+// it whole, up to idemhttp.WithMaxBody), and c.Request()'s context carries
+// what idemhttp's handler context carries (the wrapped methods' decisions,
+// no cancellation unless idemhttp.WithClientCancellation).
+func New(ex *idem.Executor, opts ...idemhttp.Option) echo.MiddlewareFunc {
+	mw := idemhttp.New(ex, opts...)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			outer, req := c.Response(), c.Request()
+			defer func() { c.SetResponse(outer); c.SetRequest(req) }() // a panic included: echo's Recover answers on the client's response
+			r := req.WithContext(req.Context())
+			if r.Pattern == "" {
+				r.Pattern = c.Path()
+			}
+			var passErr error
+			mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
+				if r2 == r {
+					// Passed through (another method, or WithOptionalKey
+					// and no key): the chain runs as without the
+					// middleware, its error returned.
+					c.SetRequest(req)
+					passErr = next(c)
+					return
+				}
+				c.SetResponse(echo.NewResponse(w, c.Echo()))
+				c.SetRequest(r2)
+				if err := next(c); err != nil {
+					c.Error(err)
+				}
+			})).ServeHTTP(outer, r)
+			return passErr
+		}
+	}
+}

@@ -1,0 +1,267 @@
+// Package idemfiber makes Fiber (v3, fasthttp) handlers idempotent by the
+// Idempotency-Key request header, with runtime/idemhttp's semantics: the
+// key rules, the problem+json refusals, byte-for-byte replay with
+// Idempotent-Replayed, the stored-header allow-list, tenancy, body limits,
+// panics. It takes idemhttp's options, and stores what idemhttp stores: a
+// key stored through idemfiber replays through idemhttp and the other way
+// round.
+//
+// Fiber has no net/http request: for each request the middleware builds a
+// *http.Request from the fasthttp one (its method, URL, header fields —
+// every value of a repeated field —, host, remote address, TLS state and
+// body, all copied), so that idemhttp's functions of a request (the
+// tenant, the operation, the fingerprint) apply unchanged. The handlers
+// after it write to Fiber's response as usual; on a keyed request the
+// middleware then moves that response (status, header fields, body) into
+// idemhttp's recording writer, which decides what is stored and sends it.
+//
+// The operation that scopes keys is the method and the path, as in
+// idemhttp for a request no router named: in app.Use, Fiber has not chosen
+// the route yet. Registered on a route with ForRoute, it is the method and
+// the route's pattern. idemhttp.WithOperation replaces either.
+//
+// Differences from idemhttp on net/http, all Fiber's (see
+// docs/decisions/framework-adapters.md): fasthttp sends a response once its
+// handler returned, so a handler cannot stream (a flush sends nothing
+// early; a body stream is read whole before it is stored); no handler
+// hijacks a connection; response trailers and 1xx responses are not sent;
+// and fasthttp does not end a request's context when its client goes away,
+// so idemhttp.WithClientCancellation has nothing to act on.
+//
+// It is its own Go module, so that no user of the runtime inherits Fiber.
+package idemfiber
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"github.com/gofiber/fiber/v3"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// New returns Fiber middleware that makes the handlers after it
+// idempotent, on ex's store, as idemhttp.New does for a net/http handler:
+// see it for the rules, the answers and the options. Exactly one of
+// idemhttp.WithTenant and idemhttp.SingleTenant is required; New panics,
+// as idemhttp.New does, if it is missing, if ex is nil or if an option is
+// invalid.
+//
+// An error a handler returns on a keyed request is answered there, by the
+// app's ErrorHandler, so that the answer is the response stored or, for a
+// 5xx, released; the middleware then returns nil. The handlers see the
+// request's body unchanged, and c.Context() is, while they run, the
+// context idemhttp gives its handler (the wrapped methods' decisions, no
+// cancellation).
+func New(ex *idem.Executor, opts ...idemhttp.Option) fiber.Handler {
+	return newHandler(ex, false, opts)
+}
+
+// ForRoute is New for middleware registered on one route
+// (app.Post("/orders/:id", idemfiber.ForRoute(ex, …), handler)): the
+// operation that scopes keys is the method and the route's pattern
+// (c.FullPath(), "POST /orders/:id") rather than the path. Do not register
+// it with app.Use: there Fiber's route is the Use prefix, and every path
+// under it would be one operation (two requests to two paths with one key
+// would then be one request, told apart only by the fingerprint, which by
+// default includes the path: a 422, not a replay).
+func ForRoute(ex *idem.Executor, opts ...idemhttp.Option) fiber.Handler {
+	return newHandler(ex, true, opts)
+}
+
+func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Handler {
+	// One middleware for every request: what a request's run needs is in
+	// its writer, which idemhttp's recording writer unwraps to.
+	mw := idemhttp.New(ex, opts...)(http.HandlerFunc(run))
+	return func(c fiber.Ctx) error {
+		r, err := request(c, route)
+		if err != nil {
+			return fiber.NewError(fiber.StatusBadRequest, err.Error())
+		}
+		out := &writer{c: c, header: make(http.Header, 4), r: r}
+		original := c.Context()
+		defer c.SetContext(original)
+		mw.ServeHTTP(out, r)
+		if out.passed {
+			return out.passErr
+		}
+		return nil
+	}
+}
+
+// run is the handler idemhttp's middleware calls: it runs the rest of
+// Fiber's chain.
+func run(w http.ResponseWriter, r *http.Request) {
+	out := unwrap(w)
+	c := out.c
+	if r == out.r {
+		// Passed through (another method, or WithOptionalKey and no key):
+		// the chain runs as without the middleware.
+		out.passed = true
+		out.passErr = c.Next()
+		return
+	}
+	c.SetContext(r.Context())
+	if err := c.Next(); err != nil {
+		if herr := c.App().ErrorHandler(c, err); herr != nil {
+			c.Response().Reset()
+			c.Status(fiber.StatusInternalServerError)
+		}
+	}
+	move(c, w)
+}
+
+// unwrap finds the request's writer under the writers idemhttp wraps it in.
+func unwrap(w http.ResponseWriter) *writer {
+	for {
+		switch x := w.(type) {
+		case *writer:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			panic(fmt.Sprintf("idemfiber: idemhttp's writer %T does not unwrap to the request's", w))
+		}
+	}
+}
+
+// request builds the net/http request idemhttp reads; every string is a
+// copy (fasthttp reuses its buffers once the request ends), the header
+// fields' names and values all in one.
+func request(c fiber.Ctx, route bool) (*http.Request, error) {
+	fr := c.Request()
+	uri := string(fr.RequestURI())
+	u, err := url.ParseRequestURI(uri)
+	if err != nil {
+		return nil, fmt.Errorf("idemfiber: request URI %q: %w", uri, err)
+	}
+	body := fr.Body()
+	r := &http.Request{
+		Method:        string(fr.Header.Method()),
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		ContentLength: int64(len(body)),
+		Host:          string(fr.Host()),
+		RemoteAddr:    c.RequestCtx().RemoteAddr().String(),
+		RequestURI:    uri,
+		TLS:           c.RequestCtx().TLSConnectionState(),
+	}
+	if route {
+		r.Pattern = c.FullPath()
+	}
+	if len(body) > 0 {
+		r.Body = &bodyReader{b: body}
+	} else {
+		r.Body = http.NoBody
+	}
+	n, size := 0, 0
+	for k, v := range fr.Header.All() {
+		n, size = n+1, size+len(k)+len(v)
+	}
+	r.Header = make(http.Header, n)
+	arena := make([]byte, 0, size)
+	for k, v := range fr.Header.All() {
+		arena = append(append(arena, k...), v...)
+	}
+	all, vals := string(arena), make([]string, 0, n)
+	for k, v := range fr.Header.All() {
+		key := http.CanonicalHeaderKey(all[:len(k)])
+		vals = append(vals, all[len(k):len(k)+len(v)])
+		all = all[len(k)+len(v):]
+		if prev, ok := r.Header[key]; ok {
+			r.Header[key] = append(prev[:len(prev):len(prev)], vals[len(vals)-1])
+		} else {
+			r.Header[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
+	}
+	if ctx := c.Context(); ctx != context.Background() {
+		r = r.WithContext(ctx)
+	}
+	return r, nil
+}
+
+// bodyReader reads the fasthttp body, which idemhttp reads whole before
+// the handler runs, while the request is live.
+type bodyReader struct {
+	b []byte
+	i int
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	if b.i >= len(b.b) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.b[b.i:])
+	b.i += n
+	return n, nil
+}
+
+func (b *bodyReader) Close() error { return nil }
+
+// move hands the response the handlers wrote to Fiber over to idemhttp's
+// writer w, and clears Fiber's: idemhttp sends it (or, when the store's
+// transaction fails, a refusal) through writer.
+func move(c fiber.Ctx, w http.ResponseWriter) {
+	res := c.Response()
+	h := w.Header()
+	for k, v := range res.Header.All() {
+		key := string(k)
+		if key == fiber.HeaderContentLength {
+			continue // computed from the body when sent
+		}
+		h[key] = append(h[key], string(v))
+	}
+	status := res.StatusCode()
+	body := bytes.Clone(res.Body()) // a body stream is read whole; w may write to res
+	res.Reset()
+	w.WriteHeader(status)
+	if len(body) > 0 {
+		_, _ = w.Write(body)
+	}
+}
+
+// writer is the http.ResponseWriter idemhttp answers through: it writes to
+// Fiber's response, which fasthttp sends once the handler returned.
+type writer struct {
+	c      fiber.Ctx
+	header http.Header
+	wrote  bool
+
+	r       *http.Request // the request given to idemhttp
+	passed  bool          // idemhttp passed r through unprotected
+	passErr error         // what the chain returned then
+}
+
+func (w *writer) Header() http.Header { return w.header }
+
+func (w *writer) WriteHeader(code int) {
+	if w.wrote || code < 200 {
+		return // informational responses are not sent on fasthttp
+	}
+	w.wrote = true
+	res := w.c.Response()
+	res.SetStatusCode(code)
+	for k, vs := range w.header {
+		if k == fiber.HeaderContentLength {
+			continue // computed from the body
+		}
+		for _, v := range vs {
+			res.Header.Add(k, v)
+		}
+	}
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.c.Response().AppendBody(p)
+	return len(p), nil
+}

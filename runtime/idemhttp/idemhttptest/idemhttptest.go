@@ -1,0 +1,682 @@
+// Package idemhttptest is the conformance suite of idemhttp's semantics
+// over HTTP: every adapter of idemhttp to a web framework (net/http itself,
+// gin, echo, Fiber) runs it, through the framework's real server on
+// loopback, on every store.
+//
+// An adapter provides a Mount: given an executor, idemhttp options and a
+// net/http handler, it serves the handler through the framework, behind
+// the adapter's middleware, and returns the server's base URL. The handler
+// is mounted the framework's own way (gin.WrapH, echo.WrapHandler, Fiber's
+// adaptor.HTTPHandler), so that the framework's response path is the one
+// under test; adapters test their framework's native handlers (c.JSON,
+// returned errors) in their own tests.
+//
+// The suite checks, by the responses a client gets and by how many times
+// the handler ran: the key rules (400 missing-key, invalid-key), byte-for-
+// byte replay with Idempotent-Replayed, the stored-header allow-list and
+// the fields never stored, 422 key-reused, 409 request-in-progress with
+// Retry-After, the status policy, tenancy (required by the constructor;
+// 403 missing-tenant; keys scoped by tenant), body limits (413), 503
+// store-unavailable, streaming, responses over the storage limit,
+// panicking and aborted handlers, a client that goes away, and concurrent
+// duplicates running once. Every refusal is RFC 9457 problem+json naming
+// its rule.
+//
+// It depends on the standard library and the runtime only.
+package idemhttptest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
+)
+
+// Paths are the paths the suite sends requests to; a Mount routes each of
+// them, for every method, to the handler.
+var Paths = []string{"/orders", "/payments", "/things"}
+
+// Config is what a Mount serves.
+type Config struct {
+	// Executor is the executor the adapter's middleware uses.
+	Executor *idem.Executor
+	// Options are the idemhttp options of the middleware, the tenancy
+	// among them (or, in one test, missing: the adapter's constructor must
+	// then panic, as idemhttp.New does).
+	Options []idemhttp.Option
+	// Handler is the application's handler; the suite counts its runs.
+	Handler http.Handler
+	// Paths are the paths to route to Handler, for every method (Paths).
+	Paths []string
+}
+
+// Mount serves cfg through a framework's server on loopback and returns its
+// base URL ("http://127.0.0.1:port"); it stops the server when t ends. It
+// builds the adapter's middleware before it returns, in the calling
+// goroutine, so that a panic of the constructor reaches the caller. A panic
+// of the handler must be recovered the framework's way (its recovery
+// middleware, or net/http's per-connection recovery).
+type Mount func(t *testing.T, cfg Config) string
+
+// Options configure Run.
+type Options struct {
+	// NewStore returns a store for one test; stores it returns may share a
+	// server, as the suite uses fresh keys everywhere.
+	NewStore func(t *testing.T) idem.Store
+	// Mount serves the adapter under test.
+	Mount Mount
+}
+
+// Run runs the suite, each test in parallel.
+func Run(t *testing.T, o Options) {
+	if o.NewStore == nil || o.Mount == nil {
+		t.Fatal("idemhttptest.Run: NewStore and Mount are required")
+	}
+	s := &suite{o: o}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"KeyRules", s.testKeyRules},
+		{"ReplayByteForByte", s.testReplayByteForByte},
+		{"StoredHeadersAllowList", s.testStoredHeaders},
+		{"KeyReused422", s.testKeyReused},
+		{"InFlight409", s.testInFlight},
+		{"StatusPolicy", s.testStatusPolicy},
+		{"TenancyRequired", s.testTenancyRequired},
+		{"TenantScope", s.testTenantScope},
+		{"BodyLimit413", s.testBodyLimit},
+		{"StoreDown503", s.testStoreDown},
+		{"Streaming", s.testStreaming},
+		{"ResponseOverStorageLimit", s.testResponseTooLarge},
+		{"PanicReleases", s.testPanic},
+		{"AbortedHandlerReleases", s.testAborted},
+		{"ClientGoneThenRetry", s.testClientGone},
+		{"ConcurrentDuplicatesRunOnce", s.testConcurrent},
+		{"OtherMethodsPassThrough", s.testOtherMethods},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+type suite struct{ o Options }
+
+// env is one mounted handler and a client of it.
+type env struct {
+	t    *testing.T
+	url  string
+	c    *http.Client
+	runs atomic.Int64
+}
+
+// handlerFunc is a test's handler; run is the 1-based number of this run.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, run int64)
+
+// mount serves h single-tenant (idemhttp.SingleTenant) with opts.
+func (s *suite) mount(t *testing.T, h handlerFunc, opts ...idemhttp.Option) *env {
+	t.Helper()
+	return s.mountStore(t, s.o.NewStore(t), h, append([]idemhttp.Option{idemhttp.SingleTenant()}, opts...)...)
+}
+
+// mountStore serves h on store with exactly opts.
+func (s *suite) mountStore(t *testing.T, store idem.Store, h handlerFunc, opts ...idemhttp.Option) *env {
+	t.Helper()
+	e := &env{t: t}
+	ex := idem.NewExecutor(store, idem.SingleTenant())
+	e.url = s.o.Mount(t, Config{
+		Executor: ex,
+		Options:  opts,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h(w, r, e.runs.Add(1))
+		}),
+		Paths: Paths,
+	})
+	// A connection per request: net/http's client resends a request with
+	// an Idempotency-Key on its own when a reused connection breaks, which
+	// would make the runs counted here depend on connection reuse.
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	e.c = &http.Client{Transport: tr}
+	return e
+}
+
+// resp is what the client got.
+type resp struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// send sends one request: key "" sends no Idempotency-Key; hdr are more
+// header fields, name and value pairs.
+func (e *env) send(method, path, key, body string, hdr ...string) resp {
+	e.t.Helper()
+	r, err := e.sendCtx(context.Background(), method, path, key, body, hdr...)
+	if err != nil {
+		e.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	return r
+}
+
+func (e *env) sendCtx(ctx context.Context, method, path, key, body string, hdr ...string) (resp, error) {
+	req, err := http.NewRequestWithContext(ctx, method, e.url+path, strings.NewReader(body))
+	if err != nil {
+		return resp{}, err
+	}
+	if key != "" {
+		req.Header.Set(idemhttp.Header, key)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	res, err := e.c.Do(req)
+	if err != nil {
+		return resp{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return resp{}, err
+	}
+	return resp{status: res.StatusCode, header: res.Header, body: b}, nil
+}
+
+func (e *env) wantRuns(n int64) {
+	e.t.Helper()
+	if got := e.runs.Load(); got != n {
+		e.t.Fatalf("handler ran %d times, want %d", got, n)
+	}
+}
+
+// want checks the status, the body and whether the response is a replay.
+func want(t *testing.T, r resp, status int, body string, replayed bool) {
+	t.Helper()
+	if r.status != status || string(r.body) != body {
+		t.Fatalf("got %d %q, want %d %q", r.status, r.body, status, body)
+	}
+	if got := r.header.Get(idemhttp.ReplayedHeader) == "true"; got != replayed {
+		t.Fatalf("%s: %q, want replayed=%v", idemhttp.ReplayedHeader, r.header.Get(idemhttp.ReplayedHeader), replayed)
+	}
+}
+
+// wantProblem checks an RFC 9457 problem response naming rule.
+func wantProblem(t *testing.T, r resp, status int, rule string) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("status %d, want %d (%s); body %q", r.status, status, rule, r.body)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	var p idemhttp.Problem
+	if err := json.Unmarshal(r.body, &p); err != nil {
+		t.Fatalf("problem body %q: %v", r.body, err)
+	}
+	if p.Status != status || !strings.HasSuffix(p.Type, "#"+rule) || p.Title == "" || p.Detail == "" {
+		t.Fatalf("problem %+v, want status %d, type ending #%s, a title and a detail", p, status, rule)
+	}
+	if r.header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("a refusal says %s", idemhttp.ReplayedHeader)
+	}
+}
+
+// text answers status with "run N".
+func text(status int) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, run int64) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(status)
+		_, _ = fmt.Fprintf(w, "run %d", run)
+	}
+}
+
+func (s *suite) testKeyRules(t *testing.T) {
+	e := s.mount(t, text(201))
+	wantProblem(t, e.send("POST", "/orders", "", "{}"), 400, "missing-key")
+	for name, v := range map[string]string{
+		"empty":      " ",
+		"too long":   strings.Repeat("k", 256),
+		"not ASCII":  "clé",
+		"bad string": `"unterminated`,
+	} {
+		r, err := e.sendCtx(context.Background(), "POST", "/orders", "", "{}", idemhttp.Header, v)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		wantProblem(t, r, 400, "invalid-key")
+	}
+	wantProblem(t, e.send("POST", "/orders", "", "{}", idemhttp.Header, "a", idemhttp.Header, "b"), 400, "invalid-key")
+	e.wantRuns(0)
+
+	// A bare key and its structured-field string are one key.
+	key := idemhttp.GenerateKey()
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 1", false)
+	want(t, e.send("POST", "/orders", idemhttp.FormatKey(key), "{}"), 201, "run 1", true)
+	long := key + strings.Repeat("k", 255-len(key)) // the longest key; fresh, as the store outlives the test
+	want(t, e.send("POST", "/orders", long, "{}"), 201, "run 2", false)
+	want(t, e.send("POST", "/orders", long, "{}"), 201, "run 2", true)
+	e.wantRuns(2)
+}
+
+// rich sets allow-listed, other and credential header fields and writes
+// every byte value.
+func rich(w http.ResponseWriter, r *http.Request, run int64) {
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Location", "/orders/42")
+	h.Set("ETag", `"v1"`)
+	h.Set("Cache-Control", "private")
+	h.Set("X-Request-Id", "req-"+strconv.FormatInt(run, 10))
+	h.Set("Set-Cookie", "session=secret; HttpOnly")
+	h.Set("WWW-Authenticate", `Bearer realm="x"`)
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(everyByte()[:100])
+	_, _ = w.Write(everyByte()[100:])
+}
+
+func everyByte() []byte {
+	b := make([]byte, 3*256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+func (s *suite) testReplayByteForByte(t *testing.T) {
+	e := s.mount(t, rich)
+	key := idemhttp.GenerateKey()
+	first := e.send("POST", "/orders?x=1", key, `{"item":"book"}`)
+	second := e.send("POST", "/orders?x=1", key, `{"item":"book"}`)
+	e.wantRuns(1)
+	want(t, first, 201, string(everyByte()), false)
+	want(t, second, 201, string(everyByte()), true)
+	for _, k := range []string{"Content-Type", "Location", "ETag", "Cache-Control"} {
+		if a, b := first.header.Values(k), second.header.Values(k); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
+			t.Errorf("header %s: first %q, replay %q", k, a, b)
+		}
+	}
+	if got := second.header.Get("Content-Length"); got != "768" {
+		t.Errorf("replay Content-Length %q, want 768", got)
+	}
+	if first.header.Get("X-Request-Id") != "req-1" || first.header.Get("Set-Cookie") == "" {
+		t.Errorf("the first response lost its own fields: %v", first.header)
+	}
+	for _, k := range []string{"X-Request-Id", "Set-Cookie", "Www-Authenticate"} {
+		if v := second.header.Values(k); len(v) != 0 {
+			t.Errorf("replayed %s (not allow-listed): %q", k, v)
+		}
+	}
+}
+
+func (s *suite) testStoredHeaders(t *testing.T) {
+	// Even when a careless allow-list names them, credentials are not
+	// stored.
+	e := s.mount(t, rich, idemhttp.WithStoredHeaders("Content-Type", "X-Request-Id", "Set-Cookie", "WWW-Authenticate"))
+	key := idemhttp.GenerateKey()
+	e.send("POST", "/orders", key, "u=a")
+	second := e.send("POST", "/orders", key, "u=a")
+	want(t, second, 201, string(everyByte()), true)
+	if got := second.header.Get("X-Request-Id"); got != "req-1" {
+		t.Errorf("allow-listed X-Request-Id replayed as %q", got)
+	}
+	for _, k := range []string{"Set-Cookie", "Www-Authenticate", "Location", "Etag"} {
+		if v := second.header.Values(k); len(v) != 0 {
+			t.Errorf("replayed %s: %q", k, v)
+		}
+	}
+}
+
+func (s *suite) testKeyReused(t *testing.T) {
+	e := s.mount(t, text(201))
+	key := idemhttp.GenerateKey()
+	want(t, e.send("POST", "/orders", key, `{"amount":1}`), 201, "run 1", false)
+	wantProblem(t, e.send("POST", "/orders", key, `{"amount":2}`), 422, "key-reused")
+	wantProblem(t, e.send("POST", "/orders?dry=1", key, `{"amount":1}`), 422, "key-reused")
+	want(t, e.send("POST", "/orders", key, `{"amount":1}`), 201, "run 1", true)
+	e.wantRuns(1)
+}
+
+// blocking answers 201 once release is closed, after telling started.
+func blocking(started chan<- struct{}, release <-chan struct{}) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, run int64) {
+		started <- struct{}{}
+		<-release
+		w.WriteHeader(http.StatusCreated)
+		_, _ = fmt.Fprintf(w, "run %d", run)
+	}
+}
+
+// closer closes ch once, on success or failure.
+func closer(t *testing.T, ch chan struct{}) func() {
+	var once sync.Once
+	f := func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(f)
+	return f
+}
+
+func (s *suite) testInFlight(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	unblock := closer(t, release)
+	e := s.mount(t, blocking(started, release))
+	key := idemhttp.GenerateKey()
+	done := make(chan resp, 1)
+	go func() {
+		r, err := e.sendCtx(context.Background(), "POST", "/orders", key, "{}")
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	<-started
+	second := e.send("POST", "/orders", key, "{}")
+	wantProblem(t, second, 409, "request-in-progress")
+	if n, err := strconv.Atoi(second.header.Get("Retry-After")); err != nil || n < 1 {
+		t.Fatalf("Retry-After %q, want whole seconds >= 1", second.header.Get("Retry-After"))
+	}
+	unblock()
+	want(t, <-done, 201, "run 1", false)
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 1", true)
+	e.wantRuns(1)
+}
+
+func (s *suite) testStatusPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		stored bool
+	}{{200, true}, {201, true}, {303, true}, {400, true}, {404, true}, {409, false}, {429, false}, {500, false}, {503, false}} {
+		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
+			e := s.mount(t, text(tc.status))
+			key := idemhttp.GenerateKey()
+			want(t, e.send("POST", "/orders", key, "{}"), tc.status, "run 1", false)
+			if tc.stored {
+				want(t, e.send("POST", "/orders", key, "{}"), tc.status, "run 1", true)
+				e.wantRuns(1)
+			} else {
+				want(t, e.send("POST", "/orders", key, "{}"), tc.status, "run 2", false)
+				e.wantRuns(2)
+			}
+		})
+	}
+	t.Run("StoreAll", func(t *testing.T) {
+		e := s.mount(t, text(500), idemhttp.WithPolicy(idemhttp.StoreAll))
+		key := idemhttp.GenerateKey()
+		want(t, e.send("POST", "/orders", key, "{}"), 500, "run 1", false)
+		want(t, e.send("POST", "/orders", key, "{}"), 500, "run 1", true)
+		e.wantRuns(1)
+	})
+}
+
+func (s *suite) testTenancyRequired(t *testing.T) {
+	defer func() {
+		msg := fmt.Sprint(recover())
+		if !strings.Contains(msg, "no tenancy chosen") {
+			t.Fatalf("building the middleware without a tenancy: panic %q, want idemhttp's no-tenancy panic", msg)
+		}
+	}()
+	s.mountStore(t, s.o.NewStore(t), text(201))
+}
+
+// tenantHeader names the tenant by a header field an authenticating proxy
+// would set.
+func tenantHeader(r *http.Request) string { return r.Header.Get("X-Tenant") }
+
+func (s *suite) testTenantScope(t *testing.T) {
+	e := s.mountStore(t, s.o.NewStore(t), text(201), idemhttp.WithTenant(tenantHeader))
+	key := idemhttp.GenerateKey()
+	wantProblem(t, e.send("POST", "/orders", key, "{}"), 403, "missing-tenant")
+	e.wantRuns(0)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "a"), 201, "run 1", false)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "b"), 201, "run 2", false)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "a"), 201, "run 1", true)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "b"), 201, "run 2", true)
+	wantProblem(t, e.send("POST", "/orders", key, "{}", "X-Tenant", strings.Repeat("t", idem.MaxTenantLen+1)), 400, "scope-too-long")
+	e.wantRuns(2)
+}
+
+func (s *suite) testBodyLimit(t *testing.T) {
+	echo := func(w http.ResponseWriter, r *http.Request, run int64) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("handler reading the body: %v", err)
+		}
+		w.WriteHeader(201)
+		_, _ = w.Write(b)
+	}
+	e := s.mount(t, echo, idemhttp.WithMaxBody(16))
+	key := idemhttp.GenerateKey()
+	wantProblem(t, e.send("POST", "/orders", key, strings.Repeat("x", 17)), 413, "request-too-large")
+	e.wantRuns(0)
+	body := `{"n":"123456789"}`[:16]
+	want(t, e.send("POST", "/orders", key, body), 201, body, false)
+	want(t, e.send("POST", "/orders", key, body), 201, body, true)
+	e.wantRuns(1)
+}
+
+// downStore is a store whose server cannot be reached: every call fails.
+type downStore struct{ idem.Store }
+
+var errDown = errors.New("dial tcp 127.0.0.1:1: connection refused")
+
+func (downStore) Claim(context.Context, idem.ClaimRequest) (idem.Claim, error) {
+	return idem.Claim{}, errDown
+}
+
+func (s *suite) testStoreDown(t *testing.T) {
+	e := s.mountStore(t, downStore{s.o.NewStore(t)}, text(201), idemhttp.SingleTenant())
+	r := e.send("POST", "/orders", idemhttp.GenerateKey(), "{}")
+	wantProblem(t, r, 503, "store-unavailable")
+	if r.header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on 503")
+	}
+	e.wantRuns(0)
+}
+
+func (s *suite) testStreaming(t *testing.T) {
+	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "part one, ")
+		if err := http.NewResponseController(w).Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			t.Errorf("flush: %v", err)
+		}
+		_, _ = fmt.Fprintf(w, "part two of run %d", run)
+	})
+	key := idemhttp.GenerateKey()
+	want(t, e.send("POST", "/orders", key, "{}"), 200, "part one, part two of run 1", false)
+	want(t, e.send("POST", "/orders", key, "{}"), 200, "part one, part two of run 1", true)
+	e.wantRuns(1)
+}
+
+func (s *suite) testResponseTooLarge(t *testing.T) {
+	big := strings.Repeat("b", 64)
+	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, big[:30])
+		_, _ = io.WriteString(w, big[30:])
+	}, idemhttp.WithMaxResponse(32))
+	key := idemhttp.GenerateKey()
+	want(t, e.send("POST", "/orders", key, "{}"), 201, big, false)
+	want(t, e.send("POST", "/orders", key, "{}"), 201, big, false)
+	e.wantRuns(2)
+}
+
+// wantFailed checks the answer to a request whose handler panicked: no
+// response (net/http closes the connection) or a 5xx (a framework's
+// recovery), never a stored or replayed one.
+func wantFailed(t *testing.T, r resp, err error) {
+	t.Helper()
+	if err == nil && (r.status < 500 || r.header.Get(idemhttp.ReplayedHeader) != "") {
+		t.Fatalf("a panicking handler answered %d %q %v", r.status, r.body, r.header)
+	}
+}
+
+func (s *suite) testPanic(t *testing.T) {
+	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+		if run == 1 {
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, "half")
+			panic("idemhttptest: the handler fails")
+		}
+		text(201)(w, r, run)
+	})
+	key := idemhttp.GenerateKey()
+	r, err := e.sendCtx(context.Background(), "POST", "/orders", key, "{}")
+	wantFailed(t, r, err)
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 2", false)
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 2", true)
+	e.wantRuns(2)
+}
+
+func (s *suite) testAborted(t *testing.T) {
+	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+		if run == 1 {
+			w.WriteHeader(201)
+			_, _ = io.WriteString(w, "part")
+			_ = http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler)
+		}
+		text(201)(w, r, run)
+	})
+	key := idemhttp.GenerateKey()
+	// What the client of the aborted request sees is the framework's:
+	// net/http breaks the connection, gin's recovery ends the response as
+	// if it were complete. It is never a replay, and the key is released.
+	r, err := e.sendCtx(context.Background(), "POST", "/orders", key, "{}")
+	if err == nil && r.header.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("an aborted request got a replay: %d %q", r.status, r.body)
+	}
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 2", false)
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 2", true)
+	e.wantRuns(2)
+}
+
+func (s *suite) testClientGone(t *testing.T) {
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	unblock := closer(t, release)
+	e := s.mount(t, blocking(started, release))
+	key := idemhttp.GenerateKey()
+	ctx, cancel := context.WithCancel(context.Background())
+	failed := make(chan error, 1)
+	go func() {
+		_, err := e.sendCtx(ctx, "POST", "/orders", key, "{}")
+		failed <- err
+	}()
+	<-started
+	cancel()
+	if err := <-failed; err == nil {
+		t.Fatal("the cancelled request got an answer")
+	}
+	unblock()
+	// The handler runs to its end and its response is stored; until then
+	// a retry gets 409.
+	for i := 0; ; i++ {
+		r := e.send("POST", "/orders", key, "{}")
+		if r.status == 409 && i < 1000 {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		want(t, r, 201, "run 1", true)
+		break
+	}
+	e.wantRuns(1)
+}
+
+func (s *suite) testConcurrent(t *testing.T) {
+	const n = 32
+	e := s.mount(t, text(201))
+	key := idemhttp.GenerateKey()
+	var wg sync.WaitGroup
+	rs := make([]resp, n)
+	errs := make([]error, n)
+	gate := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-gate
+			rs[i], errs[i] = e.sendCtx(context.Background(), "POST", "/orders", key, `{"n":1}`)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	fresh := 0
+	for i, r := range rs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		switch {
+		case r.status == 409:
+			wantProblem(t, r, 409, "request-in-progress")
+		case r.status == 201 && bytes.Equal(r.body, []byte("run 1")):
+			if r.header.Get(idemhttp.ReplayedHeader) == "" {
+				fresh++
+			}
+		default:
+			t.Fatalf("a duplicate got %d %q", r.status, r.body)
+		}
+	}
+	if fresh != 1 {
+		t.Fatalf("%d first responses, want 1", fresh)
+	}
+	e.wantRuns(1)
+}
+
+func (s *suite) testOtherMethods(t *testing.T) {
+	e := s.mount(t, text(200))
+	want(t, e.send("GET", "/things", "", ""), 200, "run 1", false)
+	want(t, e.send("GET", "/things", "k", ""), 200, "run 2", false)
+	want(t, e.send("PUT", "/things", "", "{}"), 200, "run 3", false)
+	key := idemhttp.GenerateKey()
+	want(t, e.send("PATCH", "/things", key, "{}"), 200, "run 4", false)
+	want(t, e.send("PATCH", "/things", key, "{}"), 200, "run 4", true)
+	// The operation is the method and the route: another path is another
+	// key space.
+	want(t, e.send("PATCH", "/payments", key, "{}"), 200, "run 5", false)
+	e.wantRuns(5)
+}
+
+// Response is what a client got: Send's result.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// Send sends one request with c (http.DefaultClient if nil) and reads the
+// response whole, for an adapter's own tests: key "" sends no
+// Idempotency-Key. A transport error fails t.
+func Send(t testing.TB, c *http.Client, method, url, key, body string) Response {
+	t.Helper()
+	if c == nil {
+		c = http.DefaultClient
+	}
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set(idemhttp.Header, key)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the body: %v", method, url, err)
+	}
+	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+}
