@@ -15,7 +15,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
-.PHONY: demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
+.PHONY: test-rules demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
@@ -23,7 +23,7 @@ demo:
 
 # The simulator's short run is 10^4 schedules without the race detector
 # (seconds); under -race, in the full run, it runs 10^3.
-test: fmt-check vet staticcheck go-floor check
+test: fmt-check vet staticcheck go-floor check test-rules
 	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
 	$(MAKE) --no-print-directory test-golangci
@@ -34,6 +34,14 @@ test: fmt-check vet staticcheck go-floor check
 # timeout (analysis/idemvet/gclplugin TestCustomGolangciLint).
 test-golangci:
 	IDEMVET_GOLANGCI=1 $(GO) test -count=1 -timeout 45m -run '^TestCustomGolangciLint$$' ./analysis/idemvet/gclplugin/
+
+# The Prometheus alerting rules (deploy/prometheus) checked and unit-tested
+# by promtool (scripts/promtool.sh installs Debian's prometheus package
+# when promtool is missing); runtime/idemotel's TestAlertRulesMatchExporter
+# checks their names against the exporter's output.
+test-rules:
+	scripts/promtool.sh check rules deploy/prometheus/idem-alerts.yml
+	scripts/promtool.sh test rules deploy/prometheus/idem-alerts.test.yml
 
 # vet and test every nested module under -race, against throwaway
 # PostgreSQL and Redis servers (the gRPC tests run on pgstore and redisstore).

@@ -175,6 +175,7 @@ func Run(t *testing.T, o Options) {
 		{"DoStoreDown", (*suite).doStoreDown},
 		{"DoStoreUnmigrated", (*suite).doStoreUnmigrated},
 	}
+	cases = append(cases, adminCases...) // admin.go
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// MaxSizes runs alone, before the others resume: its 64 MiB

@@ -12,8 +12,9 @@
 // of records (WithMaxRecords, WithMaxBytes), so that clients sending fresh
 // keys cannot grow the process's memory without limit. A record costs
 // RecordOverhead bytes plus the lengths of its outcome's body, error code,
-// error message and metadata (tenants, operations and key parts are not
-// kept: a record is found by the key's 32-byte ID).
+// error message and metadata (a record is found by the key's 32-byte ID;
+// key parts are not kept, and each shard interns its records' tenants and
+// operations, for operators: see Lookup, List).
 //
 // When a new claim would pass a bound, the store first removes up to 64
 // expired records (the oldest, from the heads of its expiry queues: see
@@ -107,11 +108,12 @@ type Store struct {
 	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
-	share      int64         // WithTenantShare; -1 until New sets the default
-	records    atomic.Int64  // records held, expired ones not yet removed included
-	bytes      atomic.Int64  // their size, by recordSize
-	cursor     atomic.Uint32 // the shard where the next reclaim starts
-	tenants    sync.Map      // tenant string -> *tenantUse, when share > 0
+	share      int64                    // WithTenantShare; -1 until New sets the default
+	records    atomic.Int64             // records held, expired ones not yet removed included
+	bytes      atomic.Int64             // their size, by recordSize
+	cursor     atomic.Uint32            // the shard where the next reclaim starts
+	tenants    sync.Map                 // tenant string -> *tenantUse, when share > 0
+	names      atomic.Pointer[keyNames] // the tenant and operation interned last (admin.go)
 	shards     [shardCount]shard
 }
 
@@ -130,6 +132,9 @@ type shard struct {
 	soonest atomic.Int64
 	// queues are the shard's expiry queues, one per TTL class in use.
 	queues []queue
+	// names interns the tenants and operations of the shard's records
+	// (admin.go).
+	names map[keyNames]*keyNames
 	// inspected counts the records whose expiry was looked at to find
 	// expired ones (tests bound it).
 	inspected int64
@@ -147,6 +152,8 @@ type record struct {
 	id         [32]byte   // the key's ID, the record's place in shard.recs
 	prev, next *record    // neighbours in the expiry queue
 	tenant     *tenantUse // the tenant's count, nil when no share applies
+	names      *keyNames  // the key's tenant and operation, for operators (admin.go)
+	created    int64      // when the record was created, for operators
 }
 
 // queue holds the records of one TTL class of a shard in the order their
@@ -259,6 +266,7 @@ func New(opts ...Option) *Store {
 	s := &Store{maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes, share: -1}
 	for i := range s.shards {
 		s.shards[i].recs = make(map[[32]byte]*record)
+		s.shards[i].names = make(map[keyNames]*keyNames, 1)
 		s.shards[i].soonest.Store(math.MaxInt64)
 	}
 	for _, o := range opts {
@@ -519,6 +527,7 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
 			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
+			names: s.intern(sh, req.Key), created: now,
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -761,7 +770,8 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	if old != nil && old.status != idem.StatusProcessing {
 		return nil
 	}
-	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID}
+	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID,
+		names: s.intern(sh, key), created: now}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}

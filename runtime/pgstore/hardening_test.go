@@ -155,8 +155,9 @@ func TestMigrateLongTableNames(t *testing.T) {
 		require.NoError(t, err)
 		idx, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
-		require.Len(t, idx, 2, "%s: the primary key and the sweep index", name)
-		assert.Contains(t, idx[1]+idx[0], "(sweep_at)")
+		require.Len(t, idx, 3, "%s: the primary key, the sweep index and the listing's index", name)
+		assert.Contains(t, strings.Join(idx, " "), "(sweep_at)")
+		assert.Contains(t, strings.Join(idx, " "), "(op, created_at, key)")
 	}
 }
 

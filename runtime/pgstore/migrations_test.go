@@ -84,8 +84,8 @@ func TestGooseMigrationsDerived(t *testing.T) {
 	}
 }
 
-// TestSchemaIsMigrationFiles checks that Schema and ArchiveSchema, which
-// Migrate runs, are the up files of versions 1 and 2.
+// TestSchemaIsMigrationFiles checks that Schema, ArchiveSchema and
+// ListSchema, which Migrate runs, are the up files of versions 1 to 3.
 func TestSchemaIsMigrationFiles(t *testing.T) {
 	b, err := fs.ReadFile(pgstore.MigrationFiles(), "0001_idem_records.up.sql")
 	require.NoError(t, err)
@@ -93,4 +93,7 @@ func TestSchemaIsMigrationFiles(t *testing.T) {
 	b, err = fs.ReadFile(pgstore.MigrationFiles(), "0002_idem_records_archive.up.sql")
 	require.NoError(t, err)
 	assert.Equal(t, string(b), pgstore.ArchiveSchema)
+	b, err = fs.ReadFile(pgstore.MigrationFiles(), "0003_idem_records_list_idx.up.sql")
+	require.NoError(t, err)
+	assert.Equal(t, string(b), pgstore.ListSchema)
 }

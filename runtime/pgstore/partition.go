@@ -507,7 +507,7 @@ const partitionColumns = "key, token, lease_until, expires_at, part_at, created_
 func (s *Store) partitionedSQL() string {
 	idx := derivedIdent(s.part.name, "_key_idx")
 	schema := s.table[:len(s.table)-1]
-	return s.schemaSQL(PartitionedSchema, "idem_records_key_idx", append(append(pgx.Identifier{}, schema...), idx).Sanitize())
+	return s.schemaSQL(PartitionedSchema+"\n"+ListSchema, "idem_records_key_idx", append(append(pgx.Identifier{}, schema...), idx).Sanitize())
 }
 
 // migratePartitioned is Migrate in partitioned mode: it refuses a table of

@@ -35,6 +35,13 @@ var Schema string
 //go:embed migrations/golang-migrate/0002_idem_records_archive.up.sql
 var ArchiveSchema string
 
+// ListSchema is the SQL that creates the index of the operators' listing
+// (idem.AdminStore.List) on the default table: the up migration of version
+// 3. Migrate runs it after Schema.
+//
+//go:embed migrations/golang-migrate/0003_idem_records_list_idx.up.sql
+var ListSchema string
+
 // DefaultTable is the table a store uses unless WithTable says otherwise.
 const DefaultTable = "idem_records"
 
@@ -765,23 +772,24 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 // calls ("idemgen" in ASCII).
 const migrateLockID int64 = 0x6964656d67656e
 
-// MigrationSQL returns the schema for this store's table names: Schema, plus
-// ArchiveSchema with WithArchive, with the default names replaced by the
-// configured (quoted) ones. The index is named after the table with the
-// suffix _sweep_at_idx; when that would exceed 63 bytes, the table name is
-// cut and followed by 8 hex digits of its SHA-256.
+// MigrationSQL returns the schema for this store's table names: Schema and
+// ListSchema, plus ArchiveSchema with WithArchive, with the default names
+// replaced by the configured (quoted) ones. The indexes are named after the
+// table with the suffixes _sweep_at_idx and _op_created_idx; when that would
+// exceed 63 bytes, the table name is cut and followed by 8 hex digits of
+// its SHA-256.
 func (s *Store) MigrationSQL() string {
 	if s.part != nil {
 		return s.partitionedSQL()
 	}
-	return s.schemaSQL(Schema, "idem_records_sweep_at_idx", s.sql.index)
+	return s.schemaSQL(Schema+"\n"+ListSchema, "idem_records_sweep_at_idx", s.sql.index)
 }
 
 // schemaSQL returns schema, plus ArchiveSchema with WithArchive, with the
 // default names replaced by the store's (quoted) ones: index, the default
 // name of the schema's index, by indexName.
 func (s *Store) schemaSQL(schema, index, indexName string) string {
-	pairs := []string{index, indexName}
+	pairs := []string{index, indexName, "idem_records_op_created_idx", s.listIndex()}
 	if s.archive != nil {
 		pairs = append(pairs, "idem_records_archive", s.sql.archive)
 	}

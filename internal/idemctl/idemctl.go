@@ -1,0 +1,431 @@
+// Package idemctl is the command idemctl (cmd/idemctl, and the SQLite
+// build in runtime/sqlitestore/cmd/idemctl): look up, list, count and
+// forget the idempotency records of a store given by its DSN.
+package idemctl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemadmin"
+)
+
+// StoreOptions are the global flags that shape a store besides its DSN.
+type StoreOptions struct {
+	Table      string        // pgstore.WithTable
+	Partitions time.Duration // pgstore.WithPartitions
+	Prefix     string        // redisstore.WithPrefix
+}
+
+// Opener opens the store of dsn; close releases it.
+type Opener func(ctx context.Context, dsn string, o StoreOptions) (store idem.AdminStore, close func(), err error)
+
+// Openers are the DSN schemes a build serves, by scheme ("postgres",
+// "redis", "sqlite", …).
+type Openers map[string]Opener
+
+const usage = `usage: idemctl [--dsn DSN] [--json] [--table T] [--partitions D] [--prefix P] COMMAND [flags]
+
+DSN (or $IDEM_DSN): postgres://…, redis://… (redis-cluster://host:port?addr=host2:port2), sqlite:PATH
+
+commands:
+  get KEYHEX | get --tenant T --op OP PART...   one record (the key a caller builds: idem.NewKey)
+  list  [--op OP] [--tenant T] [--status S] [--max-age D] [--min-age D] [--limit N] [--cursor C] [--all]
+  stuck [--op OP] [--tenant T] [--limit N] [--cursor C] [--all]   PROCESSING records past their lease
+  forget KEYHEX --token N --status S [--force] [--by WHO] [--reason R]
+                 forget the version that get showed, so that the next call runs again
+  stats [--op OP] [--tenant T]                   counts by operation and status
+`
+
+// Run runs the command line args (without the program name) and returns
+// the exit status: 0, 1 for an error, 2 for a usage error.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers Openers) int {
+	g := flag.NewFlagSet("idemctl", flag.ContinueOnError)
+	g.SetOutput(stderr)
+	g.Usage = func() { fmt.Fprint(stderr, usage) }
+	dsn := g.String("dsn", os.Getenv("IDEM_DSN"), "the store's DSN")
+	asJSON := g.Bool("json", false, "print JSON")
+	var so StoreOptions
+	g.StringVar(&so.Table, "table", "", "pgstore: the records' table (default idem_records)")
+	g.DurationVar(&so.Partitions, "partitions", 0, "pgstore: the store's WithPartitions interval, when partitioned")
+	g.StringVar(&so.Prefix, "prefix", "", "redisstore: the records' key prefix (default idem:)")
+	if err := g.Parse(args); err != nil {
+		return 2
+	}
+	if g.NArg() == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := g.Arg(0), g.Args()[1:]
+	c := &cli{ctx: ctx, out: stdout, errw: stderr, json: *asJSON}
+	run, ok := map[string]func([]string) error{"get": c.get, "list": c.list, "stuck": c.stuck, "forget": c.forget, "stats": c.stats}[cmd]
+	if !ok {
+		fmt.Fprintf(stderr, "idemctl: unknown command %q\n%s", cmd, usage)
+		return 2
+	}
+	store, closeStore, err := open(ctx, *dsn, so, openers)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemctl: %v\n", err)
+		return 2
+	}
+	defer closeStore()
+	c.admin = store
+	if err := run(rest); err != nil {
+		if errors.Is(err, errUsage) {
+			return 2
+		}
+		fmt.Fprintf(stderr, "idemctl: %s: %v\n", cmd, err)
+		if errors.Is(err, idem.ErrStoreSchema) {
+			fmt.Fprintln(stderr, "idemctl: the store's tables are missing or outdated: run the service's Migrate (pgstore: (*Store).Migrate or its migration files; sqlitestore: (*Store).Migrate), or check --table")
+		}
+		return 1
+	}
+	return 0
+}
+
+// open opens the store of dsn by its scheme.
+func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (idem.AdminStore, func(), error) {
+	if dsn == "" {
+		return nil, nil, errors.New("no store: pass --dsn or set IDEM_DSN (postgres://…, redis://…, sqlite:PATH)")
+	}
+	if dsn == "memory" || strings.HasPrefix(dsn, "memory:") {
+		return nil, nil, errors.New("memory: an in-memory store lives in its service's process, which idemctl cannot reach: mount runtime/idemadmin's handler in the service instead")
+	}
+	scheme, _, ok := strings.Cut(dsn, ":")
+	if !ok {
+		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, sqlite:)", redact(dsn))
+	}
+	switch scheme {
+	case "postgresql":
+		scheme = "postgres"
+	case "rediss", "redis-cluster":
+		scheme = "redis"
+	}
+	o, ok := openers[scheme]
+	if !ok {
+		if scheme == "sqlite" {
+			return nil, nil, errors.New("sqlite: this build has no SQLite driver (it lives in a nested module): run go run github.com/idemgen/idemgen/runtime/sqlitestore/cmd/idemctl instead")
+		}
+		var known []string
+		for k := range openers {
+			known = append(known, k+":")
+		}
+		slices.Sort(known)
+		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", redact(dsn), scheme, strings.Join(known, ", "))
+	}
+	s, closeStore, err := o(ctx, dsn, so)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", redact(dsn), err)
+	}
+	return s, closeStore, nil
+}
+
+// redact hides a DSN's password.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
+
+var errUsage = errors.New("usage")
+
+type cli struct {
+	ctx   context.Context
+	out   io.Writer
+	errw  io.Writer
+	json  bool
+	admin idem.AdminStore
+}
+
+func (c *cli) flags(name string) *flag.FlagSet {
+	f := flag.NewFlagSet("idemctl "+name, flag.ContinueOnError)
+	f.SetOutput(c.errw)
+	return f
+}
+
+func (c *cli) parse(f *flag.FlagSet, args []string) error {
+	// Flags and positional arguments in any order.
+	var pos []string
+	for {
+		if err := f.Parse(args); err != nil {
+			return errUsage
+		}
+		if f.NArg() == 0 {
+			break
+		}
+		pos = append(pos, f.Arg(0))
+		args = f.Args()[1:]
+	}
+	return f.Parse(append([]string{"--"}, pos...))
+}
+
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// key reads a record's key: one hex ID, or --tenant, --op and the parts.
+func keyOf(f *flag.FlagSet, tenant, op string) (idem.Key, error) {
+	if op == "" {
+		if f.NArg() != 1 {
+			return idem.Key{}, errors.New("give the key's hex ID, or --op (and --tenant) and the key's parts")
+		}
+		return idem.KeyFromHex(f.Arg(0))
+	}
+	if f.NArg() == 0 {
+		return idem.Key{}, errors.New("--op given: the key's parts follow, in order")
+	}
+	return idem.NewKey(tenant, op, f.Args()...)
+}
+
+func (c *cli) get(args []string) error {
+	f := c.flags("get")
+	tenant := f.String("tenant", "", "the key's tenant (with --op)")
+	op := f.String("op", "", "the key's operation: the parts follow")
+	if err := c.parse(f, args); err != nil {
+		return err
+	}
+	k, err := keyOf(f, *tenant, *op)
+	if err != nil {
+		return err
+	}
+	e, err := c.admin.Lookup(c.ctx, k)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(idemadmin.View(e))
+	}
+	v := idemadmin.View(e)
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	row := func(name, val string) {
+		if val != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", name, val)
+		}
+	}
+	row("key", v.Key)
+	row("tenant", v.Tenant)
+	row("op", v.Op)
+	row("text", v.Text)
+	status := v.Status
+	if v.Stuck {
+		status += " (stuck: lease lapsed)"
+	}
+	row("status", status)
+	row("token", fmt.Sprint(uint64(v.Token)))
+	row("fingerprint", v.Fingerprint)
+	row("scheme", fmt.Sprint(v.Scheme))
+	if v.Created != nil {
+		row("created", stamp(*v.Created))
+	}
+	row("expires", stamp(v.Expires))
+	if v.LeaseUntil != nil {
+		row("lease until", stamp(*v.LeaseUntil)+" ("+v.LeaseLeft+" left)")
+	}
+	if o := v.Outcome; o != nil {
+		row("body", string(o.Body)+o.BodyText+o.BodyHex)
+		row("error code", o.ErrCode)
+		row("error message", o.ErrMessage)
+		row("meta (hex)", o.MetaHex)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "\nto forget this version: idemctl forget %s --token %d --status %s --reason '…'\n", v.Key, uint64(v.Token), v.Status)
+	return nil
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
+
+func (c *cli) listFlags(name string, stuck bool) (*flag.FlagSet, *idem.ListQuery, *string, *string, *bool) {
+	f := c.flags(name)
+	q := &idem.ListQuery{Stuck: stuck}
+	f.StringVar(&q.Op, "op", "", "only this operation's records")
+	tenant := f.String("tenant", "", "only this tenant's records")
+	status := f.String("status", "", "only this status: PROCESSING, SUCCEEDED, FAILED_FINAL")
+	if !stuck {
+		f.DurationVar(&q.MaxAge, "max-age", 0, "only records created at most this long ago")
+		f.DurationVar(&q.MinAge, "min-age", 0, "only records created at least this long ago")
+	}
+	f.IntVar(&q.Limit, "limit", idem.DefaultListLimit, "records per page")
+	f.StringVar(&q.Cursor, "cursor", "", "go on from a page's next cursor")
+	all := f.Bool("all", false, "every page, not only the first")
+	return f, q, tenant, status, all
+}
+
+func (c *cli) list(args []string) error  { return c.listing("list", args, false) }
+func (c *cli) stuck(args []string) error { return c.listing("stuck", args, true) }
+
+func (c *cli) listing(name string, args []string, stuck bool) error {
+	f, q, tenant, status, all := c.listFlags(name, stuck)
+	if err := c.parse(f, args); err != nil {
+		return err
+	}
+	f.Visit(func(fl *flag.Flag) {
+		if fl.Name == "tenant" {
+			q.Tenant, q.ByTenant = *tenant, true
+		}
+	})
+	st, ok := idemadmin.ParseStatus(*status)
+	if !ok {
+		return fmt.Errorf("--status %q: PROCESSING, SUCCEEDED or FAILED_FINAL", *status)
+	}
+	q.Status = st
+	var entries []idem.Entry
+	next := ""
+	for {
+		p, err := c.admin.List(c.ctx, *q)
+		if err != nil {
+			return err
+		}
+		entries, next = append(entries, p.Entries...), p.Next
+		if !*all || next == "" {
+			break
+		}
+		q.Cursor = next
+	}
+	if c.json {
+		return c.printJSON(idemadmin.ViewPage(idem.Page{Entries: entries, Next: next}))
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tTENANT\tOP\tTEXT\tSTATUS\tTOKEN\tCREATED\tEXPIRES\tLEASE")
+	for _, e := range entries {
+		v := idemadmin.View(e)
+		created, lease := "-", "-"
+		if v.Created != nil {
+			created = stamp(*v.Created)
+		}
+		if v.LeaseUntil != nil {
+			lease = v.LeaseLeft + " left"
+			if v.Stuck {
+				lease = "lapsed at " + stamp(*v.LeaseUntil)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", v.Key, dash(v.Tenant), dash(v.Op), dash(v.Text), v.Status,
+			uint64(v.Token), created, stamp(v.Expires), lease)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.out, "%d records", len(entries))
+	if next != "" {
+		fmt.Fprintf(c.out, "; more: --cursor %s", next)
+	}
+	fmt.Fprintln(c.out)
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (c *cli) forget(args []string) error {
+	f := c.flags("forget")
+	token := f.Uint64("token", 0, "the token get showed (required)")
+	status := f.String("status", "", "the status get showed (required)")
+	force := f.Bool("force", false, "forget a PROCESSING record whose lease is live (its worker may still be running)")
+	by := f.String("by", defaultBy(), "who asks, for the audit line")
+	reason := f.String("reason", "", "why, for the audit line")
+	if err := c.parse(f, args); err != nil {
+		return err
+	}
+	if f.NArg() != 1 {
+		return errors.New("give the key's hex ID (idemctl get shows it)")
+	}
+	k, err := idem.KeyFromHex(f.Arg(0))
+	if err != nil {
+		return err
+	}
+	st, ok := idemadmin.ParseStatus(*status)
+	if !ok || st == 0 || *token == 0 {
+		return errors.New("--token and --status of the version to forget are required: run idemctl get first")
+	}
+	a, err := idem.NewAdmin(c.admin, idem.WithAdminLogger(slog.New(slog.NewTextHandler(c.errw, nil))))
+	if err != nil {
+		return err
+	}
+	if err := a.Forget(c.ctx, idem.ForgetRequest{Key: k, Token: idem.Token(*token), Status: st, Force: *force, By: *by, Reason: *reason}); err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(map[string]string{"forgotten": k.Hex()})
+	}
+	fmt.Fprintf(c.out, "forgotten: %s (the next call with this key runs again)\n", k.Hex())
+	return nil
+}
+
+func (c *cli) stats(args []string) error {
+	f := c.flags("stats")
+	op := f.String("op", "", "only this operation")
+	tenant := f.String("tenant", "", "only this tenant")
+	if err := c.parse(f, args); err != nil {
+		return err
+	}
+	q := idem.StatsQuery{Op: *op}
+	f.Visit(func(fl *flag.Flag) {
+		if fl.Name == "tenant" {
+			q.Tenant, q.ByTenant = *tenant, true
+		}
+	})
+	st, err := c.admin.Stats(c.ctx, q)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		return c.printJSON(idemadmin.ViewStats(st))
+	}
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "OP\tSTATUS\tCOUNT\t")
+	var total int64
+	for _, s := range st {
+		status := s.Status.String()
+		if s.Stuck {
+			status += " (stuck)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t\n", dash(s.Op), status, s.Count)
+		total += s.Count
+	}
+	fmt.Fprintf(tw, "\ttotal\t%d\t\n", total)
+	return tw.Flush()
+}
+
+// defaultBy names the operator: $USER@host.
+func defaultBy() string {
+	host, _ := os.Hostname()
+	user := os.Getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	return user + "@" + host
+}
+
+// Main runs idemctl on the process's arguments with openers and exits with
+// its status; an interrupt cancels the store's calls.
+func Main(openers Openers) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, openers)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,116 @@
+package idemadmin
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// EntryView is an idem.Entry as JSON: what the handler serves and
+// cmd/idemctl prints with --json.
+type EntryView struct {
+	Key         string       `json:"key"` // the key's hex ID
+	Tenant      string       `json:"tenant,omitempty"`
+	Op          string       `json:"op,omitempty"`
+	Text        string       `json:"text,omitempty"` // the readable key parts, where kept
+	Status      string       `json:"status"`
+	Stuck       bool         `json:"stuck,omitempty"`
+	Token       idem.Token   `json:"token,string"` // the fencing token: pass it (and the status) to forget
+	Fingerprint string       `json:"fingerprint"`
+	Scheme      uint32       `json:"scheme"`
+	Created     *time.Time   `json:"created,omitempty"`
+	Expires     time.Time    `json:"expires"`
+	LeaseUntil  *time.Time   `json:"lease_until,omitempty"`
+	LeaseLeft   string       `json:"lease_left,omitempty"`
+	Outcome     *OutcomeView `json:"outcome,omitempty"`
+}
+
+// OutcomeView is a stored outcome: the body as JSON when it is JSON (the
+// default codec), else as text when it is UTF-8, else in hex.
+type OutcomeView struct {
+	Body       json.RawMessage `json:"body,omitempty"`
+	BodyText   string          `json:"body_text,omitempty"`
+	BodyHex    string          `json:"body_hex,omitempty"`
+	ErrCode    string          `json:"err_code,omitempty"`
+	ErrMessage string          `json:"err_message,omitempty"`
+	MetaHex    string          `json:"meta_hex,omitempty"`
+}
+
+// View returns e as an EntryView.
+func View(e idem.Entry) EntryView {
+	v := EntryView{
+		Key: e.Key.Hex(), Tenant: e.Key.Tenant, Op: e.Key.Op, Text: e.Key.Text,
+		Status: e.Status.String(), Stuck: e.Stuck(), Token: e.Token,
+		Fingerprint: hex.EncodeToString(e.Fingerprint[:]), Scheme: e.Scheme, Expires: e.Expires,
+	}
+	if !e.Created.IsZero() {
+		v.Created = &e.Created
+	}
+	if e.Status == idem.StatusProcessing {
+		v.LeaseUntil = &e.LeaseUntil
+		v.LeaseLeft = e.LeaseLeft.String()
+		return v
+	}
+	o := &OutcomeView{ErrCode: e.Outcome.ErrCode, ErrMessage: e.Outcome.ErrMessage}
+	switch b := e.Outcome.Body; {
+	case len(b) == 0:
+	case json.Valid(b):
+		o.Body = json.RawMessage(b)
+	case utf8.Valid(b):
+		o.BodyText = string(b)
+	default:
+		o.BodyHex = hex.EncodeToString(b)
+	}
+	if len(e.Outcome.Meta) > 0 {
+		o.MetaHex = hex.EncodeToString(e.Outcome.Meta)
+	}
+	v.Outcome = o
+	return v
+}
+
+// PageView is a page of List as JSON.
+type PageView struct {
+	Entries []EntryView `json:"entries"`
+	Next    string      `json:"next,omitempty"`
+}
+
+// StatView is one count of Stats as JSON.
+type StatView struct {
+	Op     string `json:"op"`
+	Status string `json:"status"`
+	Stuck  bool   `json:"stuck,omitempty"`
+	Count  int64  `json:"count"`
+}
+
+// ViewPage returns p as a PageView.
+func ViewPage(p idem.Page) PageView {
+	v := PageView{Entries: make([]EntryView, 0, len(p.Entries)), Next: p.Next}
+	for _, e := range p.Entries {
+		v.Entries = append(v.Entries, View(e))
+	}
+	return v
+}
+
+// ViewStats returns st as StatViews.
+func ViewStats(st []idem.Stat) []StatView {
+	out := make([]StatView, 0, len(st))
+	for _, s := range st {
+		out = append(out, StatView{Op: s.Op, Status: s.Status.String(), Stuck: s.Stuck, Count: s.Count})
+	}
+	return out
+}
+
+// ParseStatus reads a status by its name (PROCESSING, SUCCEEDED,
+// FAILED_FINAL, any case) or number; "" is 0 (any).
+func ParseStatus(s string) (idem.Status, bool) {
+	for _, st := range []idem.Status{idem.StatusProcessing, idem.StatusSucceeded, idem.StatusFailedFinal} {
+		if strings.EqualFold(s, st.String()) || s == string(rune('0'+st)) {
+			return st, true
+		}
+	}
+	return 0, s == ""
+}
