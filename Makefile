@@ -1,17 +1,19 @@
 # The two commands: `make demo` runs the example service on the embedded
 # in-memory store; `make test` checks formatting, vets, checks that the
 # generated code matches its annotations, and runs every test under -race
-# against throwaway PostgreSQL and Redis servers (scripts/with-services.sh).
+# against throwaway PostgreSQL, Redis and MariaDB servers
+# (scripts/with-services.sh).
 
 GO ?= go
 PKGS := ./...
 # Nested Go modules: each has its own go.mod, so that the SQLite driver, the
-# migration tools (goose, golang-migrate: runtime/pgstore/migrationtest),
+# migration tools (goose, golang-migrate: runtime/pgstore/migrationtest,
+# runtime/mysqlstore/migrationtest),
 # OpenTelemetry, grpc-go, NATS and the web frameworks (gin, echo, Fiber:
 # runtime/idemgin, idemecho, idemfiber) stay out of the dependencies of a service
 # that only uses the core runtime. ./... in the root module does not reach
 # them; the targets below loop over them.
-NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
+NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
 .PHONY: test-rules demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer demo-gateway test-nested nested
@@ -119,11 +121,12 @@ fuzz:
 	$(GO) test ./internal/generate -run '^$$' -fuzz=FuzzGenerate -fuzztime=60s
 
 # Benchmarks run on a durable PostgreSQL server (fsync, synchronous_commit
-# and full_page_writes on, as in production); the tests keep the fast one.
+# and full_page_writes on, as in production) and a durable MariaDB
+# (innodb_flush_log_at_trx_commit=1); the tests keep the fast ones.
 # The growth of pgstore (10^4 to 10^7 records, plain and partitioned) is
 # make bench-growth: it loads 2 × 1.1×10^7 records (about 11 GB of disk).
 bench: bench-idemvet
-	IDEM_PG_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
+	IDEM_PG_DURABLE=1 IDEM_MYSQL_DURABLE=1 scripts/with-services.sh sh -c '$(GO) run ./internal/cmd/bench && (cd bench && $(GO) run ./cmd/peers) && \
 		(cd bench && $(GO) run ./cmd/dbos) && \
 		cd runtime/sqlitestore && $(GO) test -run "^$$" -bench BenchmarkSQLite -benchtime=2s .'
 

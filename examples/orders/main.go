@@ -4,15 +4,20 @@
 //
 //	go run ./examples/orders                          # on the embedded in-memory store
 //	go run ./examples/orders -store postgres://...    # on PostgreSQL, transactional mode
+//	go run ./examples/orders -store 'mysql://root@tcp(127.0.0.1:3306)/idem'  # on MySQL or MariaDB, transactional mode
 //
 // On PostgreSQL the demo works in a schema of its own, created for the run
 // and dropped at its end, and the ledger's rows are written in the same
 // transaction as the idempotency record (pgstore.NewTx, pgstore.TxFrom).
+// On MySQL or MariaDB (mysql:// followed by a go-sql-driver/mysql DSN) it
+// does the same in a database of its own (mysqlstore.NewTx,
+// mysqlstore.TxFrom).
 package main
 
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -25,16 +30,18 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/orders/billing"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
 func main() {
-	storeFlag := flag.String("store", "memory", "where idempotency records and the ledger live: memory, or a postgres:// URL")
+	storeFlag := flag.String("store", "memory", "where idempotency records and the ledger live: memory, a postgres:// URL, or mysql:// and a go-sql-driver/mysql DSN")
 	verbose := flag.Bool("v", false, "log every executor event")
 	flag.Parse()
 	if err := run(context.Background(), os.Stdout, *storeFlag, *verbose); err != nil {
@@ -50,7 +57,8 @@ type demo struct {
 	gateway  *scriptedGateway
 	svc      *billing.IdempotentService
 	postgres bool
-	clock    *storeClock // the memory store's clock (nil on PostgreSQL)
+	mysql    bool
+	clock    *storeClock // the memory store's clock (nil on PostgreSQL and MySQL)
 	events   recorder
 }
 
@@ -148,8 +156,23 @@ func play(ctx context.Context, out io.Writer, storeName string, verbose bool) ([
 			return nil, err
 		}
 		store, ledger, d.ledger, d.postgres = txStore, pg, pg, true
+	case strings.HasPrefix(storeName, "mysql://"):
+		db, cleanup, err := demoDatabase(ctx, strings.TrimPrefix(storeName, "mysql://"))
+		if err != nil {
+			return nil, err
+		}
+		defer cleanup()
+		txStore := mysqlstore.NewTx(db)
+		if err := txStore.Migrate(ctx); err != nil {
+			return nil, err
+		}
+		my := billing.NewMySQLLedger(db)
+		if err := my.Setup(ctx, balances); err != nil {
+			return nil, err
+		}
+		store, ledger, d.ledger, d.mysql = txStore, my, my, true
 	default:
-		return nil, fmt.Errorf("unknown -store %q (want memory or a postgres:// URL)", storeName)
+		return nil, fmt.Errorf("unknown -store %q (want memory, a postgres:// URL or mysql:// and a DSN)", storeName)
 	}
 	ex := idem.NewExecutor(store, opts...)
 	d.svc = billing.NewIdempotentService(&billing.Service{Ledger: ledger, Gateway: d.gateway}, ex)
@@ -157,10 +180,13 @@ func play(ctx context.Context, out io.Writer, storeName string, verbose bool) ([
 	if d.postgres {
 		where = "PostgreSQL, ledger rows in the record's transaction"
 	}
+	if d.mysql {
+		where = "MySQL/MariaDB, ledger rows in the record's transaction"
+	}
 	fmt.Fprintln(out, "idemgen demo: billing.Service wrapped by the generated IdempotentService,", where)
 
 	crashTitle := "stalled worker: it holds the key past its 1s lease, a retry takes the key over, the stalled worker's outcome is refused"
-	if d.postgres {
+	if d.postgres || d.mysql {
 		crashTitle = "crash mid-call: the worker's connection dies holding the key, its transaction rolls back, a retry executes"
 	}
 	stories := []struct {
@@ -272,7 +298,7 @@ func (d *demo) transientFailure(ctx context.Context) error {
 
 func (d *demo) crash(ctx context.Context) error {
 	order := &billing.Order{ID: "D-4001", Customer: "dave", Amount: 3000}
-	if d.postgres {
+	if d.postgres || d.mysql {
 		return d.crashPostgres(ctx, order)
 	}
 	entered, resume := make(chan struct{}), make(chan struct{})
@@ -302,7 +328,7 @@ func (d *demo) crash(ctx context.Context) error {
 }
 
 // crashPostgres: the worker's connection dies mid-call, as with its
-// process, and the server rolls its transaction back; the claim goes with
+// process, and the server (PostgreSQL or MySQL) rolls its transaction back; the claim goes with
 // it, so the retry claims a free key.
 func (d *demo) crashPostgres(ctx context.Context, order *billing.Order) error {
 	d.gateway.plan(order.ID, crash())
@@ -421,6 +447,9 @@ func crash() func(context.Context) error {
 		if tx, ok := pgstore.TxFrom(ctx); ok {
 			_, _ = tx.Exec(ctx, "SELECT pg_terminate_backend(pg_backend_pid())")
 		}
+		if tx, ok := mysqlstore.TxFrom(ctx); ok {
+			_, _ = tx.ExecContext(ctx, "KILL CONNECTION CONNECTION_ID()")
+		}
 		return errors.New("worker crashed: connection lost")
 	}
 }
@@ -495,4 +524,47 @@ func demoSchema(ctx context.Context, dsn string) (*pgxpool.Pool, func(), error) 
 		admin.Close()
 	}
 	return pool, cleanup, nil
+}
+
+// demoDatabase connects to dsn (a go-sql-driver/mysql DSN), creates a
+// database of the demo's own and returns a *sql.DB on it, and a cleanup
+// that drops it.
+func demoDatabase(ctx context.Context, dsn string) (*sql.DB, func(), error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mysql DSN: %w", err)
+	}
+	admin, err := openMySQL(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "idemgen_demo_" + hex.EncodeToString(b[:])
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		_ = admin.Close()
+		return nil, nil, fmt.Errorf("create database: %w", err)
+	}
+	cfg = cfg.Clone()
+	cfg.DBName = name
+	db, err := openMySQL(cfg)
+	if err != nil {
+		_ = admin.Close()
+		return nil, nil, err
+	}
+	cleanup := func() {
+		_ = db.Close()
+		_, _ = admin.ExecContext(context.WithoutCancel(ctx), "DROP DATABASE "+name)
+		_ = admin.Close()
+	}
+	return db, cleanup, nil
+}
+
+func openMySQL(cfg *mysql.Config) (*sql.DB, error) {
+	cfg.Logger = &mysql.NopLogger{} // the crash story kills a connection on purpose
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return sql.OpenDB(c), nil
 }

@@ -81,7 +81,19 @@ func TestDemo(t *testing.T) {
 // ledger's rows commit with the idempotency record, so the counts come from
 // the committed business table.
 func TestDemoPostgres(t *testing.T) {
-	dsn := testenv.PostgresDSN(t)
+	checkSQLDemo(t, testenv.PostgresDSN(t), "PostgreSQL, ledger rows in the record's transaction")
+}
+
+// TestDemoMySQL plays the stories on MariaDB (or MySQL) in transactional
+// mode, as TestDemoPostgres does on PostgreSQL.
+func TestDemoMySQL(t *testing.T) {
+	checkSQLDemo(t, "mysql://"+testenv.MySQLDSN(t), "MySQL/MariaDB, ledger rows in the record's transaction")
+}
+
+// checkSQLDemo plays the stories on the SQL store of dsn in transactional
+// mode (banner: what the demo says it runs on) and checks them.
+func checkSQLDemo(t *testing.T, dsn, banner string) {
+	t.Helper()
 	var out bytes.Buffer
 	stories, err := play(t.Context(), &out, dsn, false)
 	require.NoError(t, err, out.String())
@@ -99,9 +111,10 @@ func TestDemoPostgres(t *testing.T) {
 	require.Regexp(t, `refused: idem: \S*Service\.Pay: key [0-9a-f]{64} reused with a different payload`, s)
 	require.Equal(t, []string{"claimed", "released", "claimed", "completed"}, kinds(t, stories[4]))
 	for _, line := range []string{
-		"PostgreSQL, ledger rows in the record's transaction",
+		banner,
 		"the crash rolled back worker 1's transaction",
 		"A-1001: 1 (want 1) ok",
+		"B-2001: 0 (want 0) ok",
 		"D-4001: 1 (want 1) ok",
 		"delivery 2: handled; order A-1001 has 42 points",
 	} {

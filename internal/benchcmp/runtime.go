@@ -3,6 +3,7 @@ package benchcmp
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -32,8 +33,13 @@ type Env struct {
 	PG    *PGCounter
 	Redis *redis.Client
 	RR    *RedisCounter
-	run   string // unique per process: keeps keys apart from earlier runs
-	seq   int    // numbers order sets, so that no two sets share an ID
+	// MyDB is the MySQL database (nil without a server), MyRT its
+	// round-trip counter.
+	MyDB    *sql.DB
+	MyRT    *MySQLCounter
+	myFloor *myFloor
+	run     string // unique per process: keeps keys apart from earlier runs
+	seq     int    // numbers order sets, so that no two sets share an ID
 }
 
 // Tables of the run (pgstore's schema under each name).
@@ -49,6 +55,12 @@ const (
 // NewEnv connects to the servers (either may be empty: those stores are
 // skipped) and creates the tables.
 func NewEnv(ctx context.Context, dsn, redisAddr string) (*Env, func(), error) {
+	return NewEnvMySQL(ctx, dsn, redisAddr, "")
+}
+
+// NewEnvMySQL is NewEnv with a MySQL server too (mysqlDSN, a go-sql-driver
+// DSN; empty: the mysql store is skipped).
+func NewEnvMySQL(ctx context.Context, dsn, redisAddr, mysqlDSN string) (*Env, func(), error) {
 	e := &Env{Ctx: ctx, PG: &PGCounter{}, RR: &RedisCounter{}, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	var closers []func()
 	closeAll := func() {
@@ -93,6 +105,14 @@ func NewEnv(ctx context.Context, dsn, redisAddr string) (*Env, func(), error) {
 		}
 		e.Redis.AddHook(e.RR)
 	}
+	if mysqlDSN != "" {
+		closeMy, err := e.openMySQL(ctx, mysqlDSN)
+		if err != nil {
+			closeAll()
+			return nil, nil, fmt.Errorf("mysql: %w", err)
+		}
+		closers = append(closers, closeMy)
+	}
 	return e, closeAll, nil
 }
 
@@ -119,6 +139,9 @@ func (e *Env) PGDurability() string {
 // reset empties the tables between comparisons, so that every group starts
 // on tables of the same size.
 func (e *Env) reset() error {
+	if err := e.resetMySQL(); err != nil {
+		return err
+	}
 	if e.Pool == nil {
 		return nil
 	}
@@ -703,7 +726,7 @@ func (e *Env) tieredGroups(callers int) ([]Group, error) {
 }
 
 // Stores lists the stores RuntimeGroups knows, in table order.
-var Stores = []string{"memory", "postgres", "redis", "tiered"}
+var Stores = []string{"memory", "postgres", "redis", "tiered", "mysql"}
 
 // RuntimeGroups builds the comparisons of one store at callers callers.
 // They must run in order: each resets the tables it uses first (see
@@ -727,6 +750,11 @@ func (e *Env) RuntimeGroups(store string, callers int) ([]Group, error) {
 			return nil, nil
 		}
 		return e.tieredGroups(callers)
+	case "mysql":
+		if e.MyDB == nil {
+			return nil, nil
+		}
+		return e.mysqlGroups(callers)
 	}
 	return nil, fmt.Errorf("unknown store %q", store)
 }

@@ -30,9 +30,13 @@
 // (redis-lose-key), restart PostgreSQL with a fast shutdown (pg-restart), and
 // terminate sessions mid-transaction in transactional mode (pg-kill-backend,
 // on the pg-tx backend, whose executions are the committed rows of a
-// business table written through pgstore.TxFrom). A scenario that kills or
-// restarts a server runs on one the harness started itself (StartRedis,
-// StartPG); it never signals a process it did not start. Where a store
+// business table written through pgstore.TxFrom), kill MariaDB (SIGKILL)
+// and start it again (mysql-kill, on mysql and mysql-tx: package
+// mysqlstress), and kill connections mid-transaction in transactional mode
+// (mysql-kill-connection, on mysql-tx, whose executions are the committed
+// rows of a business table written through mysqlstore.TxFrom). A scenario
+// that kills or restarts a server runs on one the harness started itself
+// (StartRedis, StartPG, StartMySQL); it never signals a process it did not start. Where a store
 // documents a limit, the extra executions are allowed and reported by
 // limit: plain Redis losing records (the model then lets records vanish),
 // a stall after the side effect in lease mode (stall-after-effect), and

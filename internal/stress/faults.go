@@ -123,36 +123,45 @@ func PGRestart() Scenario {
 		About:   "PostgreSQL fast shutdown and start mid-run (same data directory and port)",
 		Applies: only("pg", "pg-tx", "tiered"),
 		OwnPG:   true,
-		Configure: func(s *Storm) {
-			faulty(s)
-			outage := time.Second
-			if s.Short {
-				outage = 300 * time.Millisecond
+		Configure: serverDown("pg-restart", "restart", func(ctx context.Context, env *Env, outage time.Duration, down func()) error {
+			return env.PG.RestartCalling(ctx, outage, down)
+		}),
+	}
+}
+
+// serverDown is the Configure of a scenario that takes the scenario's own
+// server down once, at 15% of the calls (early, while most keys are still
+// undecided: later, tiered answers nearly every call from Redis alone),
+// holding the first call that makes its side effect after that until the
+// server is down (stop calls down then), so that at least its Complete
+// meets the outage; the storm holds at 60% until the server is back. The
+// outage is 1s (300ms when short). verb names the fault in the notes.
+func serverDown(name, verb string, stop func(ctx context.Context, env *Env, outage time.Duration, down func()) error) func(*Storm) {
+	return func(s *Storm) {
+		faulty(s)
+		outage := time.Second
+		if s.Short {
+			outage = 300 * time.Millisecond
+		}
+		s.Faults, s.HoldAt = 1, 0.6
+		s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+			defer env.FaultDone()
+			if err := env.WaitProgress(ctx, 0.15); err != nil {
+				return fmt.Errorf("%s: the storm ended before 15%% of its calls", name)
 			}
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				// Early (15%), while most keys are still undecided: later,
-				// tiered answers nearly every call from Redis alone.
-				if err := env.WaitProgress(ctx, 0.15); err != nil {
-					return fmt.Errorf("pg-restart: the storm ended before 15%% of its calls")
-				}
-				// Hold a call right after its side effect until the server
-				// is down, so that at least its Complete meets the outage.
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				t0 := time.Now()
-				if err := env.PG.RestartCalling(ctx, outage, release); err != nil {
-					return fmt.Errorf("pg-restart: %w", err)
-				}
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Outage(time.Since(t0))
-				env.Note("restart at call %d, back in %v", int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
-		},
+			release, held := env.HoldNextEffect(ctx, 10*time.Second)
+			defer release()
+			t0 := time.Now()
+			if err := stop(ctx, env, outage, release); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			if !held {
+				env.Note("no side effect to hold")
+			}
+			env.Outage(time.Since(t0))
+			env.Note("%s at call %d, back in %v", verb, int(0.15*float64(env.total)), time.Since(t0).Round(time.Millisecond))
+			return nil
+		})
 	}
 }
 
@@ -168,7 +177,7 @@ func StoreOutage() Scenario {
 	return Scenario{
 		Name:    "store-outage",
 		About:   "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice",
-		Applies: func(b string) bool { return b != "pg-tx" },
+		Applies: func(b string) bool { return b != "pg-tx" && b != "mysql-tx" },
 		Configure: func(s *Storm) {
 			faulty(s)
 			s.Cut = true
@@ -204,32 +213,79 @@ func PGKillBackend() Scenario {
 		Name:    "pg-kill-backend",
 		About:   "pg_terminate_backend of sessions mid-transaction, transactional mode",
 		Applies: only("pg-tx"),
-		Configure: func(s *Storm) {
-			faulty(s)
-			// The method takes 1ms after its business write, so that
-			// terminations land between the write and the commit too.
-			s.AfterEffect = time.Millisecond
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				if env.Handle.Terminate == nil {
-					return fmt.Errorf("pg-kill-backend: store %s cannot terminate its sessions", env.Backend)
+		// The method takes 1ms after its business write, so that
+		// terminations land between the write and the commit too.
+		Configure: sessionKiller("pg-kill-backend", 10*time.Millisecond, time.Millisecond, "terminated %d sessions"),
+	}
+}
+
+// sessionKiller is the Configure of a scenario that ends one of the store's
+// own sessions (Handle.Terminate) every period while the storm runs; Pay's
+// body takes afterEffect after its side effect. note reports the count.
+func sessionKiller(name string, period, afterEffect time.Duration, note string) func(*Storm) {
+	return func(s *Storm) {
+		faulty(s)
+		s.AfterEffect = afterEffect
+		s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+			if env.Handle.Terminate == nil {
+				return fmt.Errorf("%s: store %s cannot end its sessions", name, env.Backend)
+			}
+			killed := 0
+			defer func() { env.Note(note, killed) }()
+			t := time.NewTicker(period)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
 				}
-				killed := 0
-				defer func() { env.Note("terminated %d sessions", killed) }()
-				t := time.NewTicker(10 * time.Millisecond)
-				defer t.Stop()
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-t.C:
-					}
-					n, err := env.Handle.Terminate(ctx, 1)
-					if err != nil && ctx.Err() == nil {
-						return fmt.Errorf("pg-kill-backend: %w", err)
-					}
-					killed += n
+				n, err := env.Handle.Terminate(ctx, 1)
+				if err != nil && ctx.Err() == nil {
+					return fmt.Errorf("%s: %w", name, err)
 				}
-			})
-		},
+				killed += n
+			}
+		})
+	}
+}
+
+// MySQLKill kills the scenario's own MariaDB server mid-run (SIGKILL, at
+// 15% of the calls, holding the first call that makes its side effect
+// after that until the server is down, so that its Complete meets the
+// outage; the storm holds at 60% until it is back), then starts it again on
+// the same data directory and port: InnoDB's crash recovery keeps every
+// committed transaction and rolls back the open ones. Calls fail with store
+// errors during the outage (shorter than Pay's lease); nothing executes
+// twice, and no record is left PROCESSING past its lease.
+func MySQLKill() Scenario {
+	return Scenario{
+		Name:     "mysql-kill",
+		About:    "MariaDB killed (SIGKILL) and started again mid-run (same data directory and port)",
+		Applies:  only("mysql", "mysql-tx"),
+		OwnMySQL: true,
+		Configure: serverDown("mysql-kill", "killed", func(ctx context.Context, env *Env, outage time.Duration, down func()) error {
+			return env.MySQL.KillCalling(ctx, outage, down)
+		}),
+	}
+}
+
+// MySQLKillConnection kills the store's own connections that are inside a
+// transaction, or else running a statement (a replay's read: its caller
+// gets a store error) (KILL CONNECTION; only sessions on the run's own
+// database),
+// one every 5ms, in transactional mode: the claim, the business write and
+// the commit are cut at random points. A transaction cut before its commit
+// leaves nothing (no record, no business row, its GET_LOCK locks released
+// with the session); executions are counted from committed business rows
+// only.
+func MySQLKillConnection() Scenario {
+	return Scenario{
+		Name:    "mysql-kill-connection",
+		About:   "KILL CONNECTION of sessions mid-transaction, transactional mode",
+		Applies: only("mysql-tx"),
+		// The method takes 5ms after its business write, so that kills
+		// land between the write and the commit too.
+		Configure: sessionKiller("mysql-kill-connection", 5*time.Millisecond, 5*time.Millisecond, "killed %d connections"),
 	}
 }

@@ -28,6 +28,7 @@ type Backend struct {
 type Servers struct {
 	RedisAddr string // "" keeps the backend's
 	PGDSN     string // "" keeps the backend's
+	MySQLDSN  string // "" keeps the backend's
 	// RedisClusterAddrs are the nodes of a Redis Cluster; nil keeps the
 	// backend's.
 	RedisClusterAddrs []string
@@ -94,6 +95,10 @@ type Scenario struct {
 	// runs on one the harness started (Options.Redis, Options.PG, or one
 	// started for the run), never on a server it did not start.
 	OwnRedis, OwnPG bool
+	// OwnMySQL: the scenario kills and restarts the MySQL server, so it
+	// runs on one the harness started (Options.MySQL, or one started for
+	// the run).
+	OwnMySQL bool
 	// OwnCluster: the scenario kills a node of, or moves slots in, the
 	// Redis Cluster, so it runs on one the harness starts for the run.
 	OwnCluster bool
@@ -207,6 +212,7 @@ type Options struct {
 	// otherwise such a scenario starts one for its run.
 	Redis *RedisServer
 	PG    *PGServer
+	MySQL *MySQLServer
 }
 
 // Env is what a background fault injector gets.
@@ -218,9 +224,11 @@ type Env struct {
 	Tenant   string
 	Seed     uint64
 	Short    bool
-	// Redis and PG are the scenario's own servers (OwnRedis, OwnPG).
+	// Redis, PG and MySQL are the scenario's own servers (OwnRedis, OwnPG,
+	// OwnMySQL).
 	Redis *RedisServer
 	PG    *PGServer
+	MySQL *MySQLServer
 	// Cluster is the scenario's own Redis Cluster (OwnCluster).
 	Cluster *ClusterServer
 

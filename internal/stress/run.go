@@ -56,6 +56,7 @@ type run struct {
 	srv      Servers
 	redis    *RedisServer
 	pg       *PGServer
+	mysql    *MySQLServer
 	cluster  *ClusterServer
 	h        *Handle
 	teardown []func() // in the order they must run
@@ -129,6 +130,18 @@ func (r *run) setUp(ctx context.Context) error {
 			r.pg = s
 		}
 		r.srv.PGDSN = r.pg.DSN
+	}
+	if r.sc.OwnMySQL {
+		r.mysql = r.opt.MySQL
+		if r.mysql == nil {
+			s, err := StartMySQL(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r.sc.Name, err)
+			}
+			r.teardown = append(r.teardown, s.Stop)
+			r.mysql = s
+		}
+		r.srv.MySQLDSN = r.mysql.DSN
 	}
 	if r.sc.OwnCluster {
 		s, err := StartCluster(ctx)
@@ -370,6 +383,9 @@ func (r *run) startBackground(ctx context.Context) {
 	}
 	if r.sc.OwnPG {
 		r.env.PG = r.pg
+	}
+	if r.sc.OwnMySQL {
+		r.env.MySQL = r.mysql
 	}
 	r.env.faults.Add(st.Faults)
 	r.rec.OnComplete = func(k idem.Key) {

@@ -10,7 +10,7 @@ import "time"
 // acts through the Env (see Storm.Background); list it here.
 func Scenarios() []Scenario {
 	return []Scenario{Plain(), Stall(), StallAfterEffect(), Sweep(), RedisKill(), RedisLoseKey(), PGRestart(), StoreOutage(), PGKillBackend(),
-		ClusterFailover(), ClusterReshard()}
+		ClusterFailover(), ClusterReshard(), MySQLKill(), MySQLKillConnection()}
 }
 
 // Plain is the duplicate storm: every key retried several times

@@ -1,5 +1,5 @@
-// Package testenv finds the throwaway PostgreSQL, Redis and Redis Cluster
-// servers that scripts/with-services.sh starts for the tests.
+// Package testenv finds the throwaway PostgreSQL, Redis, Redis Cluster and
+// MariaDB servers that scripts/with-services.sh starts for the tests.
 //
 // A test that needs a server it cannot find fails when CI=true and skips
 // otherwise, with a message that says how to run it.
@@ -29,6 +29,13 @@ func RedisAddr(t testing.TB) string {
 func RedisClusterAddrs(t testing.TB) []string {
 	t.Helper()
 	return strings.Split(lookup(t, "IDEM_REDIS_CLUSTER_ADDRS", "Redis Cluster"), ",")
+}
+
+// MySQLDSN returns the go-sql-driver/mysql DSN of the test MariaDB server
+// ($IDEM_MYSQL_DSN, started by scripts/mariadb.sh).
+func MySQLDSN(t testing.TB) string {
+	t.Helper()
+	return lookup(t, "IDEM_MYSQL_DSN", "MariaDB")
 }
 
 func lookup(t testing.TB, name, what string) string {

@@ -224,9 +224,9 @@ func TestHijackReleases(t *testing.T) {
 			t.Fatalf("hijacked response: %v %v", resp, err)
 		}
 		conn.Close()
-		for i := 0; i < 200 && len(e.events(idemhttp.EventHijacked)) < attempt; i++ {
-			time.Sleep(10 * time.Millisecond) // the handler returns after the client read its response
-		}
+		// The handler returns (and the key is released) after the client
+		// read its response: the next attempt waits for that.
+		e.waitEvents(idemhttp.EventHijacked, attempt)
 	}
 	e.wantRuns(2)
 	if n := len(e.events(idemhttp.EventHijacked)); n != 2 {

@@ -3,6 +3,9 @@ package idemhttp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,10 +25,17 @@ import (
 // behind the middleware. The first attempt times out mid-handler (the
 // response is lost); stripe-go retries with the same key and gets the
 // stored charge: the card is charged once.
+//
+// The timeout is made by events, not by the clock: the client's transport
+// gives up on the first attempt once its handler started (so the claim is
+// made first), the handler finishes once the client gave up, and the
+// retries go out once the first charge is stored, whatever the scheduling.
 func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	var charges atomic.Int64
 	var mu sync.Mutex
 	var keys []string
+	started, gaveUp, stored := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var storedOnce sync.Once
 	charge := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err != nil {
 			http.Error(w, err.Error(), 400)
@@ -33,7 +43,12 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 		}
 		n := charges.Add(1)
 		if n == 1 {
-			time.Sleep(400 * time.Millisecond) // longer than the client's timeout
+			close(started)
+			select {
+			case <-gaveUp: // the client's timeout fired mid-handler
+			case <-time.After(hangGuard):
+				t.Error("the client did not give up on the first attempt")
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Request-Id", "req_"+r.Form.Get("amount"))
@@ -45,7 +60,11 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	})
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/charges", charge)
-	ex := idem.NewExecutor(newStore(t), idem.SingleTenant())
+	ex := idem.NewExecutor(newStore(t), idem.SingleTenant(), idem.WithLease(hangGuard), idem.WithObserver(func(ev idem.Event) {
+		if ev.Kind == idem.EventCompleted {
+			storedOnce.Do(func() { close(stored) })
+		}
+	}))
 	// Tenant: the API key, as Stripe scopes keys by account.
 	tenant := func(r *http.Request) string { return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") }
 	mw := idemhttp.New(ex, idemhttp.WithTenant(tenant))(mux)
@@ -60,7 +79,7 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	retries := int64(3)
 	backends := stripe.NewBackendsWithConfig(&stripe.BackendConfig{
 		URL:               stripe.String(srv.URL),
-		HTTPClient:        &http.Client{Timeout: 150 * time.Millisecond},
+		HTTPClient:        &http.Client{Transport: &impatientTransport{base: srv.Client().Transport, started: started, gaveUp: gaveUp, stored: stored}},
 		MaxNetworkRetries: &retries,
 		LeveledLogger:     &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})
@@ -89,5 +108,58 @@ func testStripeChargesOnce(t *testing.T, newStore newStoreFunc) {
 	}
 	if ch.LastResponse == nil || ch.LastResponse.Header.Get(idemhttp.ReplayedHeader) != "true" {
 		t.Fatalf("last response: %+v", ch.LastResponse)
+	}
+}
+
+// impatientTransport is a client whose timeout fires on its first attempt
+// once that attempt's handler started (closing gaveUp when the attempt has
+// ended), and whose later attempts go out once the first outcome is stored.
+type impatientTransport struct {
+	base                    http.RoundTripper
+	started, gaveUp, stored chan struct{}
+	calls                   atomic.Int64
+}
+
+func (tr *impatientTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if tr.calls.Add(1) > 1 {
+		if err := waitClosed(req.Context(), tr.stored, "the first charge stored"); err != nil {
+			return nil, err
+		}
+		return tr.base.RoundTrip(req)
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.base.RoundTrip(req.WithContext(ctx))
+		done <- result{resp, err}
+	}()
+	if err := waitClosed(req.Context(), tr.started, "the handler started"); err != nil {
+		return nil, err
+	}
+	cancel() // the timeout, after the claim
+	if r := <-done; r.err == nil {
+		r.resp.Body.Close()
+		return nil, errors.New("the first attempt was answered before its timeout")
+	}
+	close(tr.gaveUp)
+	return nil, &net.OpError{Op: "read", Net: "tcp", Err: errors.New("i/o timeout (the client's timeout)")}
+}
+
+// waitClosed waits for ch to be closed, for ctx's end, or for hangGuard.
+func waitClosed(ctx context.Context, ch <-chan struct{}, what string) error {
+	guard := time.NewTimer(hangGuard)
+	defer guard.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-guard.C:
+		return fmt.Errorf("waited %v for %s", hangGuard, what)
 	}
 }

@@ -81,6 +81,88 @@ type env struct {
 	mu    sync.Mutex
 	evs   []idemhttp.Event
 	idevs []idem.Event
+	// seen is closed (and replaced) on every event, under mu: waitFor
+	// waits on it for the events a test synchronises on.
+	seen chan struct{}
+}
+
+// hangGuard bounds every wait of the suite for an event: it only turns a
+// hang into a failure, and is far longer than any scheduling delay.
+const hangGuard = 2 * time.Minute
+
+// noted records that an event arrived, under e.mu.
+func (e *env) noted() {
+	if e.seen != nil {
+		close(e.seen)
+	}
+	e.seen = make(chan struct{})
+}
+
+// waitFor waits until count() (read under e.mu) reaches n, or fails the
+// test after hangGuard.
+func (e *env) waitFor(what string, n int, count func() int) {
+	e.t.Helper()
+	if err := e.await(what, n, count); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// await is waitFor for any goroutine: it returns an error after hangGuard.
+func (e *env) await(what string, n int, count func() int) error {
+	guard := time.NewTimer(hangGuard)
+	defer guard.Stop()
+	for {
+		e.mu.Lock()
+		got := count()
+		if e.seen == nil {
+			e.seen = make(chan struct{})
+		}
+		seen := e.seen
+		e.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-seen:
+		case <-guard.C:
+			return fmt.Errorf("waited %v for %d %s events, saw %d", hangGuard, n, what, got)
+		}
+	}
+}
+
+// waitEvents waits until the middleware's observer saw n events of kind.
+func (e *env) waitEvents(kind idemhttp.EventKind, n int) {
+	e.t.Helper()
+	if err := e.awaitEvents(kind, n); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// awaitEvents is waitEvents for any goroutine (a handler's).
+func (e *env) awaitEvents(kind idemhttp.EventKind, n int) error {
+	return e.await(kind.String(), n, func() int {
+		c := 0
+		for _, ev := range e.evs {
+			if ev.Kind == kind {
+				c++
+			}
+		}
+		return c
+	})
+}
+
+// waitIdemEvents waits until the executor's observer saw n events of kind.
+func (e *env) waitIdemEvents(kind idem.EventKind, n int) {
+	e.t.Helper()
+	e.waitFor(kind.String(), n, func() int {
+		c := 0
+		for _, ev := range e.idevs {
+			if ev.Kind == kind {
+				c++
+			}
+		}
+		return c
+	})
 }
 
 // newEnv builds a single-tenant env (idemhttp.SingleTenant); the options
@@ -98,11 +180,13 @@ func newTenancyEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w h
 	e.ex = idem.NewExecutor(e.store, idem.WithObserver(func(ev idem.Event) {
 		e.mu.Lock()
 		e.idevs = append(e.idevs, ev)
+		e.noted()
 		e.mu.Unlock()
 	}), idem.SingleTenant())
 	opts = append([]idemhttp.Option{idemhttp.WithObserver(func(ev idemhttp.Event) {
 		e.mu.Lock()
 		e.evs = append(e.evs, ev)
+		e.noted()
 		e.mu.Unlock()
 	}), tenancy}, opts...)
 	e.h = idemhttp.New(e.ex, opts...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -445,7 +529,9 @@ func testInFlight(t *testing.T, newStore newStoreFunc) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // on failure too
-	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithLease(10*time.Second))
+	// The lease only guards against a hang: the requests in flight must
+	// find the claim live whatever the scheduling delays.
+	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithLease(hangGuard))
 	key := idemhttp.GenerateKey()
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- e.do("POST", "/orders", key, "{}") }()
@@ -453,8 +539,8 @@ func testInFlight(t *testing.T, newStore newStoreFunc) {
 	w := e.do("POST", "/orders", key, "{}")
 	wantProblem(t, w, 409, "request-in-progress")
 	ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
-	if err != nil || ra < 1 || ra > 10 {
-		t.Fatalf("Retry-After %q, want 1..10 seconds", w.Header().Get("Retry-After"))
+	if err != nil || ra < 1 || ra > int(hangGuard/time.Second) {
+		t.Fatalf("Retry-After %q, want 1..%d seconds", w.Header().Get("Retry-After"), int(hangGuard/time.Second))
 	}
 	// A different body while in flight is a conflict, not "in progress",
 	// on every store (a transactional store tells it from the payload of
@@ -470,7 +556,9 @@ func testInFlightWait(t *testing.T, newStore newStoreFunc) {
 	started, release := make(chan struct{}, 1), make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // on failure too
-	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithWait(10*time.Second))
+	// The wait and the lease only guard against a hang: the duplicate must
+	// get the first's response whatever the scheduling delays.
+	e := newEnv(t, newStore, blockingHandler(started, release), idemhttp.WithWait(hangGuard), idemhttp.WithLease(hangGuard))
 	key := idemhttp.GenerateKey()
 	first := make(chan *httptest.ResponseRecorder)
 	go func() { first <- e.do("POST", "/orders", key, "{}") }()
@@ -480,7 +568,9 @@ func testInFlightWait(t *testing.T, newStore newStoreFunc) {
 	// Another body: 422, whether it is told at once or after waiting.
 	other := make(chan *httptest.ResponseRecorder)
 	go func() { other <- e.do("POST", "/orders", key, `{"other":1}`) }()
-	time.Sleep(50 * time.Millisecond)
+	// Whether the duplicates reach the store before the first completes
+	// (they wait) or after (they find its outcome), the answers are the
+	// same: nothing here depends on how they are scheduled.
 	once.Do(func() { close(release) })
 	a, b := <-first, <-second
 	wantProblem(t, <-other, 422, "key-reused")
@@ -520,14 +610,35 @@ func post(t *testing.T, c *http.Client, url, key, body string, hdr ...string) (i
 	return resp.StatusCode, resp.Header, string(b), err
 }
 
-func concurrent(t *testing.T, newStore newStoreFunc, opts ...idemhttp.Option) (e *env, statuses map[int]int, bodies map[string]int) {
+// concurrent sends n requests with one key at once. The handler holds the
+// claim until every request reached the server and, without WithWait,
+// until the n-1 others were answered 409: the overlap is made by events,
+// not by a sleep, so the answers are the same however the requests are
+// scheduled.
+func concurrent(t *testing.T, newStore newStoreFunc, wait bool, opts ...idemhttp.Option) (e *env, statuses map[int]int, bodies map[string]int) {
 	const n = 64
+	var arrived atomic.Int64
+	allArrived := make(chan struct{})
 	e = newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
-		time.Sleep(100 * time.Millisecond) // keep the claim while the others arrive
+		select {
+		case <-allArrived:
+		case <-time.After(hangGuard):
+			t.Errorf("%d of %d requests arrived in %v", arrived.Load(), n, hangGuard)
+		}
+		if !wait {
+			if err := e.awaitEvents(idemhttp.EventInProgress, n-1); err != nil {
+				t.Error(err)
+			}
+		}
 		w.WriteHeader(201)
 		fmt.Fprintf(w, "order %d", e.runs.Load())
 	}, opts...)
-	srv := loopback(t, e.h)
+	srv := loopback(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if arrived.Add(1) == n {
+			close(allArrived)
+		}
+		e.h.ServeHTTP(w, r)
+	}))
 	client := &http.Client{Transport: &http.Transport{MaxConnsPerHost: 0, MaxIdleConnsPerHost: n}}
 	defer client.CloseIdleConnections()
 	key := idemhttp.GenerateKey()
@@ -557,15 +668,17 @@ func concurrent(t *testing.T, newStore newStoreFunc, opts ...idemhttp.Option) (e
 }
 
 func testConcurrent(t *testing.T, newStore newStoreFunc) {
-	e, statuses, bodies := concurrent(t, newStore)
+	// The lease only guards against a hang (see concurrent).
+	e, statuses, bodies := concurrent(t, newStore, false, idemhttp.WithLease(hangGuard))
 	e.wantRuns(1)
-	if statuses[201]+statuses[409] != 64 || statuses[201] < 1 || len(bodies) != 1 {
+	if statuses[201] != 1 || statuses[409] != 63 || len(bodies) != 1 {
 		t.Fatalf("statuses %v, bodies %v", statuses, bodies)
 	}
 }
 
 func testConcurrentWait(t *testing.T, newStore newStoreFunc) {
-	e, statuses, bodies := concurrent(t, newStore, idemhttp.WithWait(10*time.Second))
+	// The wait and the lease only guard against a hang (see concurrent).
+	e, statuses, bodies := concurrent(t, newStore, true, idemhttp.WithWait(hangGuard), idemhttp.WithLease(hangGuard))
 	e.wantRuns(1)
 	if statuses[201] != 64 || len(bodies) != 1 {
 		t.Fatalf("statuses %v, bodies %v", statuses, bodies)
@@ -649,24 +762,57 @@ func testOperationScope(t *testing.T, newStore newStoreFunc) {
 	}
 }
 
+// abandon sends a POST with key and gives up on it, as a client whose
+// timeout fires does, once started says its handler runs: the claim
+// happens before the client leaves, whatever the scheduling. It returns
+// the client's error.
+func abandon(t *testing.T, c *http.Client, url, key string, started <-chan struct{}) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(idemhttp.Header, key)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	guard := time.NewTimer(hangGuard)
+	defer guard.Stop()
+	select {
+	case <-started:
+	case err := <-done:
+		t.Fatalf("the request was answered (%v) before its handler started", err)
+	case <-guard.C:
+		t.Fatalf("the handler did not start within %v", hangGuard)
+	}
+	cancel() // the client's timeout, after the claim
+	return <-done
+}
+
 func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
-	finished := make(chan struct{}, 1)
+	started := make(chan struct{})
 	release := make(chan struct{}) // the handler runs until the in-flight retry was answered
 	var once sync.Once
 	defer once.Do(func() { close(release) }) // on failure too
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
+		close(started) // once: a second run would panic, and fail the test
 		<-release
 		if err := r.Context().Err(); err != nil {
 			t.Errorf("handler context ended with its client: %v", err)
 		}
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, `{"order":"o-1"}`)
-		finished <- struct{}{}
-	})
+	}, idemhttp.WithLease(hangGuard)) // the retry in flight must not take a lapsed lease over
 	srv := loopback(t, e.h)
 	key := idemhttp.GenerateKey()
-	impatient := &http.Client{Timeout: 100 * time.Millisecond}
-	if _, _, _, err := post(t, impatient, srv.URL+"/orders", key, "{}"); err == nil {
+	if err := abandon(t, srv.Client(), srv.URL+"/orders", key, started); err == nil {
 		t.Fatal("the first attempt did not time out")
 	}
 	// A retry while the handler still runs: 409.
@@ -675,21 +821,12 @@ func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("retry in flight: %d %v, want 409", st, err)
 	}
 	once.Do(func() { close(release) })
-	<-finished
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, h, body, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == 409 && time.Now().Before(deadline) { // stored just after the handler returned
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if st != 201 || body != `{"order":"o-1"}` || h.Get(idemhttp.ReplayedHeader) != "true" {
-			t.Fatalf("retry after the timeout: %d %q %v", st, body, h)
-		}
-		break
+	// The first attempt's outcome is stored (no one reads its response):
+	// the retry after it is a replay.
+	e.waitIdemEvents(idem.EventCompleted, 1)
+	st, h, body, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
+	if err != nil || st != 201 || body != `{"order":"o-1"}` || h.Get(idemhttp.ReplayedHeader) != "true" {
+		t.Fatalf("retry after the timeout: %d %q %v %v", st, body, h, err)
 	}
 	e.wantRuns(1)
 }
@@ -697,12 +834,14 @@ func testClientTimeoutThenRetry(t *testing.T, newStore newStoreFunc) {
 func testClientCancellationOption(t *testing.T, newStore newStoreFunc) {
 	// With WithClientCancellation, a handler that gives up without writing
 	// when its client leaves releases the key.
+	started := make(chan struct{})
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
 		if e.runs.Load() == 1 {
+			close(started)
 			select {
 			case <-r.Context().Done():
 				return
-			case <-time.After(5 * time.Second):
+			case <-time.After(hangGuard):
 				t.Error("the handler's context did not end with its client")
 			}
 		}
@@ -710,30 +849,17 @@ func testClientCancellationOption(t *testing.T, newStore newStoreFunc) {
 	}, idemhttp.WithClientCancellation())
 	srv := loopback(t, e.h)
 	key := idemhttp.GenerateKey()
-	if _, _, _, err := post(t, &http.Client{Timeout: 100 * time.Millisecond}, srv.URL+"/orders", key, "{}"); err == nil {
+	if err := abandon(t, srv.Client(), srv.URL+"/orders", key, started); err == nil {
 		t.Fatal("the first attempt did not time out")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st, h, _, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st == 409 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if st != 201 || h.Get(idemhttp.ReplayedHeader) != "" {
-			t.Fatalf("retry: %d %v", st, h)
-		}
-		break
+	// The key is released once the handler returned: the retry runs it.
+	e.waitIdemEvents(idem.EventReleased, 1)
+	st, h, _, err := post(t, srv.Client(), srv.URL+"/orders", key, "{}")
+	if err != nil || st != 201 || h.Get(idemhttp.ReplayedHeader) != "" {
+		t.Fatalf("retry: %d %v %v", st, h, err)
 	}
 	e.wantRuns(2)
 	rel := e.idemEvents(idem.EventReleased)
-	for i := 0; i < 200 && len(rel) == 0; i++ { // emitted just after the store released the key
-		time.Sleep(10 * time.Millisecond)
-		rel = e.idemEvents(idem.EventReleased)
-	}
 	if len(rel) != 1 || !errors.Is(rel[0].Err, idemhttp.ErrNoResponse) {
 		t.Fatalf("released events %+v", rel)
 	}
@@ -851,7 +977,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 	firstChunk := make(chan struct{})
 	e := newEnv(t, newStore, func(e *env, w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		if err := rc.SetWriteDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		if err := rc.SetWriteDeadline(time.Now().Add(2 * hangGuard)); err != nil {
 			t.Errorf("SetWriteDeadline through the middleware: %v", err)
 		}
 		if err := rc.EnableFullDuplex(); err != nil {
@@ -865,7 +991,7 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 		if e.runs.Load() == 1 {
 			select {
 			case <-firstChunk: // the client read the first event before the handler finished
-			case <-time.After(5 * time.Second):
+			case <-time.After(hangGuard):
 				t.Error("the first event did not reach the client before the handler finished")
 			}
 		}
@@ -891,16 +1017,8 @@ func testStreaming(t *testing.T, newStore newStoreFunc) {
 		t.Fatalf("rest %q", rest)
 	}
 	// The streamed response was stored whole and is replayed in one piece.
-	var st int
-	var h http.Header
-	var body string
-	for range 100 {
-		st, h, body, err = post(t, srv.Client(), srv.URL+"/events", key, "{}")
-		if st != 409 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitIdemEvents(idem.EventCompleted, 1)
+	st, h, body, err := post(t, srv.Client(), srv.URL+"/events", key, "{}")
 	if err != nil || st != 200 || body != "data: 1\n\ndata: 2\n\n" || h.Get(idemhttp.ReplayedHeader) != "true" ||
 		h.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("replay of a stream: %d %q %v %v", st, body, h, err)
@@ -958,9 +1076,10 @@ func testTransportRetries(t *testing.T, newStore newStoreFunc) {
 	srv := loopback(t, e.h)
 
 	// 1. A retry loop that sends the same *http.Request again (GetBody),
-	//    through an http.Client with a Timeout (which forks the request).
+	//    through an http.Client with a Timeout (which forks the request;
+	//    the Timeout only guards against a hang).
 	flaky := &flakyTransport{base: srv.Client().Transport}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &idemhttp.Transport{Base: flaky}}
+	client := &http.Client{Timeout: hangGuard, Transport: &idemhttp.Transport{Base: flaky}}
 	req, _ := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(`{"item":"x"}`))
 	var resp *http.Response
 	var err error

@@ -3,6 +3,7 @@ package idemtest
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -35,13 +36,20 @@ func (s *suite) doStoreUnmigrated(t testing.TB) {
 // the call that fixes it (Migrate), and not be retried.
 func (s *suite) doUnusable(t testing.TB, store idem.Store, schema bool) {
 	tenant := "idemtest-unusable"
-	var events []idem.Event
-	observe := func(ev idem.Event) { events = append(events, ev) }
+	// The executor may emit from a goroutine of its own (a release it sends
+	// again in the background) while the case reads the events.
+	var (
+		mu     sync.Mutex
+		events []idem.Event
+	)
+	observe := func(ev idem.Event) { mu.Lock(); events = append(events, ev); mu.Unlock() }
 	ex := idem.NewExecutor(store, idem.WithTenant(func(context.Context) string { return tenant }),
 		idem.WithLease(s.Unit), idem.WithObserver(observe))
 	m := testMethod
 	for _, wait := range []bool{false, true} {
+		mu.Lock()
 		events = nil
+		mu.Unlock()
 		m.Wait = 0
 		if wait {
 			m.Wait = s.Unit // a duplicate's wait claims again: the same error
@@ -55,20 +63,23 @@ func (s *suite) doUnusable(t testing.TB, store idem.Store, schema bool) {
 		t.Logf("wait=%v: %v", wait, err)
 		assertFalse(t, ran, "the method must not run without a claim")
 		assertErrorIs(t, err, idem.ErrStoreUnavailable, "the caller can tell the store's failure from its method's: %v", err)
-		requireTrue(t, len(events) > 0, "the observer is told")
-		hex := events[0].Key.Hex()
+		mu.Lock()
+		got := append([]idem.Event(nil), events...)
+		mu.Unlock()
+		requireTrue(t, len(got) > 0, "the observer is told")
+		hex := got[0].Key.Hex()
 		msg := err.Error()
 		assertEqual(t, 1, strings.Count(msg, hex), "the message names the key's hex ID exactly once: %s", msg)
 		assertContains(t, msg, m.Op, "the message names the operation")
 		assertContains(t, msg, "claim", "the message names the store call")
-		last := events[len(events)-1]
+		last := got[len(got)-1]
 		assertEqual(t, idem.EventStoreError, last.Kind, "the observer is told of a store error")
 		if !schema {
 			continue
 		}
 		assertErrorIs(t, err, idem.ErrStoreSchema, "a missing schema is named as such: %v", err)
 		assertContains(t, msg, "Migrate", "the message names the call that migrates the schema")
-		for _, ev := range events {
+		for _, ev := range got {
 			assertTrue(t, ev.Kind != idem.EventStoreRetry, "a missing schema is not retried: %v", ev.Err)
 		}
 	}

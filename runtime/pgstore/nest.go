@@ -130,22 +130,8 @@ func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.Claim
 	})
 	b.Queue(q.savepoint)
 	err := tx.SendBatch(ctx, b).Close()
-	for attempt := 1; err == nil && d.kind == decideLocked && res != claimAnswered; attempt++ {
-		if res == claimAgain {
-			s.claimRetries.Add(1)
-		}
-		if attempt >= maxClaimAttempts {
-			err = errors.New("the record kept changing under concurrent claims")
-			break
-		}
-		b := &pgx.Batch{}
-		b.Queue(q.claim, args...).Query(func(rows pgx.Rows) error {
-			var err error
-			claim, res, err = scanClaim(rows, false)
-			return err
-		})
-		b.Queue(q.savepoint)
-		err = tx.SendBatch(ctx, b).Close()
+	if err == nil && d.kind == decideLocked && res != claimAnswered {
+		claim, err = s.claimLocked(ctx, tx, q, args, res)
 	}
 	if err == nil && d.kind == decideLocked && claim.Claimed {
 		t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}

@@ -254,7 +254,6 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// Sync as one transaction, and a BEGIN inside it keeps what ran
 	// before): the key lock and the claim are part of the method's
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
-	// query is here decide.
 	// query is here decide, or, on a parked connection, the COMMIT of its
 	// transaction.
 	decide := b.Queue
@@ -282,18 +281,31 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	br := conn.SendBatch(ctx, b)
 	tx = br.Tx()
 	err = br.Close()
-	for attempt := 1; err == nil && d.kind == decideLocked && res != claimAnswered; attempt++ {
-		// claimSlow: the row is takeable, or is this caller's own claim.
-		// claimAgain: a conflicting row was committed after the claim's
-		// snapshot (by a lease-mode writer). Either way: the full claim,
-		// under the key's lock, in the same transaction, and a savepoint
-		// after it (ROLLBACK TO goes to the newest of that name).
+	if err == nil && d.kind == decideLocked && res != claimAnswered {
+		claim, err = s.claimLocked(ctx, conn, q, args, res)
+	}
+	return s.claimed(ctx, conn, tx, req, d, claim, err)
+}
+
+// batcher is what claimLocked needs of a connection or a transaction.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// claimLocked runs the full claim statement and a savepoint after it (ROLLBACK
+// TO goes to the newest of that name) on db, in the transaction that holds
+// the key's lock, until it answers: after the fast claim statement answered
+// res, claimSlow (the row is takeable, or is this caller's own claim) or
+// claimAgain (a conflicting row was committed after the claim's snapshot,
+// by a lease-mode writer).
+func (s *TxStore) claimLocked(ctx context.Context, db batcher, q txQueries, args []any, res claimResult) (idem.Claim, error) {
+	var claim idem.Claim
+	for attempt := 1; res != claimAnswered; attempt++ {
 		if res == claimAgain {
 			s.claimRetries.Add(1)
 		}
 		if attempt >= maxClaimAttempts {
-			end(ctx, conn)
-			return idem.Claim{}, nil, false, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
+			return idem.Claim{}, errors.New("the record kept changing under concurrent claims")
 		}
 		b := &pgx.Batch{}
 		b.Queue(q.claim, args...).Query(func(rows pgx.Rows) error {
@@ -302,9 +314,11 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 			return err
 		})
 		b.Queue(q.savepoint)
-		err = conn.SendBatch(ctx, b).Close()
+		if err := db.SendBatch(ctx, b).Close(); err != nil {
+			return idem.Claim{}, err
+		}
 	}
-	return s.claimed(ctx, conn, tx, req, d, claim, err)
+	return claim, nil
 }
 
 // decision is what decide answered.

@@ -7,8 +7,8 @@
 //
 //	scripts/with-services.sh go run ./internal/cmd/bench [-only runtime,gen,full] [-quick]
 //
-// PostgreSQL and Redis come from $IDEM_PG_DSN and $IDEM_REDIS_ADDR; a store
-// whose server is missing is skipped and said so.
+// PostgreSQL, Redis and MySQL come from $IDEM_PG_DSN, $IDEM_REDIS_ADDR and
+// $IDEM_MYSQL_DSN; a store whose server is missing is skipped and said so.
 package main
 
 import (
@@ -123,7 +123,7 @@ func main() {
 
 func runRuntime(ctx context.Context, log func(string, ...any), stores []string, callers []int, cfg benchcmp.Config) error {
 	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
-	env, closeEnv, err := benchcmp.NewEnv(ctx, dsn, addr)
+	env, closeEnv, err := benchcmp.NewEnvMySQL(ctx, dsn, addr, os.Getenv("IDEM_MYSQL_DSN"))
 	if err != nil {
 		return err
 	}
@@ -155,16 +155,16 @@ func runRuntime(ctx context.Context, log func(string, ...any), stores []string, 
 	}
 	fmt.Printf("\n## Runtime cost per call\n\nEach wrapper figure is the generated wrapper of `internal/benchcmp/orders` (`Place`, key `order.ID+op`) "+
 		"through `idem.Executor`; each floor does the same store operations by hand with the raw driver (pgx v5, go-redis v9) "+
-		"and the same business work (on PostgreSQL stores, one `INSERT` into `bench_orders`). Variants run interleaved in one process: "+
+		"and the same business work (on PostgreSQL and MySQL stores, one `INSERT` into `bench_orders`); the MySQL floors use go-sql-driver/mysql with the statements prepared once per connection, as mysqlstore does, and count round trips on the network. Variants run interleaved in one process: "+
 		"%d rounds; within a round each variant makes the same calls (about %v of the wrapper's), alternating call by call "+
 		"(in blocks of at least %v for calls too short to time one by one, and of at least %v with several callers), "+
 		"the variant that goes first rotating from block to block. **speed** is the median over rounds of floor time ÷ wrapper time "+
 		"(≥ 1 is faster than the floor), with the interquartile range of the per-round speeds; a 1-caller cell is steady when both quartiles lie within ±0.1 of its median. "+
 		"Round trips are counted by a pgx tracer (queries, batches, prepares) and a go-redis hook; "+
 		"allocations from runtime.MemStats over one separate cell per variant. On this 2-core machine the 16-caller ratios are indicative. %s (%s)\n\n",
-		cfg.Rounds, cfg.Round, cfg.Block, cfg.BlockConcurrent, env.PGDurability(), time.Since(start).Round(time.Second))
+		cfg.Rounds, cfg.Round, cfg.Block, cfg.BlockConcurrent, env.PGDurability()+" "+env.MySQLDurability(), time.Since(start).Round(time.Second))
 	if len(skipped) > 0 {
-		fmt.Printf("Skipped (no server: set IDEM_PG_DSN / IDEM_REDIS_ADDR, or run through scripts/with-services.sh): %s.\n\n", strings.Join(skipped, ", "))
+		fmt.Printf("Skipped (no server: set IDEM_PG_DSN / IDEM_REDIS_ADDR / IDEM_MYSQL_DSN, or run through scripts/with-services.sh): %s.\n\n", strings.Join(skipped, ", "))
 	}
 	benchcmp.RuntimeTable(os.Stdout, results)
 	fmt.Printf("\n### Memory: what the wrapper adds\n\n")

@@ -6,14 +6,16 @@
 // scenario. It exits 1 if any assertion failed.
 //
 //	go run ./internal/cmd/stress                      # memory, plus Redis/PostgreSQL (lease and
-//	                                                  # transactional mode)/tiered when
-//	                                                  # $IDEM_REDIS_ADDR / $IDEM_PG_DSN /
-//	                                                  # $IDEM_REDIS_CLUSTER_ADDRS are set
+//	                                                  # transactional mode)/tiered/MySQL (both
+//	                                                  # modes) when $IDEM_REDIS_ADDR /
+//	                                                  # $IDEM_PG_DSN / $IDEM_REDIS_CLUSTER_ADDRS /
+//	                                                  # $IDEM_MYSQL_DSN are set
 //
 // The fault scenarios that kill or restart a server (redis-kill, pg-restart,
-// cluster-failover, cluster-reshard) start a server of their own for each
-// run (redis-server; PostgreSQL through scripts/pg.sh; a Redis Cluster
-// through scripts/redis-cluster.sh) and stop it afterwards; the harness never signals a server
+// cluster-failover, cluster-reshard, mysql-kill) start a server of their own
+// for each run (redis-server; PostgreSQL through scripts/pg.sh; a Redis
+// Cluster through scripts/redis-cluster.sh; MariaDB through
+// scripts/mariadb.sh) and stop it afterwards; the harness never signals a server
 // it did not start.
 //
 //	go run ./internal/cmd/stress -stores=mem -scenarios=plain,stall
@@ -31,11 +33,12 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/mysqlstress"
 )
 
 func main() {
 	var (
-		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster (default: mem, and every store whose server env var is set)")
+		stores    = flag.String("stores", "", "comma-separated stores: mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster, mysql, mysql-tx (default: mem, and every store whose server env var is set)")
 		scenarios = flag.String("scenarios", "", "comma-separated scenarios (default: all): "+names())
 		short     = flag.Bool("short", false, "the shortened storm that go test runs")
 		seed      = flag.Uint64("seed", 0, "seed of the call plan and injected failures (0: random)")
@@ -74,6 +77,7 @@ func names() string {
 
 func backends(list string) ([]stress.Backend, error) {
 	dsn, addr := os.Getenv("IDEM_PG_DSN"), os.Getenv("IDEM_REDIS_ADDR")
+	myDSN := os.Getenv("IDEM_MYSQL_DSN")
 	var cluster []string
 	if v := os.Getenv("IDEM_REDIS_CLUSTER_ADDRS"); v != "" {
 		cluster = strings.Split(v, ",")
@@ -95,6 +99,9 @@ func backends(list string) ([]stress.Backend, error) {
 		}
 		if dsn != "" && cluster != nil {
 			want = append(want, "tiered-cluster")
+		}
+		if myDSN != "" {
+			want = append(want, "mysql", "mysql-tx")
 		}
 	} else {
 		want = strings.Split(list, ",")
@@ -134,8 +141,17 @@ func backends(list string) ([]stress.Backend, error) {
 				return nil, fmt.Errorf("store tiered-cluster needs $IDEM_PG_DSN and $IDEM_REDIS_CLUSTER_ADDRS (run under scripts/with-services.sh)")
 			}
 			bs = append(bs, tieredCluster(dsn, cluster))
+		case "mysql", "mysql-tx":
+			if myDSN == "" {
+				return nil, fmt.Errorf("store %s needs $IDEM_MYSQL_DSN (run under scripts/with-services.sh)", name)
+			}
+			if strings.TrimSpace(name) == "mysql" {
+				bs = append(bs, mysqlstress.MySQL(myDSN))
+			} else {
+				bs = append(bs, mysqlstress.MySQLTx(myDSN))
+			}
 		default:
-			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster)", name)
+			return nil, fmt.Errorf("unknown store %q (want mem, redis, pg, pg-tx, tiered, redis-cluster, tiered-cluster, mysql, mysql-tx)", name)
 		}
 	}
 	return bs, nil

@@ -123,7 +123,14 @@ type env struct {
 	url  string
 	c    *http.Client
 	runs atomic.Int64
+	// stored receives a value each time the executor stores an outcome
+	// (idem.EventCompleted): tests wait on it, not on the clock.
+	stored chan struct{}
 }
+
+// hangGuard bounds the suite's waits for an event: it only turns a hang
+// into a failure, far longer than any scheduling delay.
+const hangGuard = 2 * time.Minute
 
 // handlerFunc is a test's handler; run is the 1-based number of this run.
 type handlerFunc func(w http.ResponseWriter, r *http.Request, run int64)
@@ -137,8 +144,15 @@ func (s *suite) mount(t *testing.T, h handlerFunc, opts ...idemhttp.Option) *env
 // mountStore serves h on store with exactly opts.
 func (s *suite) mountStore(t *testing.T, store idem.Store, h handlerFunc, opts ...idemhttp.Option) *env {
 	t.Helper()
-	e := &env{t: t}
-	ex := idem.NewExecutor(store, idem.SingleTenant())
+	e := &env{t: t, stored: make(chan struct{}, 64)}
+	ex := idem.NewExecutor(store, idem.SingleTenant(), idem.WithObserver(func(ev idem.Event) {
+		if ev.Kind == idem.EventCompleted {
+			select {
+			case e.stored <- struct{}{}:
+			default: // no test waits for that many
+			}
+		}
+	}))
 	e.url = s.o.Mount(t, Config{
 		Executor: ex,
 		Options:  opts,
@@ -580,18 +594,17 @@ func (s *suite) testClientGone(t *testing.T) {
 	if err := <-failed; err == nil {
 		t.Fatal("the cancelled request got an answer")
 	}
+	// Until the handler returned, a retry gets 409.
+	wantProblem(t, e.send("POST", "/orders", key, "{}"), 409, "request-in-progress")
 	unblock()
-	// The handler runs to its end and its response is stored; until then
-	// a retry gets 409.
-	for i := 0; ; i++ {
-		r := e.send("POST", "/orders", key, "{}")
-		if r.status == 409 && i < 1000 {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		want(t, r, 201, "run 1", true)
-		break
+	// The handler runs to its end and its response is stored: the retry
+	// after that is a replay, however long storing it took.
+	select {
+	case <-e.stored:
+	case <-time.After(hangGuard):
+		t.Fatalf("the first response was not stored within %v", hangGuard)
 	}
+	want(t, e.send("POST", "/orders", key, "{}"), 201, "run 1", true)
 	e.wantRuns(1)
 }
 

@@ -1,0 +1,52 @@
+// Package mysqlstore is the MySQL and MariaDB idempotency store of idemgen,
+// on database/sql and github.com/go-sql-driver/mysql.
+//
+// A record is a row of one table (idem_records by default, see Schema)
+// under the primary key idem_key, the 32-byte SHA-256 of tenant, operation
+// and key parts (idem.Key.ID). Every other byte string (tenant, operation,
+// readable key, error code and message, body, metadata) is kept in a binary
+// column of a table whose character set is binary: no collation folds case,
+// trims trailing spaces or refuses a byte, and none of them is compared.
+// Leases and expiries are microseconds since the Unix epoch by the server's
+// UTC clock (UTC_TIMESTAMP(6)): processes share the database's clock, never
+// their own, and the session's time_zone plays no part.
+//
+// Lease mode ([New]) implements [idem.Store] and [idem.Renewer]. A claim
+// reads the key's row without a lock (a replay or a duplicate costs that one
+// round trip), inserts a fresh key's row with a plain INSERT (a concurrent
+// claim of the same key fails on the primary key and reads again), and
+// takes over an expired record or a lapsed lease of the same payload in a
+// short READ COMMITTED transaction under the row's lock (SELECT … FOR
+// UPDATE). Complete, Release and Renew are one statement each, fenced by
+// the token.
+//
+// Transactional mode ([NewTx]) implements [idem.TxStore]: the claim, the
+// method's own writes (through [TxFrom]) and the outcome commit together or
+// not at all. Claims of a key are serialized by user-level locks
+// (GET_LOCK with a timeout of 0, so no claim ever waits in the server): see
+// [TxStore.ClaimTx]. No PROCESSING row is ever committed in this mode, so
+// there is no lease to lose: a crashed or killed caller's transaction rolls
+// back with its connection, and the next caller runs the method once.
+//
+// Lock waits are bounded: a write waits at most WithLockTimeout (5s by
+// default) for its answer; a deadlock (error 1213) or a lock wait timeout
+// (1205) is a transient store error, never a decision: the executor
+// retries or reports the store unavailable, and never runs the method a
+// second time for it. A deadlock the method itself meets in transactional
+// mode rolls its whole transaction back (InnoDB's rule): return the error
+// from the method; a Complete after it fails, storing nothing.
+//
+// Migrations are plain SQL of one statement each ([MigrationFiles] for
+// golang-migrate, [GooseMigrationFiles] for goose); [Store.Migrate] runs the
+// same statement. [Store.Sweep] removes expired records in batches that
+// follow the expiry index and skip locked rows; pace it with idem.Sweeper.
+//
+// # Servers
+//
+// The tests run on MariaDB 10.11 (Debian's). MySQL 8.0 works on the same
+// statements, which keep to the subset both speak: SKIP LOCKED (MySQL 8.0.1,
+// MariaDB 10.6), GET_LOCK with several locks per session (MySQL 5.7,
+// MariaDB 10.0.2), CHECK constraints (enforced from MySQL 8.0.16), no
+// RETURNING, no SET STATEMENT. See docs/decisions/mysqlstore.md for what a
+// MySQL 8.0 user must know: SQL modes, lock-wait errors, ON DUPLICATE KEY.
+package mysqlstore

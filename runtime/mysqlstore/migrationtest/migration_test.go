@@ -1,0 +1,107 @@
+package migrationtest
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/golang-migrate/migrate/v4"
+	migratemysql "github.com/golang-migrate/migrate/v4/database/mysql"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/pressly/goose/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
+)
+
+// newDatabase creates a database of its own on the test server (the
+// migrations use the fixed table name) and drops it when the test ends.
+func newDatabase(t *testing.T) *sql.DB {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	require.NoError(t, err)
+	admin := open(t, cfg)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "idem_migr_" + hex.EncodeToString(b)
+	_, err = admin.Exec("CREATE DATABASE " + name)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = admin.Exec("DROP DATABASE IF EXISTS " + name) })
+	cfg = cfg.Clone()
+	cfg.DBName = name
+	return open(t, cfg)
+}
+
+func open(t *testing.T, cfg *mysql.Config) *sql.DB {
+	c, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	db := sql.OpenDB(c)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+// works claims, completes and replays one key on the table the tool made.
+func works(t *testing.T, db *sql.DB) {
+	t.Helper()
+	s := mysqlstore.New(db)
+	k, err := idem.NewKey("t", "migr.Op", "k")
+	require.NoError(t, err)
+	req := idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour}
+	c, err := s.Claim(t.Context(), req)
+	require.NoError(t, err)
+	require.True(t, c.Claimed)
+	require.NoError(t, s.Complete(t.Context(), k, 1, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte("ok")}, time.Hour))
+	req.Token = 2
+	c, err = s.Claim(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, []byte("ok"), c.Record.Outcome.Body)
+}
+
+func tableExists(t *testing.T, db *sql.DB) bool {
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'idem_records'").Scan(&n))
+	return n == 1
+}
+
+// TestGoose: goose applies mysqlstore.GooseMigrationFiles, the store works
+// on the table, Migrate afterwards changes nothing, and down drops it.
+func TestGoose(t *testing.T) {
+	db := newDatabase(t)
+	p, err := goose.NewProvider(goose.DialectMySQL, db, mysqlstore.GooseMigrationFiles())
+	require.NoError(t, err)
+	ctx := context.Background()
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	works(t, db)
+	require.NoError(t, mysqlstore.New(db).Migrate(ctx), "Migrate runs the same statement: a no-op on the tool's table")
+	_, err = p.DownTo(ctx, 0)
+	require.NoError(t, err)
+	require.False(t, tableExists(t, db))
+}
+
+// TestGolangMigrate: golang-migrate applies mysqlstore.MigrationFiles
+// (iofs source, its mysql driver), the store works on the table, and down
+// drops it.
+func TestGolangMigrate(t *testing.T) {
+	db := newDatabase(t)
+	src, err := iofs.New(mysqlstore.MigrationFiles(), ".")
+	require.NoError(t, err)
+	drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+	require.NoError(t, err)
+	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+	require.NoError(t, err)
+	require.NoError(t, m.Up())
+	works(t, db)
+	require.NoError(t, mysqlstore.New(db).Migrate(context.Background()))
+	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+		require.NoError(t, err)
+	}
+	require.False(t, tableExists(t, db))
+}
