@@ -214,7 +214,7 @@ func (r *run) checkExecutions(res *Result, pays []payKeyCheck) {
 		if pays[k].paid && n == 0 {
 			res.failf("order %s: a call got a receipt but no execution of the method counts", id)
 		}
-		ev := r.obs.keyEvents[id+"+pay"]
+		ev := r.keyEvents[id+"+pay"]
 		kinds := pays[k].kinds
 		switch classes[k] {
 		case classStallFinal, classStallAfter, classStallTransient:
@@ -329,7 +329,7 @@ func (r *run) probe(ctx context.Context, res *Result) {
 				}
 			case "leaked":
 				res.Probe.Leaked++
-				if !st.StoreFaults || r.obs.keyEvents[t.key.Text]["store_error"] == 0 {
+				if !st.StoreFaults || r.keyEvents[t.key.Text]["store_error"] == 0 {
 					res.failf("key %s: a PROCESSING record was left behind (taken over by the probe) without a store error to explain it", t.key.Text)
 				}
 				if lease := lim.leases[t.key.Text]; !lim.tx && lim.completeErrs[t.key.Text] > 0 && lim.outage < lease {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
 	"slices"
 	"sync"
@@ -70,8 +71,10 @@ type run struct {
 	ledger   *Ledger
 	rec      *Recorder
 	obs      *observer
-	cut      *cutStore // Storm.Cut
-	svc      *stormsvc.IdempotentService
+	// keyEvents is the observer's per-key counts when the run was collected.
+	keyEvents map[string]map[string]int
+	cut       *cutStore // Storm.Cut
+	svc       *stormsvc.IdempotentService
 
 	// makePlan, storm: the calls and what each got.
 	plan    []plannedCall
@@ -314,6 +317,17 @@ func (o *observer) observe(ev idem.Event) {
 	}
 }
 
+// snapshot returns copies of the counts so far.
+func (o *observer) snapshot() (events map[string]int, keyEvents map[string]map[string]int, completeErrs map[string]int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	keyEvents = make(map[string]map[string]int, len(o.keyEvents))
+	for k, m := range o.keyEvents {
+		keyEvents[k] = maps.Clone(m)
+	}
+	return maps.Clone(o.events), keyEvents, maps.Clone(o.completeErrs)
+}
+
 // makePlan lays out the calls: each key's copies in bursts, the bursts in
 // random order.
 func (r *run) makePlan() {
@@ -486,8 +500,12 @@ func (r *run) call(ctx context.Context, start time.Time, c plannedCall) callResu
 // documented limits the checks apply.
 func (r *run) collect(ctx context.Context) (*Result, error) {
 	st := &r.st
+	// The executor may still emit (a release it sends again in the
+	// background) while the checks read: they read a copy.
+	events, keyEvents, completeErrs := r.obs.snapshot()
+	r.keyEvents = keyEvents
 	res := &Result{Scenario: r.sc.Name, Store: r.b.Name, Calls: st.Calls, Keys: st.Keys, Elapsed: r.elapsed,
-		Kinds: map[string]int{}, Events: r.obs.events, Swept: r.bg.swept, Documented: map[string]int{},
+		Kinds: map[string]int{}, Events: events, Swept: r.bg.swept, Documented: map[string]int{},
 		ShipCalls: st.Shipments, ShipKeys: st.ShipmentKeys, Notes: r.env.notes}
 	for _, err := range r.bg.errs {
 		res.failf("background: %v", err)
@@ -506,7 +524,7 @@ func (r *run) collect(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.RolledBack = rolledBack
-	r.lim = limits{tx: r.h.Tx, mayLose: r.h.MayLose && r.env.lostAny(), env: r.env, completeErrs: r.obs.completeErrs,
+	r.lim = limits{tx: r.h.Tx, mayLose: r.h.MayLose && r.env.lostAny(), env: r.env, completeErrs: completeErrs,
 		outage: r.env.longestOutage(), leases: r.leases()}
 	r.execs = execs
 	return res, nil
