@@ -44,7 +44,7 @@ func clusterClient(t testing.TB, o redis.ClusterOptions) *redis.ClusterClient {
 func TestClusterConformance(t *testing.T) {
 	c := clusterClient(t, redis.ClusterOptions{ReadTimeout: 30 * time.Second})
 	idemtest.Run(t, idemtest.Options{
-		NewStore: func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemtest:")) },
+		NewStore: func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix(casePrefix())) },
 		// Six servers and the client share two cores: the default lease
 		// of 150ms lapsed between two claims of one case once in three
 		// runs under -race (ClaimTwiceSameToken took 280ms).
