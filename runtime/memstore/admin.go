@@ -3,33 +3,73 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// keyNames is a tenant and an operation, interned: a record keeps a
-// pointer to its key's (8 bytes) rather than the two strings (32), and no
-// readable key text (the executor passes a LocalStore none unless an
-// observer reads it). The store remembers the pair it interned last
-// (Store.names: one atomic load answers the usual case, one operation of
-// one tenant after another), and each shard the pairs of its records, for
-// the store's life.
-type keyNames struct{ tenant, op string }
+// keyNames is a tenant and an operation, interned per shard: a record
+// keeps a pointer to its key's (8 bytes) rather than the two strings (32),
+// and no readable key text (the executor passes a LocalStore none unless
+// an observer reads it). A shard keeps a pair while one of its records
+// points at it (refs), and remembers the pair it found last (shard.last:
+// one comparison answers the usual case, one operation of one tenant after
+// another). A pair counts nameSize bytes in Store.bytes while it is kept.
+type keyNames struct {
+	tenant, op string
+	refs       int // the shard's records that point at it, under the shard's lock
+}
 
-// intern returns the keyNames of k's tenant and operation. The lock of sh,
-// k's shard, is held.
-func (s *Store) intern(sh *shard, k idem.Key) *keyNames {
-	if n := s.names.Load(); n != nil && n.tenant == k.Tenant && n.op == k.Op {
-		return n
+// namePair is a tenant and an operation, the key of shard.names.
+type namePair struct{ tenant, op string }
+
+// nameSize is what a pair or a tenant's counter of these names counts
+// against WithMaxBytes.
+func nameSize(tenant, op string) int64 { return NameOverhead + int64(len(tenant)+len(op)) }
+
+// lookup returns the interned names of k's tenant and operation in sh, or
+// nil and the bytes a new pair would count. The shard's lock is held.
+func (sh *shard) lookup(k idem.Key) (*keyNames, int64) {
+	if n := sh.last; n != nil && n.tenant == k.Tenant && n.op == k.Op {
+		return n, 0
 	}
-	n, ok := sh.names[keyNames{k.Tenant, k.Op}]
-	if !ok {
-		n = &keyNames{k.Tenant, k.Op}
-		sh.names[*n] = n
-		s.names.Store(n) // only for a new pair: a steady mix of tenants writes nothing shared
+	if n, ok := sh.names[namePair{k.Tenant, k.Op}]; ok {
+		return n, 0
 	}
+	return nil, nameSize(k.Tenant, k.Op)
+}
+
+// ref counts a new record of sh pointing at n, the interned names lookup
+// returned for k, interning k's tenant and operation when n is nil (in one
+// string of their own, so that they hold no caller's memory), and returns
+// the names. The shard's lock is held; the new pair's bytes were counted.
+func (sh *shard) ref(n *keyNames, k idem.Key) *keyNames {
+	if n == nil {
+		var sb strings.Builder
+		sb.Grow(len(k.Tenant) + len(k.Op))
+		sb.WriteString(k.Tenant)
+		sb.WriteString(k.Op)
+		both := sb.String()
+		n = &keyNames{tenant: both[:len(k.Tenant)], op: both[len(k.Tenant):]}
+		sh.names[namePair{n.tenant, n.op}] = n
+	}
+	n.refs++
+	sh.last = n
 	return n
+}
+
+// unref uncounts a record of sh pointing at n, dropping n with its last
+// record, and returns the bytes freed. The shard's lock is held.
+func (sh *shard) unref(n *keyNames) int64 {
+	if n.refs--; n.refs > 0 {
+		return 0
+	}
+	delete(sh.names, namePair{n.tenant, n.op})
+	if sh.last == n {
+		sh.last = nil
+	}
+	return nameSize(n.tenant, n.op)
 }
 
 // at returns the instant of the store's clock at offset t.

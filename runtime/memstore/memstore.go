@@ -13,8 +13,12 @@
 // keys cannot grow the process's memory without limit. A record costs
 // RecordOverhead bytes plus the lengths of its outcome's body, error code,
 // error message and metadata (a record is found by the key's 32-byte ID;
-// key parts are not kept, and each shard interns its records' tenants and
-// operations, for operators: see Lookup, List).
+// key parts are not kept). Each shard interns its records' tenants and
+// operations, for operators (see Lookup, List), and a tenant's share keeps
+// a counter per tenant: each distinct pair of a shard, and each tenant's
+// counter, counts NameOverhead bytes plus the names' lengths, and leaves
+// the store with the last record that needs it, so that clients sending
+// ever-new tenants or operations are bounded like those sending new keys.
 //
 // When a new claim would pass a bound, the store first removes up to 64
 // expired records (the oldest, from the heads of its expiry queues: see
@@ -58,6 +62,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +98,12 @@ const (
 	// amd64 at 127 bytes for 50,000 records, more when the maps are
 	// freshly grown (TestMemoryPerRecord checks it).
 	RecordOverhead = 256
+	// NameOverhead is what the store counts against WithMaxBytes, besides
+	// the names' lengths, for each tenant and operation pair a shard
+	// interns (while a record of the shard has that pair) and for each
+	// tenant's counter of the tenant share (while the tenant holds a
+	// record): an upper bound of their heap (TestMemoryPerName checks it).
+	NameOverhead = 160
 	// DefaultTenantShareDivisor sets the tenant share when WithTenantShare
 	// is not given: a tenant holds at most the record bound divided by it
 	// (250,000 of the default 1,000,000), so that at least this many
@@ -108,18 +119,24 @@ type Store struct {
 	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
-	share      int64                    // WithTenantShare; -1 until New sets the default
-	records    atomic.Int64             // records held, expired ones not yet removed included
-	bytes      atomic.Int64             // their size, by recordSize
-	cursor     atomic.Uint32            // the shard where the next reclaim starts
-	tenants    sync.Map                 // tenant string -> *tenantUse, when share > 0
-	names      atomic.Pointer[keyNames] // the tenant and operation interned last (admin.go)
+	share      int64         // WithTenantShare; -1 until New sets the default
+	records    atomic.Int64  // records held, expired ones not yet removed included
+	bytes      atomic.Int64  // their size, by recordSize
+	cursor     atomic.Uint32 // the shard where the next reclaim starts
+	tenants    sync.Map      // tenant string -> *tenantUse, when share > 0, while the tenant holds a record
 	shards     [shardCount]shard
 }
 
 // tenantUse counts the records of one tenant, expired ones not yet removed
-// included.
-type tenantUse struct{ n atomic.Int64 }
+// included. The counter leaves Store.tenants with the tenant's last record:
+// the remover that takes n from 0 to -1 (retired) deletes it and uncounts
+// its bytes; an admission that finds it retired makes a new one.
+type tenantUse struct {
+	n      atomic.Int64
+	tenant string // a copy of the tenant, counted in Store.bytes (NameOverhead + its length)
+}
+
+func (tu *tenantUse) size() int64 { return NameOverhead + int64(len(tu.tenant)) }
 
 type shard struct {
 	mu   sync.Mutex
@@ -132,9 +149,11 @@ type shard struct {
 	soonest atomic.Int64
 	// queues are the shard's expiry queues, one per TTL class in use.
 	queues []queue
-	// names interns the tenants and operations of the shard's records
-	// (admin.go).
-	names map[keyNames]*keyNames
+	// names interns the tenants and operations of the shard's records,
+	// each while a record of the shard points at it; last is the pair
+	// interned or found last, nil when it left (admin.go).
+	names map[namePair]*keyNames
+	last  *keyNames
 	// inspected counts the records whose expiry was looked at to find
 	// expired ones (tests bound it).
 	inspected int64
@@ -256,7 +275,7 @@ func (s *Store) TenantShare() int { return int(s.share) }
 // applies or the tenant is the single key space ""), for metrics.
 func (s *Store) TenantLen(tenant string) int {
 	if v, ok := s.tenants.Load(tenant); ok {
-		return int(v.(*tenantUse).n.Load())
+		return int(max(v.(*tenantUse).n.Load(), 0))
 	}
 	return 0
 }
@@ -266,7 +285,7 @@ func New(opts ...Option) *Store {
 	s := &Store{maxRecords: DefaultMaxRecords, maxBytes: DefaultMaxBytes, share: -1}
 	for i := range s.shards {
 		s.shards[i].recs = make(map[[32]byte]*record)
-		s.shards[i].names = make(map[keyNames]*keyNames, 1)
+		s.shards[i].names = make(map[namePair]*keyNames, 1)
 		s.shards[i].soonest.Store(math.MaxInt64)
 	}
 	for _, o := range opts {
@@ -352,14 +371,24 @@ func (sh *shard) unlink(r *record) {
 
 func (s *Store) shard(k idem.Key) *shard { return &s.shards[k.ID[0]%shardCount] }
 
-// remove deletes the record of id from sh. The shard's lock is held.
+// remove deletes the record of id from sh, with its names and tenant
+// counter when it was their last record. The shard's lock is held.
 func (s *Store) remove(sh *shard, id [32]byte, r *record) {
 	delete(sh.recs, id)
 	sh.unlink(r)
 	s.records.Add(-1)
-	s.bytes.Add(-r.size())
+	s.bytes.Add(-r.size() - sh.unref(r.names))
 	if r.tenant != nil {
-		r.tenant.n.Add(-1)
+		s.leave(r.tenant)
+	}
+}
+
+// leave uncounts a record of tu's tenant, retiring the counter with the
+// tenant's last record.
+func (s *Store) leave(tu *tenantUse) {
+	if tu.n.Add(-1) == 0 && tu.n.CompareAndSwap(0, -1) {
+		s.tenants.CompareAndDelete(tu.tenant, tu)
+		s.bytes.Add(-tu.size())
 	}
 }
 
@@ -487,23 +516,42 @@ func (e *refusedError) Unwrap() error { return e.err }
 func (s *Store) admit(tenant string, size int64) (*tenantUse, refusal) {
 	var tu *tenantUse
 	if s.share > 0 && tenant != "" {
-		v, ok := s.tenants.Load(tenant)
-		if !ok {
-			v, _ = s.tenants.LoadOrStore(tenant, new(tenantUse))
-		}
-		tu = v.(*tenantUse)
-		if tu.n.Add(1) > s.share {
-			tu.n.Add(-1)
+		if tu = s.enter(tenant); tu == nil {
 			return nil, tenantFull
 		}
 	}
 	if !s.reserve(size) {
 		if tu != nil {
-			tu.n.Add(-1)
+			s.leave(tu)
 		}
 		return nil, storeFull
 	}
 	return tu, admitted
+}
+
+// enter counts a new record of tenant against its share, returning the
+// tenant's counter, or nil when the tenant holds its share. A counter is
+// made (and its bytes counted) when the tenant holds no record.
+func (s *Store) enter(tenant string) *tenantUse {
+	for {
+		v, ok := s.tenants.Load(tenant)
+		if !ok {
+			nu := &tenantUse{tenant: strings.Clone(tenant)}
+			if v, ok = s.tenants.LoadOrStore(nu.tenant, nu); !ok {
+				s.bytes.Add(nu.size())
+			}
+		}
+		tu := v.(*tenantUse)
+		n := tu.n.Load()
+		switch {
+		case n < 0: // retired with the tenant's last record: its remover deletes it
+			s.tenants.CompareAndDelete(tenant, tu)
+		case n >= s.share:
+			return nil
+		case tu.n.CompareAndSwap(n, n+1):
+			return tu
+		}
+	}
 }
 
 // claim is one attempt of Claim under the shard's lock, answering in c
@@ -520,14 +568,15 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 	r := s.live(sh, req.Key.ID, now)
 	switch {
 	case r == nil:
-		tu, why := s.admit(req.Key.Tenant, RecordOverhead) // a record without an outcome: see record.size
+		names, size := sh.lookup(req.Key)
+		tu, why := s.admit(req.Key.Tenant, RecordOverhead+size) // a record without an outcome (see record.size), and new names
 		if why != admitted {
 			return why
 		}
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
 			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
-			names: s.intern(sh, req.Key), created: now,
+			names: sh.ref(names, req.Key), created: now,
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -771,18 +820,20 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 		return nil
 	}
 	r := &record{fp: rec.Fingerprint, token: rec.Token, scheme: rec.Scheme, status: out.Status, out: out, id: key.ID,
-		names: s.intern(sh, key), created: now}
+		created: now}
 	if old != nil {
 		s.remove(sh, key.ID, old)
 	}
 	if now >= sh.soonest.Load() {
 		s.expire(sh, now, expirePerClaim)
 	}
-	tu, why := s.admit(key.Tenant, r.size())
+	names, size := sh.lookup(key)
+	tu, why := s.admit(key.Tenant, r.size()+size)
 	if why != admitted {
 		return s.refusal("seed", key, why)
 	}
 	r.tenant = tu
+	r.names = sh.ref(names, key)
 	sh.expireAt(r, now, ttl)
 	sh.recs[key.ID] = r
 	return nil

@@ -224,7 +224,39 @@ func TestMemoryPerRecord(t *testing.T) {
 	t.Logf("%d records: %.0f bytes each (RecordOverhead %d)", n, per, memstore.RecordOverhead)
 	assert.LessOrEqual(t, per, float64(memstore.RecordOverhead), "a record costs at most RecordOverhead")
 	assert.Equal(t, n, s.Len())
-	assert.Equal(t, int64(n*memstore.RecordOverhead), s.Bytes())
+	assert.Equal(t, int64(n*memstore.RecordOverhead), s.Bytes()-memstore.NamesBytes(s))
+	runtime.KeepAlive(s)
+}
+
+// TestMemoryPerName: a record whose tenant and operation no other record
+// has costs at most what the store counts for it, RecordOverhead and
+// NameOverhead for its interned names and for its tenant's counter, plus
+// the names' lengths.
+func TestMemoryPerName(t *testing.T) {
+	const n = 50_000
+	keys := make([]idem.Key, n)
+	for i := range keys {
+		k, err := idem.NewKey("tenant-"+strconv.Itoa(i), "Orders.Pay"+strconv.Itoa(i), "order")
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s := memstore.New()
+	for _, k := range keys {
+		c, err := s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
+		require.NoError(t, err)
+		require.True(t, c.Claimed)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	heap := float64(after.HeapAlloc - before.HeapAlloc)
+	t.Logf("%d records of their own names: %.0f bytes each, %.0f counted", n, heap/n, float64(s.Bytes())/n)
+	assert.LessOrEqual(t, heap, float64(s.Bytes()), "the names cost at most what the store counts")
+	names, tenants := memstore.Footprint(s)
+	assert.Equal(t, n, names)
+	assert.Equal(t, n, tenants)
 	runtime.KeepAlive(s)
 }
 
@@ -250,7 +282,7 @@ func TestMaxBytes(t *testing.T) {
 		held = append(held, r)
 		require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded, Body: make([]byte, body)}, time.Minute))
 	}
-	assert.Equal(t, int64(3*(memstore.RecordOverhead+body)), s.Bytes())
+	assert.Equal(t, int64(3*(memstore.RecordOverhead+body)), s.Bytes()-memstore.NamesBytes(s))
 	_, err := claim(3)
 	require.ErrorIs(t, err, idem.ErrStoreFull, "the outcomes fill the bound")
 	assert.Contains(t, err.Error(), "memstore: claim ")
@@ -267,7 +299,7 @@ func TestMaxBytes(t *testing.T) {
 	_, err = claim(5)
 	require.ErrorIs(t, err, idem.ErrStoreFull)
 	require.NoError(t, s.Complete(ctx, r.Key, r.Token, idem.Outcome{Status: idem.StatusSucceeded}, time.Minute), "repeated by its token")
-	assert.Equal(t, int64(memstore.RecordOverhead+4*body), s.Bytes(), "a repeated Complete keeps the stored outcome")
+	assert.Equal(t, int64(memstore.RecordOverhead+4*body), s.Bytes()-memstore.NamesBytes(s), "a repeated Complete keeps the stored outcome")
 }
 
 // TestCapacityRace: of many concurrent claims of fresh keys on a bounded
