@@ -19,7 +19,9 @@ package idemotel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -77,10 +79,39 @@ func durationBuckets() metric.HistogramOption {
 type Option func(*config)
 
 type config struct {
-	mp    metric.MeterProvider
-	tp    trace.TracerProvider
-	store string
-	keys  bool
+	mp     metric.MeterProvider
+	tp     trace.TracerProvider
+	store  string
+	keys   bool
+	maxOps int // WithMaxOps; 0: DefaultMaxOps
+	bad    string
+}
+
+// DefaultMaxOps is how many operations get an idem.op value of their own
+// on metrics when WithMaxOps is not given.
+const DefaultMaxOps = 1000
+
+// OtherOp is the idem.op value on metrics of every operation past the
+// first WithMaxOps (the spelling of OpenTelemetry's semantic conventions
+// for a value outside a bounded set).
+const OtherOp = "_OTHER"
+
+// WithMaxOps bounds the idem.op values on metrics at n (default
+// DefaultMaxOps): the first n operations the executor runs keep their
+// names, every later one is counted as OtherOp. An operation may come
+// from a request (idemhttp names a request that matched no route pattern
+// by its path), and each idem.op value is a metric stream of its own in
+// every exporter and backend: without a bound, clients sending ever-new
+// paths would grow them without limit. Spans always carry the true name.
+// Instrument panics if n is not positive.
+func WithMaxOps(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.bad = fmt.Sprintf("WithMaxOps(%d): the bound must be positive", n)
+			return
+		}
+		c.maxOps = n
+	}
 }
 
 // WithMeterProvider sets the meter provider (default otel.GetMeterProvider()).
@@ -130,6 +161,32 @@ type hook struct {
 	methodDur   metric.Float64Histogram
 	storeOpDur  metric.Float64Histogram
 	claimsInUse metric.Int64UpDownCounter
+	// ops maps each of the first maxOps operations to its metric
+	// attributes (idem.op and idem.store.name), shared by its calls;
+	// nops counts them, other holds OtherOp's.
+	ops    sync.Map
+	nops   atomic.Int64
+	maxOps int64
+	other  []attribute.KeyValue
+}
+
+// metricAttrs returns the metric attributes of op's calls: its own for the
+// first maxOps operations, OtherOp's for every later one. The slice is
+// shared: callers append to a copy (see callObserver.Event).
+func (h *hook) metricAttrs(op string) []attribute.KeyValue {
+	if v, ok := h.ops.Load(op); ok {
+		return v.([]attribute.KeyValue)
+	}
+	if h.nops.Add(1) > h.maxOps {
+		h.nops.Add(-1)
+		return h.other
+	}
+	attrs := append([]attribute.KeyValue{AttrOp.String(op)}, h.cfg.storeAttrs()...)
+	if v, loaded := h.ops.LoadOrStore(op, attrs); loaded {
+		h.nops.Add(-1)
+		return v.([]attribute.KeyValue)
+	}
+	return attrs
 }
 
 // Instrument returns the executor option that reports every call of Do to
@@ -137,8 +194,15 @@ type hook struct {
 // refuses only invalid names, which these are not).
 func Instrument(opts ...Option) idem.Option {
 	cfg := newConfig(opts)
+	if cfg.bad != "" {
+		panic("idemotel: Instrument: " + cfg.bad)
+	}
 	m := cfg.mp.Meter(ScopeName)
-	h := &hook{cfg: cfg, tracer: cfg.tp.Tracer(ScopeName)}
+	h := &hook{cfg: cfg, tracer: cfg.tp.Tracer(ScopeName), maxOps: int64(cfg.maxOps)}
+	if h.maxOps == 0 {
+		h.maxOps = DefaultMaxOps
+	}
+	h.other = append([]attribute.KeyValue{AttrOp.String(OtherOp)}, cfg.storeAttrs()...)
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
 	var err error
@@ -168,18 +232,23 @@ func Instrument(opts ...Option) idem.Option {
 
 // StartCall implements idem.CallHook.
 func (h *hook) StartCall(ctx context.Context, m *idem.Method, at time.Time) (context.Context, idem.CallObserver) {
-	attrs := append([]attribute.KeyValue{AttrOp.String(m.Op)}, h.cfg.storeAttrs()...)
-	ctx, span := h.tracer.Start(ctx, "idem.Do", trace.WithTimestamp(at), trace.WithAttributes(attrs...),
+	attrs := h.metricAttrs(m.Op)
+	spanAttrs := attrs
+	if attrs[0].Value.AsString() != m.Op { // OtherOp: the span keeps the true name
+		spanAttrs = append([]attribute.KeyValue{AttrOp.String(m.Op)}, attrs[1:]...)
+	}
+	ctx, span := h.tracer.Start(ctx, "idem.Do", trace.WithTimestamp(at), trace.WithAttributes(spanAttrs...),
 		trace.WithSpanKind(trace.SpanKindInternal))
-	return ctx, &callObserver{h: h, span: span, attrs: attrs, start: at}
+	return ctx, &callObserver{h: h, span: span, attrs: attrs, spanAttrs: spanAttrs, start: at}
 }
 
 // callObserver follows one call.
 type callObserver struct {
-	h     *hook
-	span  trace.Span
-	attrs []attribute.KeyValue // idem.op and idem.store.name
-	start time.Time
+	h         *hook
+	span      trace.Span
+	attrs     []attribute.KeyValue // idem.op and idem.store.name, of metrics (see hook.metricAttrs)
+	spanAttrs []attribute.KeyValue // the same, of spans: the true op
+	start     time.Time
 
 	mu        sync.Mutex
 	outcome   string
@@ -245,7 +314,7 @@ func (o *callObserver) Event(ev idem.Event) {
 
 // Method implements idem.CallObserver.
 func (o *callObserver) Method(ctx context.Context, at time.Time) (context.Context, func(time.Time, error)) {
-	ctx, span := o.h.tracer.Start(ctx, "idem.method", trace.WithTimestamp(at), trace.WithAttributes(o.attrs...))
+	ctx, span := o.h.tracer.Start(ctx, "idem.method", trace.WithTimestamp(at), trace.WithAttributes(o.spanAttrs...))
 	return ctx, func(end time.Time, err error) {
 		attrs := o.attrs
 		if err != nil {
@@ -264,7 +333,11 @@ func (o *callObserver) Method(ctx context.Context, at time.Time) (context.Contex
 // StoreOp implements idem.CallObserver.
 func (o *callObserver) StoreOp(ctx context.Context, op string, at time.Time) (context.Context, func(time.Time, error)) {
 	attrs := append(o.attrs[:len(o.attrs):len(o.attrs)], AttrStoreOperation.String(op))
-	ctx, span := o.h.tracer.Start(ctx, "idem.store."+op, trace.WithTimestamp(at), trace.WithAttributes(attrs...),
+	spanAttrs := attrs
+	if &o.spanAttrs[0] != &o.attrs[0] {
+		spanAttrs = append(o.spanAttrs[:len(o.spanAttrs):len(o.spanAttrs)], AttrStoreOperation.String(op))
+	}
+	ctx, span := o.h.tracer.Start(ctx, "idem.store."+op, trace.WithTimestamp(at), trace.WithAttributes(spanAttrs...),
 		trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func(end time.Time, err error) {
 		a := attrs
