@@ -157,6 +157,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -174,7 +175,7 @@ type Store struct {
 	prefix string
 	share  int64            // WithTenantShare's n; 0: none
 	window int64            // WithTenantShare's window, in milliseconds
-	over   *sync.Map        // tenant -> unix nanoseconds until which it is refused (see overShare)
+	over   *hints           // tenants refused in the last second (see overShare)
 	now    func() time.Time // the clock of over (time.Now; tests freeze it)
 }
 
@@ -225,7 +226,7 @@ func WithTenantShare(n int64, window time.Duration) Option {
 // timeouts, retries) apply to every call; the scripts are loaded into the
 // server on first use.
 func New(client redis.UniversalClient, opts ...Option) *Store {
-	s := &Store{client: client, prefix: DefaultPrefix, over: new(sync.Map), now: time.Now}
+	s := &Store{client: client, prefix: DefaultPrefix, over: new(hints), now: time.Now}
 	for _, o := range opts {
 		o(s)
 	}
@@ -343,7 +344,7 @@ func (s *Store) countShare(ctx context.Context, req *idem.ClaimRequest, c *call)
 	// Not counted: the record must not stay. Release it, fenced by the
 	// token, as a failed call would, and remember the refusal for a while.
 	if err == nil {
-		s.over.Store(req.Key.Tenant, s.now().Add(overHint).UnixNano())
+		s.over.refuse(req.Key.Tenant, s.now())
 	}
 	rel, rerr := eval(ctx, s.client, releaseScript, []any{3: &c.key, &c.str[2]}, redis.NewIntCmd) // str[2]: the token
 	switch {
@@ -355,6 +356,49 @@ func (s *Store) countShare(ctx context.Context, req *idem.ClaimRequest, c *call)
 		return fmt.Errorf("%w (the record created was taken over before it could be deleted)", &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share})
 	}
 	return &idem.TenantQuotaError{Tenant: req.Key.Tenant, Share: s.share}
+}
+
+// hints are the tenants refused their share in the last overHint. Tenant
+// names come from requests: a hint leaves when its tenant's next claim
+// finds it past, and, for tenants never seen again, when the hints have
+// doubled since they were last pruned (at least minPrune of them), all
+// those past are dropped, so that the hints are at most about twice those
+// of the last overHint, at an amortized cost of O(1) per refusal.
+type hints struct {
+	m     sync.Map     // tenant -> unix nanoseconds until which it is refused
+	n     atomic.Int64 // entries of m
+	next  atomic.Int64 // prune when n reaches it (0: minPrune)
+	prune sync.Mutex   // held by the one pruning
+}
+
+// minPrune is the fewest hints that are pruned.
+const minPrune = 64
+
+// refuse remembers that tenant was refused at now, pruning the hints
+// that are past when they have doubled.
+func (h *hints) refuse(tenant string, now time.Time) {
+	if _, loaded := h.m.Swap(tenant, now.Add(overHint).UnixNano()); loaded {
+		return
+	}
+	if h.n.Add(1) < max(h.next.Load(), minPrune) || !h.prune.TryLock() {
+		return
+	}
+	defer h.prune.Unlock()
+	at := now.UnixNano()
+	h.m.Range(func(k, v any) bool {
+		if v.(int64) <= at {
+			h.forget(k.(string), v)
+		}
+		return true
+	})
+	h.next.Store(2 * h.n.Load())
+}
+
+// forget drops tenant's hint v.
+func (h *hints) forget(tenant string, v any) {
+	if h.m.CompareAndDelete(tenant, v) {
+		h.n.Add(-1)
+	}
 }
 
 // overHint is how long a tenant refused its share is refused again without
@@ -371,14 +415,14 @@ func (s *Store) overShare(tenant string) bool {
 	if s.share == 0 || tenant == "" {
 		return false
 	}
-	v, ok := s.over.Load(tenant)
+	v, ok := s.over.m.Load(tenant)
 	if !ok {
 		return false
 	}
 	if s.now().UnixNano() < v.(int64) {
 		return true
 	}
-	s.over.CompareAndDelete(tenant, v)
+	s.over.forget(tenant, v)
 	return false
 }
 
