@@ -255,8 +255,9 @@ func WithMaxBytes(b int64) Option {
 // and releases go on. The share applies to named tenants only: the single
 // key space of idem.SingleTenant (tenant "") has no one to share with and
 // is bounded by WithMaxRecords and WithMaxBytes alone. n == 0 turns the
-// share off; New panics if n is negative. The store keeps one small counter
-// per tenant it has seen while a share applies.
+// share off; New panics if n is negative. While a share applies, the store
+// keeps one small counter per tenant that holds a record, counted against
+// WithMaxBytes (NameOverhead and the tenant's length).
 func WithTenantShare(n int) Option {
 	return func(s *Store) {
 		if n < 0 {
