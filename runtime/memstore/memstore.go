@@ -206,9 +206,7 @@ func (r *record) size() int64 {
 	return RecordOverhead + outcomeLen(r.out)
 }
 
-func outcomeLen(out idem.Outcome) int64 {
-	return int64(len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta))
-}
+func outcomeLen(out idem.Outcome) int64 { return int64(idem.OutcomeLen(&out)) }
 
 // Option configures a Store.
 type Option func(*Store)
@@ -421,26 +419,6 @@ func (s *Store) live(sh *shard, id [32]byte, now int64) *record {
 	return r
 }
 
-func checkKey(k idem.Key) error {
-	if len(k.Tenant) > idem.MaxTenantLen {
-		return fmt.Errorf("tenant of %d bytes (at most %d): %w", len(k.Tenant), idem.MaxTenantLen, idem.ErrTooLarge)
-	}
-	if len(k.Op) > idem.MaxOpLen {
-		return fmt.Errorf("operation name of %d bytes (at most %d): %w", len(k.Op), idem.MaxOpLen, idem.ErrTooLarge)
-	}
-	return nil
-}
-
-func checkOutcome(out idem.Outcome) error {
-	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return fmt.Errorf("outcome status %v is not final", out.Status)
-	}
-	if n := outcomeLen(out); n > idem.MaxOutcomeLen {
-		return fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge)
-	}
-	return nil
-}
-
 // errorf wraps err with the store's name, the operation and the key's ID.
 func errorf(op string, k idem.Key, err error) error {
 	return fmt.Errorf("memstore: %s %s: %w", op, k.Hex(), err)
@@ -452,7 +430,7 @@ func errorf(op string, k idem.Key, err error) error {
 // that needs a new record when the store is full is refused with an error
 // wrapping idem.ErrStoreFull, after expired records were removed.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (c idem.Claim, err error) {
-	if err := checkKey(req.Key); err != nil {
+	if err := idem.CheckClaim(req); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -657,7 +635,7 @@ func (s *Store) expire(sh *shard, now int64, n int) int {
 // stored the outcome (a retry after a lost reply) answers nil and keeps the
 // stored outcome.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
-	if err := checkOutcome(out); err != nil {
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
 		return errorf("complete", key, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -797,11 +775,11 @@ func (s *Store) Local() bool { return true }
 // present is kept. A new record that does not fit the bounds is refused
 // with an error wrapping idem.ErrStoreFull.
 func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl time.Duration) error {
-	if err := checkKey(key); err != nil {
+	if err := idem.CheckKey(key); err != nil {
 		return errorf("seed", key, err)
 	}
 	out := rec.Outcome
-	if err := checkOutcome(out); err != nil {
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
 		return errorf("seed", key, err)
 	}
 	if rec.Status != out.Status {

@@ -317,31 +317,18 @@ func duplicate(err error) bool { return errNumber(err) == errDupEntry }
 
 func micros(d time.Duration) int64 { return d.Microseconds() }
 
+// checkClaim is idem.CheckClaim, its error named by the store.
 func checkClaim(req idem.ClaimRequest) error {
-	if req.TTL <= 0 {
-		return fail("claim", req.Key, errors.New("TTL must be positive"))
-	}
-	if req.Lease < 0 || req.Lease > req.TTL {
-		return fail("claim", req.Key, errors.New("lease must be within 0..TTL"))
-	}
-	if n := len(req.Key.Tenant); n > idem.MaxTenantLen {
-		return fail("claim", req.Key, fmt.Errorf("tenant of %d bytes, more than %d: %w", n, idem.MaxTenantLen, idem.ErrTooLarge))
-	}
-	if n := len(req.Key.Op); n > idem.MaxOpLen {
-		return fail("claim", req.Key, fmt.Errorf("operation of %d bytes, more than %d: %w", n, idem.MaxOpLen, idem.ErrTooLarge))
+	if err := idem.CheckClaim(req); err != nil {
+		return fail("claim", req.Key, err)
 	}
 	return nil
 }
 
+// checkOutcome is idem.CheckOutcome, its error named by the store.
 func checkOutcome(key idem.Key, out idem.Outcome, ttl time.Duration) error {
-	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return fail("complete", key, fmt.Errorf("outcome status %v is not final", out.Status))
-	}
-	if ttl <= 0 {
-		return fail("complete", key, errors.New("TTL must be positive"))
-	}
-	if n := outcomeLen(out); n > idem.MaxOutcomeLen {
-		return fail("complete", key, fmt.Errorf("outcome of %d bytes, more than %d: %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
+		return fail("complete", key, err)
 	}
 	return nil
 }
@@ -501,9 +488,7 @@ func (s *Store) bounded(ctx context.Context, n int) (context.Context, context.Ca
 	return context.WithTimeout(ctx, s.lockTimeout+time.Duration(n>>20)*time.Second)
 }
 
-func outcomeLen(out idem.Outcome) int {
-	return len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta)
-}
+func outcomeLen(out idem.Outcome) int { return idem.OutcomeLen(&out) }
 
 // Claim implements idem.Store. It reads the key's record first, without a
 // lock (one round trip): a live final record (a replay) or a live

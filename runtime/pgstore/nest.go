@@ -75,8 +75,8 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	if owner.pool != s.pool {
 		return idem.Claim{}, nil, false, nil
 	}
-	if err := checkClaim(req); err != nil {
-		return idem.Claim{}, nil, true, err
+	if err := idem.CheckClaim(req); err != nil {
+		return idem.Claim{}, nil, true, fail("claim", req.Key, err)
 	}
 	if !open {
 		return idem.Claim{}, nil, true, fail("claim", req.Key, ErrOuterTxDone)

@@ -526,8 +526,8 @@ func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, e
 // claim it may have made (fenced by its token), so that the key is not
 // blocked for the lease by a claim nobody runs.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
-	if err := checkClaim(req); err != nil {
-		return idem.Claim{}, err
+	if err := idem.CheckClaim(req); err != nil {
+		return idem.Claim{}, fail("claim", req.Key, err)
 	}
 	if s.part != nil {
 		return s.claimPartitioned(ctx, req)
@@ -637,31 +637,9 @@ func (s *Store) settle(ctx context.Context, key idem.Key, token idem.Token, pid 
 	_ = s.pool.SendBatch(ctx, b).Close()
 }
 
-func checkClaim(req idem.ClaimRequest) error {
-	if req.TTL <= 0 {
-		return fail("claim", req.Key, errors.New("TTL must be positive"))
-	}
-	if req.Lease < 0 || req.Lease > req.TTL {
-		return fail("claim", req.Key, errors.New("lease must be within 0..TTL"))
-	}
-	if n := len(req.Key.Tenant); n > idem.MaxTenantLen {
-		return fail("claim", req.Key, fmt.Errorf("tenant of %d bytes, more than %d: %w", n, idem.MaxTenantLen, idem.ErrTooLarge))
-	}
-	if n := len(req.Key.Op); n > idem.MaxOpLen {
-		return fail("claim", req.Key, fmt.Errorf("operation of %d bytes, more than %d: %w", n, idem.MaxOpLen, idem.ErrTooLarge))
-	}
-	return nil
-}
-
 func completeArgs(key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) ([]any, error) {
-	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return nil, fail("complete", key, fmt.Errorf("outcome status %v is not final", out.Status))
-	}
-	if ttl <= 0 {
-		return nil, fail("complete", key, errors.New("TTL must be positive"))
-	}
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
-		return nil, fail("complete", key, fmt.Errorf("outcome of %d bytes, more than %d: %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
+		return nil, fail("complete", key, err)
 	}
 	// Body and Meta keep nil as NULL; ErrCode and ErrMessage are bytes as
 	// given (NUL bytes and invalid UTF-8 included).

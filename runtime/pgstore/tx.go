@@ -137,8 +137,8 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // claim holds waits for that transaction (bounded only by the lease-mode
 // store's WithLockTimeout).
 func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
-	if err := checkClaim(req); err != nil {
-		return idem.Claim{}, nil, err
+	if err := idem.CheckClaim(req); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
 	if s.part != nil {
 		if err := s.partitionsFor(ctx, req.TTL); err != nil {

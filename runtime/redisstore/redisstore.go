@@ -572,10 +572,6 @@ func writeInt(b *strings.Builder, n int64) {
 	b.Write(strconv.AppendInt(buf[:0], n, 10))
 }
 
-func outcomeLen(out *idem.Outcome) int {
-	return len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta)
-}
-
 // statusDigits are the stored status digits, boxed once.
 var statusDigits = [...]any{"0", "1", "2", "3"}
 
@@ -647,11 +643,8 @@ func millis(d time.Duration) int64 {
 // retry after a lost reply) is claimed again, with its lease set afresh
 // from the server's now (never beyond the record's expiry).
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
-	if err := checkKey(req.Key); err != nil {
+	if err := idem.CheckClaim(req); err != nil {
 		return idem.Claim{}, errorf("claim", req.Key, err)
-	}
-	if req.TTL <= 0 {
-		return idem.Claim{}, errorf("claim", req.Key, errors.New("ttl must be positive"))
 	}
 	ttl := millis(req.TTL)
 	lease := min(millis(req.Lease), ttl)
@@ -759,25 +752,15 @@ func isOOM(err error) bool {
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }
 
-func checkKey(k idem.Key) error {
-	if len(k.Tenant) > idem.MaxTenantLen {
-		return fmt.Errorf("tenant of %d bytes (at most %d): %w", len(k.Tenant), idem.MaxTenantLen, idem.ErrTooLarge)
-	}
-	if len(k.Op) > idem.MaxOpLen {
-		return fmt.Errorf("operation name of %d bytes (at most %d): %w", len(k.Op), idem.MaxOpLen, idem.ErrTooLarge)
-	}
-	return nil
-}
-
 // Complete implements idem.Store: one fenced script replaces the PROCESSING
 // record holding token with out and sets its expiry to ttl. Complete
 // repeated by the token whose outcome is stored answers nil and keeps the
 // stored outcome.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
-	if err := checkOutcome(out, ttl); err != nil {
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
 		return errorf("complete", key, err)
 	}
-	c := s.build(key, 8+3*21+outcomeLen(&out), func(b *strings.Builder) int {
+	c := s.build(key, 8+3*21+idem.OutcomeLen(&out), func(b *strings.Builder) int {
 		writeToken(b, token)
 		n := b.Len()
 		writeTail(b, &out)
@@ -841,16 +824,16 @@ func (s *Store) Renew(ctx context.Context, key idem.Key, token idem.Token, lease
 // scheme, token and outcome) as the record of key unless a final record is
 // already there.
 func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl time.Duration) error {
-	if err := checkKey(key); err != nil {
+	if err := idem.CheckKey(key); err != nil {
 		return errorf("seed", key, err)
 	}
-	if err := checkOutcome(rec.Outcome, ttl); err != nil {
+	if err := idem.CheckOutcome(&rec.Outcome, ttl); err != nil {
 		return errorf("seed", key, err)
 	}
 	if rec.Status != rec.Outcome.Status {
 		return errorf("seed", key, fmt.Errorf("record status %v differs from its outcome's %v", rec.Status, rec.Outcome.Status))
 	}
-	c := s.build(key, headLen+schemeMax+1+3*21+outcomeLen(&rec.Outcome), func(b *strings.Builder) int {
+	c := s.build(key, headLen+schemeMax+1+3*21+idem.OutcomeLen(&rec.Outcome), func(b *strings.Builder) int {
 		writeHead(b, rec.Status, &rec.Fingerprint, rec.Token, rec.Scheme)
 		writeTail(b, &rec.Outcome)
 		return b.Len()
@@ -859,19 +842,6 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 	c.args[3], c.args[4], c.args[5] = &c.key, &c.n[0], &c.str[0]
 	if _, err := eval(ctx, s.client, seedScript, c.args[:6], redis.NewIntCmd); err != nil {
 		return errorf("seed", key, err)
-	}
-	return nil
-}
-
-func checkOutcome(out idem.Outcome, ttl time.Duration) error {
-	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return fmt.Errorf("outcome status %v is not final", out.Status)
-	}
-	if ttl <= 0 {
-		return errors.New("ttl must be positive")
-	}
-	if n := outcomeLen(&out); n > idem.MaxOutcomeLen {
-		return fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge)
 	}
 	return nil
 }

@@ -246,35 +246,6 @@ func (s *Store) write(ctx context.Context, fn func(conn *sql.Conn, now int64) er
 	return s.finish(conn, fn(conn, s.now().UnixNano()))
 }
 
-func checkClaim(req idem.ClaimRequest) error {
-	if req.TTL <= 0 {
-		return fail("claim", req.Key, errors.New("TTL must be positive"))
-	}
-	if req.Lease < 0 || req.Lease > req.TTL {
-		return fail("claim", req.Key, errors.New("lease must be within 0..TTL"))
-	}
-	if n := len(req.Key.Tenant); n > idem.MaxTenantLen {
-		return fail("claim", req.Key, fmt.Errorf("tenant of %d bytes, more than %d: %w", n, idem.MaxTenantLen, idem.ErrTooLarge))
-	}
-	if n := len(req.Key.Op); n > idem.MaxOpLen {
-		return fail("claim", req.Key, fmt.Errorf("operation of %d bytes, more than %d: %w", n, idem.MaxOpLen, idem.ErrTooLarge))
-	}
-	return nil
-}
-
-func checkOutcome(key idem.Key, out idem.Outcome, ttl time.Duration) error {
-	if out.Status != idem.StatusSucceeded && out.Status != idem.StatusFailedFinal {
-		return fail("complete", key, fmt.Errorf("outcome status %v is not final", out.Status))
-	}
-	if ttl <= 0 {
-		return fail("complete", key, errors.New("TTL must be positive"))
-	}
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
-		return fail("complete", key, fmt.Errorf("outcome of %d bytes, more than %d: %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
-	}
-	return nil
-}
-
 // querier is what both *sql.DB and *sql.Conn offer.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -382,8 +353,8 @@ func bytesOf(s string) []byte {
 // transaction. A repeated Claim of the caller's own PROCESSING record (same
 // token and payload) is claimed again, under a fresh lease.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
-	if err := checkClaim(req); err != nil {
-		return idem.Claim{}, err
+	if err := idem.CheckClaim(req); err != nil {
+		return idem.Claim{}, fail("claim", req.Key, err)
 	}
 	for {
 		if c, ok, err := s.replay(ctx, req); err != nil || ok {
@@ -471,8 +442,8 @@ func completeIn(ctx context.Context, conn *sql.Conn, key idem.Key, token idem.To
 // wrapping idem.ErrLeaseLost. An outcome larger than idem.MaxOutcomeLen is
 // refused with idem.ErrTooLarge.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
-	if err := checkOutcome(key, out, ttl); err != nil {
-		return err
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
+		return fail("complete", key, err)
 	}
 	err := s.write(ctx, func(conn *sql.Conn, now int64) error {
 		ok, err := completeIn(ctx, conn, key, token, out, ttl, now)

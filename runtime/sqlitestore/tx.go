@@ -64,8 +64,8 @@ const (
 // When the key is claimed, the returned Txn holds the write lock and the
 // connection until it ends.
 func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
-	if err := checkClaim(req); err != nil {
-		return idem.Claim{}, nil, err
+	if err := idem.CheckClaim(req); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
 	start := time.Now()
 	deadline := start.Add(wait)
@@ -188,7 +188,8 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		return errTxnDone
 	}
 	defer t.store.unhold(t.key, t.hold)
-	if err := checkOutcome(t.key, out, ttl); err != nil {
+	if err := idem.CheckOutcome(&out, ttl); err != nil {
+		err = fail("complete", t.key, err)
 		_ = t.store.finish(t.conn, err)
 		return err
 	}

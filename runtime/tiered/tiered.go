@@ -267,7 +267,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 // fastClaim checks the key's sizes and asks the fast store: a final record
 // it returns (fastErr nil, !Claimed) is the answer.
 func (s *Store) fastClaim(ctx context.Context, req idem.ClaimRequest) (fc idem.Claim, fastErr, err error) {
-	if err := checkKey(req.Key); err != nil {
+	if err := idem.CheckClaim(req); err != nil {
 		return idem.Claim{}, nil, errorf("claim", req.Key, err)
 	}
 	if !s.fastUp() {
@@ -379,16 +379,6 @@ func errorf(op string, k idem.Key, err error) error {
 		return fmt.Errorf("tiered: %s %s: %w", op, hex, err)
 	}
 	return fmt.Errorf("tiered: %s: %w", op, err)
-}
-
-func checkKey(k idem.Key) error {
-	if len(k.Tenant) > idem.MaxTenantLen {
-		return fmt.Errorf("tenant of %d bytes (at most %d): %w", len(k.Tenant), idem.MaxTenantLen, idem.ErrTooLarge)
-	}
-	if len(k.Op) > idem.MaxOpLen {
-		return fmt.Errorf("operation name of %d bytes (at most %d): %w", len(k.Op), idem.MaxOpLen, idem.ErrTooLarge)
-	}
-	return nil
 }
 
 // fastRelease deletes the fast record holding token, best effort: a fast
