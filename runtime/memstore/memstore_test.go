@@ -198,14 +198,12 @@ func TestSweep(t *testing.T) {
 	assert.Zero(t, n, "nothing expired is left")
 }
 
-// TestMemoryPerRecord: a record without an outcome costs at most
-// RecordOverhead bytes of heap, the figure WithMaxBytes counts and the
-// package documentation promises.
-func TestMemoryPerRecord(t *testing.T) {
-	const n = 50_000
+// heapOfClaims claims n keys (key(i) makes the i-th) on a new store and
+// returns the store and the heap its records took.
+func heapOfClaims(t *testing.T, n int, key func(i int) (idem.Key, error)) (*memstore.Store, float64) {
 	keys := make([]idem.Key, n)
 	for i := range keys {
-		k, err := idem.NewKey("tenant", "Orders.Pay", "order-"+strconv.Itoa(i))
+		k, err := key(i)
 		require.NoError(t, err)
 		keys[i] = k
 	}
@@ -220,10 +218,21 @@ func TestMemoryPerRecord(t *testing.T) {
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := float64(after.HeapAlloc-before.HeapAlloc) / n
+	require.Equal(t, n, s.Len())
+	return s, float64(after.HeapAlloc - before.HeapAlloc)
+}
+
+// TestMemoryPerRecord: a record without an outcome costs at most
+// RecordOverhead bytes of heap, the figure WithMaxBytes counts and the
+// package documentation promises.
+func TestMemoryPerRecord(t *testing.T) {
+	const n = 50_000
+	s, heap := heapOfClaims(t, n, func(i int) (idem.Key, error) {
+		return idem.NewKey("tenant", "Orders.Pay", "order-"+strconv.Itoa(i))
+	})
+	per := heap / n
 	t.Logf("%d records: %.0f bytes each (RecordOverhead %d)", n, per, memstore.RecordOverhead)
 	assert.LessOrEqual(t, per, float64(memstore.RecordOverhead), "a record costs at most RecordOverhead")
-	assert.Equal(t, n, s.Len())
 	assert.Equal(t, int64(n*memstore.RecordOverhead), s.Bytes()-memstore.NamesBytes(s))
 	runtime.KeepAlive(s)
 }
@@ -234,24 +243,9 @@ func TestMemoryPerRecord(t *testing.T) {
 // the names' lengths.
 func TestMemoryPerName(t *testing.T) {
 	const n = 50_000
-	keys := make([]idem.Key, n)
-	for i := range keys {
-		k, err := idem.NewKey("tenant-"+strconv.Itoa(i), "Orders.Pay"+strconv.Itoa(i), "order")
-		require.NoError(t, err)
-		keys[i] = k
-	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	s := memstore.New()
-	for _, k := range keys {
-		c, err := s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
-		require.NoError(t, err)
-		require.True(t, c.Claimed)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	heap := float64(after.HeapAlloc - before.HeapAlloc)
+	s, heap := heapOfClaims(t, n, func(i int) (idem.Key, error) {
+		return idem.NewKey("tenant-"+strconv.Itoa(i), "Orders.Pay"+strconv.Itoa(i), "order")
+	})
 	t.Logf("%d records of their own names: %.0f bytes each, %.0f counted", n, heap/n, float64(s.Bytes())/n)
 	assert.LessOrEqual(t, heap, float64(s.Bytes()), "the names cost at most what the store counts")
 	names, tenants := memstore.Footprint(s)
