@@ -16,6 +16,10 @@ import (
 // points at it (refs), and remembers the pair it found last (shard.last:
 // one comparison answers the usual case, one operation of one tenant after
 // another). A pair counts nameSize bytes in Store.bytes while it is kept.
+// The shard's first pair lives in the shard itself (shard.first, free
+// while its refs are 0), its others in shard.names, so that a store of one
+// pair (a single-tenant service with one method) allocates nothing per
+// shard for it.
 type keyNames struct {
 	tenant, op string
 	refs       int // the shard's records that point at it, under the shard's lock
@@ -34,6 +38,9 @@ func (sh *shard) lookup(k idem.Key) (*keyNames, int64) {
 	if n := sh.last; n != nil && n.tenant == k.Tenant && n.op == k.Op {
 		return n, 0
 	}
+	if n := &sh.first; n.refs > 0 && n.tenant == k.Tenant && n.op == k.Op {
+		return n, 0
+	}
 	if n, ok := sh.names[namePair{k.Tenant, k.Op}]; ok {
 		return n, 0
 	}
@@ -41,18 +48,32 @@ func (sh *shard) lookup(k idem.Key) (*keyNames, int64) {
 }
 
 // ref counts a new record of sh pointing at n, the interned names lookup
-// returned for k, interning k's tenant and operation when n is nil (in one
-// string of their own, so that they hold no caller's memory), and returns
-// the names. The shard's lock is held; the new pair's bytes were counted.
-func (sh *shard) ref(n *keyNames, k idem.Key) *keyNames {
+// returned for k, interning k's tenant and operation when n is nil, and
+// returns the names. The names' strings are the store's own, so that they
+// hold no caller's memory: a copy (one string for both), or the strings of
+// the pair interned last by any shard when it is k's (Store.interned: one
+// pair used everywhere is copied once, not once per shard; each shard
+// counts the strings it may share, an upper bound). The shard's lock is
+// held; the new pair's bytes were counted.
+func (s *Store) ref(sh *shard, n *keyNames, k idem.Key) *keyNames {
 	if n == nil {
-		var sb strings.Builder
-		sb.Grow(len(k.Tenant) + len(k.Op))
-		sb.WriteString(k.Tenant)
-		sb.WriteString(k.Op)
-		both := sb.String()
-		n = &keyNames{tenant: both[:len(k.Tenant)], op: both[len(k.Tenant):]}
-		sh.names[namePair{n.tenant, n.op}] = n
+		p := s.interned.Load()
+		if p == nil || p.tenant != k.Tenant || p.op != k.Op {
+			var sb strings.Builder
+			sb.Grow(len(k.Tenant) + len(k.Op))
+			sb.WriteString(k.Tenant)
+			sb.WriteString(k.Op)
+			both := sb.String()
+			p = &namePair{tenant: both[:len(k.Tenant)], op: both[len(k.Tenant):]}
+			s.interned.Store(p)
+		}
+		if sh.first.refs == 0 {
+			n = &sh.first
+			n.tenant, n.op = p.tenant, p.op
+		} else {
+			n = &keyNames{tenant: p.tenant, op: p.op}
+			sh.names[*p] = n
+		}
 	}
 	n.refs++
 	sh.last = n
@@ -65,11 +86,16 @@ func (sh *shard) unref(n *keyNames) int64 {
 	if n.refs--; n.refs > 0 {
 		return 0
 	}
-	delete(sh.names, namePair{n.tenant, n.op})
+	size := nameSize(n.tenant, n.op)
+	if n == &sh.first {
+		n.tenant, n.op = "", "" // free for the next pair
+	} else {
+		delete(sh.names, namePair{n.tenant, n.op})
+	}
 	if sh.last == n {
 		sh.last = nil
 	}
-	return nameSize(n.tenant, n.op)
+	return size
 }
 
 // at returns the instant of the store's clock at offset t.

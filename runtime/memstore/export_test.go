@@ -21,6 +21,9 @@ func Footprint(s *Store) (names, tenants int) {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		names += len(sh.names)
+		if sh.first.refs > 0 {
+			names++
+		}
 		sh.mu.Unlock()
 	}
 	s.tenants.Range(func(any, any) bool { tenants++; return true })
@@ -36,6 +39,9 @@ func NamesBytes(s *Store) int64 {
 		sh.mu.Lock()
 		for p := range sh.names {
 			b += nameSize(p.tenant, p.op)
+		}
+		if sh.first.refs > 0 {
+			b += nameSize(sh.first.tenant, sh.first.op)
 		}
 		sh.mu.Unlock()
 	}

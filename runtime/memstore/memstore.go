@@ -119,11 +119,12 @@ type Store struct {
 	anchor     sync.Once        // sets base from WithClock's clock, at its first reading
 	maxRecords int64
 	maxBytes   int64
-	share      int64         // WithTenantShare; -1 until New sets the default
-	records    atomic.Int64  // records held, expired ones not yet removed included
-	bytes      atomic.Int64  // their size, by recordSize
-	cursor     atomic.Uint32 // the shard where the next reclaim starts
-	tenants    sync.Map      // tenant string -> *tenantUse, when share > 0, while the tenant holds a record
+	share      int64                    // WithTenantShare; -1 until New sets the default
+	records    atomic.Int64             // records held, expired ones not yet removed included
+	bytes      atomic.Int64             // their size, by recordSize
+	cursor     atomic.Uint32            // the shard where the next reclaim starts
+	tenants    sync.Map                 // tenant string -> *tenantUse, when share > 0, while the tenant holds a record
+	interned   atomic.Pointer[namePair] // the strings of the pair interned last, which the next shard to intern it shares (admin.go)
 	shards     [shardCount]shard
 }
 
@@ -149,9 +150,10 @@ type shard struct {
 	soonest atomic.Int64
 	// queues are the shard's expiry queues, one per TTL class in use.
 	queues []queue
-	// names interns the tenants and operations of the shard's records,
-	// each while a record of the shard points at it; last is the pair
-	// interned or found last, nil when it left (admin.go).
+	// first and names intern the tenants and operations of the shard's
+	// records, each while a record of the shard points at it; last is the
+	// pair interned or found last, nil when it left (admin.go).
+	first keyNames
 	names map[namePair]*keyNames
 	last  *keyNames
 	// inspected counts the records whose expiry was looked at to find
@@ -555,7 +557,7 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		r = &record{
 			fp: req.Fingerprint, token: req.Token, scheme: req.Scheme, status: idem.StatusProcessing,
 			leaseUntil: after(now, req.Lease), id: req.Key.ID, tenant: tu,
-			names: sh.ref(names, req.Key), created: now,
+			names: s.ref(sh, names, req.Key), created: now,
 		}
 		sh.expireAt(r, now, req.TTL)
 		sh.recs[req.Key.ID] = r
@@ -812,7 +814,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 		return s.refusal("seed", key, why)
 	}
 	r.tenant = tu
-	r.names = sh.ref(names, key)
+	r.names = s.ref(sh, names, key)
 	sh.expireAt(r, now, ttl)
 	sh.recs[key.ID] = r
 	return nil
