@@ -238,7 +238,7 @@ type queries struct {
 	renew       string // lease µs, key, token
 	renewChk    string // key, token → the token's live PROCESSING record exists
 	sweepPick   string // limit → keys of expired records, locked, skipping locked ones
-	sweepDelete string // keys (expanded) → deleted
+	sweepDelete string // keys (expanded) → deleted, found by the primary key only
 }
 
 func buildQueries(t string) queries {
@@ -265,7 +265,13 @@ func buildQueries(t string) queries {
 		renewChk:    "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
 		sweepPick: "SELECT idem_key FROM " + t + " WHERE expires_at <= " + now +
 			" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
-		sweepDelete: "DELETE FROM " + t + " WHERE expires_at <= " + now + " AND idem_key IN ",
+		// The rows are found by their primary key and nothing else: the
+		// optimizer, left to itself, may scan the expiry index or the
+		// whole table (a small table, or stale statistics), and a DELETE
+		// that scans locks every row it meets, waiting for rows that
+		// claims hold (see Sweep). The multiple-table form is the one both
+		// MySQL and MariaDB accept an index hint in.
+		sweepDelete: "DELETE r FROM " + t + " AS r FORCE INDEX (PRIMARY) WHERE r.expires_at <= " + now + " AND r.idem_key IN ",
 	}
 }
 
@@ -514,12 +520,13 @@ func outcomeLen(out idem.Outcome) int {
 // same payload) or the caller's own claim repeated (same token and
 // payload: claimed again under a fresh lease, never beyond the record's
 // expiry) is written in a short READ COMMITTED transaction under the row's
-// lock.
+// lock. An attempt the server rolls back to break a deadlock (error 1213)
+// decided nothing: the record is read again.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
-	for range maxClaimAttempts {
+	for last := range maxClaimAttempts {
 		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
 		if err != nil {
 			return idem.Claim{}, fail("claim", req.Key, err)
@@ -536,12 +543,15 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		} else {
 			c, res, err = s.claimLocked(ctx, req)
 		}
-		if err != nil {
+		if err != nil && (errNumber(err) != errDeadlock || last >= maxClaimAttempts-1) {
 			return idem.Claim{}, fail("claim", req.Key, err)
 		}
-		if res == claimDone {
+		if err == nil && res == claimDone {
 			return c, nil
 		}
+		// The row changed under the attempt, or the server rolled the
+		// attempt back to break a deadlock (nothing was decided): read
+		// again.
 	}
 	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 }
@@ -709,8 +719,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 // DefaultSweepBatch per transaction. A caller that sweeps in bounded steps
 // calls it again while it returns limit. Each batch is a short READ
 // COMMITTED transaction that follows the expiry index and skips rows locked
-// by other transactions (FOR UPDATE SKIP LOCKED), so sweepers wait on
-// neither claims nor each other; it takes no gap lock.
+// by other transactions (FOR UPDATE SKIP LOCKED), then deletes the rows it
+// locked, found by their primary key only, so sweepers wait on neither
+// claims nor each other; it takes no gap lock. (A DELETE that found its
+// rows through the expiry index waited for a row a claim held while it held
+// that row's index entry, which the claim's takeover rewrites: a deadlock.)
 func (s *Store) Sweep(ctx context.Context, limit int) (removed int, err error) {
 	all := limit <= 0
 	for all || removed < limit {
