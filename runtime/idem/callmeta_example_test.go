@@ -20,20 +20,14 @@ func (h *traceHook) StartCall(ctx context.Context, _ *idem.Method, _ time.Time) 
 	return ctx, &traceCall{origin: o}
 }
 
-type traceCall struct{ origin idem.TraceOrigin }
+type traceCall struct {
+	nopCall // the CallObserver's methods (callmeta_test.go)
+	origin  idem.TraceOrigin
+}
 
 func (c *traceCall) Origin() idem.TraceOrigin { return c.origin }
 func (c *traceCall) Replaying(meta idem.CallMeta, err error) {
 	fmt.Printf("replay of the call in %s (err %v)\n", meta.Origin.Traceparent(), err)
-}
-func (*traceCall) Event(idem.Event)              {}
-func (*traceCall) Wait(time.Time, time.Duration) {}
-func (*traceCall) End(time.Time, error)          {}
-func (*traceCall) Method(ctx context.Context, _ time.Time) (context.Context, func(time.Time, error)) {
-	return ctx, func(time.Time, error) {}
-}
-func (*traceCall) StoreOp(ctx context.Context, _ string, _ time.Time) (context.Context, func(time.Time, error)) {
-	return ctx, func(time.Time, error) {}
 }
 
 // An OriginObserver keeps the span of the call that ran the method with its

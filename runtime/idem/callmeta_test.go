@@ -166,6 +166,7 @@ func (h *originHook) replays() []replayTold {
 }
 
 type originCall struct {
+	nopCall
 	h *originHook
 	n byte
 }
@@ -186,24 +187,23 @@ func (c *originCall) Replaying(meta idem.CallMeta, err error) {
 	c.h.told = append(c.h.told, replayTold{meta, err})
 }
 
-func (c *originCall) Event(idem.Event)              {}
-func (c *originCall) Wait(time.Time, time.Duration) {}
-func (c *originCall) End(time.Time, error)          {}
-func (c *originCall) Method(ctx context.Context, _ time.Time) (context.Context, func(time.Time, error)) {
+// nopCall is a CallObserver that does nothing.
+type nopCall struct{}
+
+func (nopCall) Event(idem.Event)              {}
+func (nopCall) Wait(time.Time, time.Duration) {}
+func (nopCall) End(time.Time, error)          {}
+func (nopCall) Method(ctx context.Context, _ time.Time) (context.Context, func(time.Time, error)) {
 	return ctx, func(time.Time, error) {}
 }
-func (c *originCall) StoreOp(ctx context.Context, _ string, _ time.Time) (context.Context, func(time.Time, error)) {
+func (nopCall) StoreOp(ctx context.Context, _ string, _ time.Time) (context.Context, func(time.Time, error)) {
 	return ctx, func(time.Time, error) {}
 }
 
 // storedMeta returns the Meta of the record of id under op T.M.
 func storedMeta(t *testing.T, st idem.AdminStore, id string) []byte {
 	t.Helper()
-	var k idem.KeyParts
-	k.String("id", id)
-	key, err := k.Key("", "T.M")
-	require.NoError(t, err)
-	e, err := st.Lookup(t.Context(), key)
+	e, err := st.Lookup(t.Context(), mustKey(t, id))
 	require.NoError(t, err)
 	return e.Outcome.Meta
 }

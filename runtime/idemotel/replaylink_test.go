@@ -226,9 +226,7 @@ func TestReplayLinkUnsampled(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var k idem.KeyParts
-	k.String("id", "a")
-	key, err := k.Key("", m.Op)
+	key, err := idem.NewKey("", m.Op, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,14 +252,12 @@ func TestReplayLinkUnsampled(t *testing.T) {
 func TestReplayOfUnreadableMeta(t *testing.T) {
 	st := memstore.New()
 	m := &idem.Method{Op: "idemotel.Replay", TTL: time.Hour}
-	var k idem.KeyParts
-	k.String("id", "a")
-	key, err := k.Key("", m.Op)
+	key, err := idem.NewKey("", m.Op, "a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var h idem.Hasher
-	h.String("p")
+	h.String("p") // as do hashes the payload
 	fp, err := h.Sum()
 	if err != nil {
 		t.Fatal(err)
