@@ -245,7 +245,19 @@ func (c *cli) get(args []string) error {
 		row("body", string(o.Body)+o.BodyText+o.BodyHex)
 		row("error code", o.ErrCode)
 		row("error message", o.ErrMessage)
-		row("meta (hex)", o.MetaHex)
+		if g := o.Origin; g != nil {
+			sampled := "sampled"
+			if !g.Sampled {
+				sampled = "not sampled"
+			}
+			row("origin", "trace "+g.Trace+" span "+g.Span+" ("+sampled+")")
+			row("traceparent", g.Traceparent)
+		}
+		meta := o.MetaHex
+		if o.MetaError != "" {
+			meta += " (" + o.MetaError + ")"
+		}
+		row("meta (hex)", meta)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

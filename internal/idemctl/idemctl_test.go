@@ -162,3 +162,45 @@ func TestRedis(t *testing.T) {
 	require.Equal(t, 0, code, errw)
 	assert.Contains(t, out, "forgotten")
 }
+
+// TestOrigin: get shows the span of the call that stored an outcome
+// (idemotel keeps it in the record's metadata), decoded, on PostgreSQL;
+// and metadata it cannot read in hex, with the reason.
+func TestOrigin(t *testing.T) {
+	pool, table := testenv.PGStoreTable(t, "idemctl_")
+	s := pgstore.New(pool, pgstore.WithTable(table))
+	base := []string{"--dsn", testenv.PostgresDSN(t), "--table", table}
+	origin := idem.TraceOrigin{
+		TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		Flags:   1,
+	}
+	complete := func(part string, meta []byte) idem.Key {
+		k := claim(t, s, "acme", "billing.Charge", 5, "", part)
+		require.NoError(t, s.Complete(context.Background(), k, 5, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(`"ok"`), Meta: meta}, time.Hour))
+		return k
+	}
+	traced := complete("order-1", idem.CallMeta{Origin: origin}.Append(nil))
+	later := complete("order-2", []byte{2, 7})
+
+	code, out, errw := run(t, append(base, "get", traced.Hex())...)
+	require.Equal(t, 0, code, errw)
+	t.Logf("idemctl get:\n%s", out)
+	assert.Regexp(t, `(?m)^origin +trace 4bf92f3577b34da6a3ce929d0e0e4736 span 00f067aa0ba902b7 \(sampled\)$`, out)
+	assert.Regexp(t, `(?m)^traceparent +00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01$`, out)
+	assert.NotContains(t, out, "meta (hex)")
+
+	code, out, errw = run(t, append(base, "--json", "get", traced.Hex())...)
+	require.Equal(t, 0, code, errw)
+	var v idemadmin.EntryView
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	require.NotNil(t, v.Outcome.Origin, out)
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", v.Outcome.Origin.Trace)
+	assert.Equal(t, "00f067aa0ba902b7", v.Outcome.Origin.Span)
+	assert.Empty(t, v.Outcome.MetaHex)
+
+	code, out, errw = run(t, append(base, "get", later.Hex())...)
+	require.Equal(t, 0, code, errw)
+	assert.Regexp(t, `(?m)^meta \(hex\) +0207 \(idem: the record's metadata cannot be read: version 2 \(this release reads version 1\)\)$`, out)
+	assert.NotContains(t, out, "origin")
+}
