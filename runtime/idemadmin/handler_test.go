@@ -3,15 +3,18 @@ package idemadmin_test
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -19,6 +22,7 @@ import (
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -72,12 +76,39 @@ func record(t *testing.T, store idem.Store, tenant, op, body string, parts ...st
 	return k
 }
 
-// TestHandlerPostgres serves a PostgreSQL store's records: lookup by the
-// caller's key and by hex ID, list, stuck, stats, and forget (refused
-// without AllowForget, fenced by the token, audited).
+// TestHandlerPostgres serves a PostgreSQL store's records: see sqlHandler.
 func TestHandlerPostgres(t *testing.T) {
 	pool, table := testenv.PGStoreTable(t, "idemadmin_")
-	store := pgstore.New(pool, pgstore.WithTable(table))
+	sqlHandler(t, pgstore.New(pool, pgstore.WithTable(table)))
+}
+
+// TestHandlerMySQL serves a MySQL (MariaDB) store's records, in lease and
+// transactional mode: see sqlHandler.
+func TestHandlerMySQL(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	require.NoError(t, err)
+	c, err := mysql.NewConnector(cfg)
+	require.NoError(t, err)
+	db := sql.OpenDB(c)
+	t.Cleanup(func() { _ = db.Close() })
+	for _, mode := range []string{"lease", "tx"} {
+		t.Run(mode, func(t *testing.T) {
+			table := "idemadmin_" + mode + "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			require.NoError(t, mysqlstore.New(db, mysqlstore.WithTable(table)).Migrate(context.Background()))
+			t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+			if mode == "tx" {
+				sqlHandler(t, mysqlstore.NewTx(db, mysqlstore.WithTable(table)))
+				return
+			}
+			sqlHandler(t, mysqlstore.New(db, mysqlstore.WithTable(table)))
+		})
+	}
+}
+
+// sqlHandler serves a SQL store's records: lookup by the caller's key and
+// by hex ID, list, stuck, stats, and forget (refused without AllowForget,
+// fenced by the token, audited).
+func sqlHandler(t *testing.T, store idem.Store) {
 	paid := record(t, store, "acme", "billing.Charge", `{"id":"ch_1","amount":1200}`, "order-7")
 	record(t, store, "acme", "billing.Charge", "", "order-8") // in progress
 
