@@ -121,6 +121,8 @@ func readRows(js string) map[string]float64 {
 			}
 		}
 	}
+	// MariaDB prints a NUL of a binary constant as \0, which JSON has not.
+	js = strings.ReplaceAll(js, `\0`, `\u0000`)
 	var v any
 	if json.Unmarshal([]byte(js), &v) == nil {
 		walk(v)
