@@ -27,13 +27,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/idemgen/idemgen/internal/sweepbench"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
@@ -46,52 +46,19 @@ const (
 		"UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
 )
 
-// pacing is one paced sweeper's settings.
-type pacing struct {
-	batch int
-	duty  float64
-	pause time.Duration
-}
-
-func (p pacing) String() string { return fmt.Sprintf("%d:%v:%v", p.batch, p.duty, p.pause) }
-
-func parsePacing(v string) ([]pacing, error) {
-	var out []pacing
-	if v == "" {
-		return nil, nil
-	}
-	for e := range strings.SplitSeq(v, ",") {
-		f := strings.Split(e, ":")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("-paced %q: want batch:duty:pause, e.g. 1000:0.05:0s", e)
-		}
-		var (
-			p   pacing
-			err error
-		)
-		if p.batch, err = strconv.Atoi(f[0]); err != nil || p.batch <= 0 {
-			return nil, fmt.Errorf("-paced %q: batch must be an integer > 0", e)
-		}
-		if p.duty, err = strconv.ParseFloat(f[1], 64); err != nil || p.duty <= 0 || p.duty > 1 {
-			return nil, fmt.Errorf("-paced %q: duty cycle must be in (0, 1]", e)
-		}
-		if p.pause, err = time.ParseDuration(f[2]); err != nil || p.pause < 0 {
-			return nil, fmt.Errorf("-paced %q: pause must be a duration >= 0", e)
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
 func main() {
 	records := flag.Int("records", 1_000_000, "live records in the table")
 	window := flag.Duration("window", 10*time.Second, "the shortest window of calls, with and without expiry")
-	paced := flag.String("paced", fmt.Sprintf("%d:%v:0s", idem.DefaultSweepBatch, idem.DefaultSweepDutyCycle),
+	paced := flag.String("paced", sweepbench.DefaultPacing,
 		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	loop := flag.Bool("loop", true, "measure the bare loop of Sweep too")
 	keep := flag.Bool("keep", false, "keep the table")
 	flag.Parse()
-	ps, err := parsePacing(*paced)
+	var ps []sweepbench.Pacing
+	var err error
+	if *paced != "" {
+		ps, err = sweepbench.ParsePacing(*paced)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mysqlsweep:", err)
 		os.Exit(2)
@@ -105,7 +72,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, records int, window time.Duration, ps []pacing, loop, keep bool) error {
+func run(ctx context.Context, records int, window time.Duration, ps []sweepbench.Pacing, loop, keep bool) error {
 	dsn := os.Getenv("IDEM_MYSQL_DSN")
 	if dsn == "" {
 		return errors.New("$IDEM_MYSQL_DSN is unset: run under scripts/with-services.sh (or scripts/mariadb.sh start DIR)")
@@ -151,10 +118,10 @@ func run(ctx context.Context, records int, window time.Duration, ps []pacing, lo
 	}
 	var modes []mode
 	if loop {
-		modes = append(modes, mode{"loop, Sweep(1000) until done", func(ctx context.Context) (int, error) { return loopExpiry(ctx, s) }})
+		modes = append(modes, mode{"loop, Sweep(1000) until done", func(ctx context.Context) (int, error) { return sweepbench.Loop(ctx, s, mysqlstore.DefaultSweepBatch) }})
 	}
 	for _, p := range ps {
-		modes = append(modes, mode{"Sweeper " + p.String(), func(ctx context.Context) (int, error) { return pacedExpiry(ctx, p, s) }})
+		modes = append(modes, mode{"Sweeper " + p.String(), func(ctx context.Context) (int, error) { return sweepbench.Paced(ctx, p, s) }})
 	}
 	expired := records / 10
 	var rows []string
@@ -294,43 +261,12 @@ func pick(ss []sample, duringOnly bool) []sample {
 type stats struct{ p50, p99 time.Duration }
 
 func summarize(ss []sample, f func(sample) time.Duration) stats {
-	if len(ss) == 0 {
-		return stats{}
-	}
 	d := make([]time.Duration, len(ss))
 	for i, s := range ss {
 		d[i] = f(s)
 	}
-	slices.Sort(d)
-	return stats{d[len(d)/2], d[min(len(d)-1, len(d)*99/100)]}
-}
-
-// loopExpiry is expiry without pacing: Sweep(DefaultSweepBatch) again
-// while it removes its limit.
-func loopExpiry(ctx context.Context, s *mysqlstore.Store) (removed int, err error) {
-	for {
-		n, err := s.Sweep(ctx, mysqlstore.DefaultSweepBatch)
-		removed += n
-		if err != nil || n < mysqlstore.DefaultSweepBatch {
-			return removed, err
-		}
-	}
-}
-
-// pacedExpiry is expiry as a service runs it: an idem.Sweeper's rounds,
-// back to back (as one that fell behind would run them, but for its
-// interval), until a round ends with nothing left.
-func pacedExpiry(ctx context.Context, p pacing, s *mysqlstore.Store) (removed int, err error) {
-	more := false
-	sw := idem.NewSweeper(s, idem.WithSweepBatch(p.batch), idem.WithSweepDutyCycle(p.duty),
-		idem.WithSweepPause(p.pause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
-	for {
-		n, err := sw.Round(ctx)
-		removed += n
-		if err != nil || !more {
-			return removed, err
-		}
-	}
+	p50, p99 := sweepbench.Percentiles(d)
+	return stats{p50, p99}
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
