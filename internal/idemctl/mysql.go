@@ -95,15 +95,7 @@ func OpenMySQL(ctx context.Context, dsn string, o StoreOptions) (idem.AdminStore
 	if o.Table != "" {
 		opts = append(opts, mysqlstore.WithTable(o.Table))
 	}
-	var s *mysqlstore.Store
-	func() {
-		defer func() {
-			if r := recover(); r != nil { // an invalid table name
-				err = fmt.Errorf("%v", r)
-			}
-		}()
-		s = mysqlstore.New(db, opts...)
-	}()
+	s, err := build(func() *mysqlstore.Store { return mysqlstore.New(db, opts...) })
 	if err != nil {
 		_ = db.Close()
 		return nil, nil, err

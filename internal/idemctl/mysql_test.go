@@ -1,8 +1,6 @@
 package idemctl_test
 
 import (
-	"context"
-	"database/sql"
 	"strings"
 	"testing"
 
@@ -11,33 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/idemctl"
-	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
-
-// mysqlTable connects to the test MariaDB server and migrates a table of
-// the test's own, dropped when the test ends.
-func mysqlTable(t *testing.T) (*sql.DB, *mysql.Config, string) {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	require.NoError(t, err)
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { _ = db.Close() })
-	table := "idemctl_" + strings.ReplaceAll(t.Name(), "/", "_")
-	require.NoError(t, mysqlstore.New(db, mysqlstore.WithTable(table)).Migrate(context.Background()))
-	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
-	return db, cfg, table
-}
 
 // TestMySQL runs every command against a real MariaDB store, given by a
 // mysql:// URL and by go-sql-driver/mysql's own DSN after mysql://.
 func TestMySQL(t *testing.T) {
 	for _, form := range []string{"url", "driver"} {
 		t.Run(form, func(t *testing.T) {
-			db, cfg, table := mysqlTable(t)
+			db, cfg, table := mysqlenv.StoreTable(t, "idemctl_")
 			dsn := "mysql://" + cfg.FormatDSN()
 			if form == "url" {
 				dsn = "mysql://" + cfg.User + "@" + cfg.Addr + "/" + cfg.DBName
@@ -54,7 +36,7 @@ func TestMySQL(t *testing.T) {
 // TestMySQLErrors: a wrong MySQL DSN, an unreachable server, a missing
 // table or database each say what is wrong, without the password.
 func TestMySQLErrors(t *testing.T) {
-	_, cfg, table := mysqlTable(t)
+	_, cfg, table := mysqlenv.StoreTable(t, "idemctl_")
 	dsn := "mysql://" + cfg.FormatDSN()
 	for _, c := range []struct {
 		name string

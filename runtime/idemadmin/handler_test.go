@@ -3,23 +3,21 @@ package idemadmin_test
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
@@ -85,17 +83,9 @@ func TestHandlerPostgres(t *testing.T) {
 // TestHandlerMySQL serves a MySQL (MariaDB) store's records, in lease and
 // transactional mode: see sqlHandler.
 func TestHandlerMySQL(t *testing.T) {
-	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
-	require.NoError(t, err)
-	c, err := mysql.NewConnector(cfg)
-	require.NoError(t, err)
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { _ = db.Close() })
 	for _, mode := range []string{"lease", "tx"} {
 		t.Run(mode, func(t *testing.T) {
-			table := "idemadmin_" + mode + "_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			require.NoError(t, mysqlstore.New(db, mysqlstore.WithTable(table)).Migrate(context.Background()))
-			t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+			db, _, table := mysqlenv.StoreTable(t, "idemadmin_")
 			if mode == "tx" {
 				sqlHandler(t, mysqlstore.NewTx(db, mysqlstore.WithTable(table)))
 				return

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
@@ -204,22 +205,10 @@ func TestListPlan(t *testing.T) {
 			want++
 		}
 	}
-	q := idem.ListQuery{Stuck: true, Limit: 2}
-	got, calls := map[string]bool{}, 0
-	for {
-		calls++
-		p, err := s.List(ctx, q)
-		require.NoError(t, err)
-		for _, e := range p.Entries {
-			require.True(t, e.Stuck(), "%s is not stuck", e.Key.Hex())
-			require.False(t, got[e.Key.Hex()], "%s listed twice", e.Key.Hex())
-			got[e.Key.Hex()] = true
-		}
-		if p.Next == "" {
-			break
-		}
-		q.Cursor = p.Next
-	}
+	list := func(q idem.ListQuery) (idem.Page, error) { return s.List(ctx, q) }
+	got, calls := testenv.ListAll(t, list, idem.ListQuery{Stuck: true, Limit: 2}, func(e idem.Entry) {
+		require.True(t, e.Stuck(), "%s is not stuck", e.Key.Hex())
+	})
 	assert.Equal(t, want, len(got), "every stuck record, once (%d calls)", calls)
 	assert.GreaterOrEqual(t, calls, n/mysqlstore.ListScanBudget, "no call read more than the budget")
 }
@@ -236,20 +225,8 @@ func TestListSecondPageNoLoss(t *testing.T) {
 SELECT UNHEX(SHA2(i, 256)), i, 0, 9000000000000000, 1767225600000000, 2, UNHEX(SHA2(i, 256)), 't', 'same', ''
 FROM (SELECT 1 + a.d + 10 * b.d AS i FROM ` + digits + ` a, ` + digits + ` b) s WHERE i <= 25`)
 	require.NoError(t, err)
-	seen := map[string]bool{}
-	q := idem.ListQuery{Op: "same", Limit: 4}
-	for {
-		p, err := s.List(context.Background(), q)
-		require.NoError(t, err)
-		for _, e := range p.Entries {
-			require.False(t, seen[e.Key.Hex()], "listed twice")
-			seen[e.Key.Hex()] = true
-		}
-		if p.Next == "" {
-			break
-		}
-		q.Cursor = p.Next
-	}
+	seen, _ := testenv.ListAll(t, func(q idem.ListQuery) (idem.Page, error) { return s.List(context.Background(), q) },
+		idem.ListQuery{Op: "same", Limit: 4}, nil)
 	assert.Len(t, seen, 25, "every record once")
 }
 
