@@ -80,6 +80,29 @@ func Paced(ctx context.Context, p Pacing, s idem.Sweepable) (removed int, err er
 	}
 }
 
+// Window calls call again and again until window has passed and done (if
+// not nil) is closed, and returns call's first error; call is told whether
+// done was open when it began (the call ran during the expiry).
+func Window(window time.Duration, done <-chan struct{}, call func(during bool) error) error {
+	end := time.Now().Add(window)
+	for {
+		during := false
+		if done != nil {
+			select {
+			case <-done:
+			default:
+				during = true
+			}
+		}
+		if !during && time.Now().After(end) {
+			return nil
+		}
+		if err := call(during); err != nil {
+			return err
+		}
+	}
+}
+
 // Percentiles sorts d and returns its median and 99th percentile (zero
 // for none).
 func Percentiles(d []time.Duration) (p50, p99 time.Duration) {

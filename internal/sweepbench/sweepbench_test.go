@@ -35,8 +35,10 @@ func TestExpiries(t *testing.T) {
 	assert.Equal(t, time.Duration(2), p50)
 	assert.Equal(t, time.Duration(3), p99)
 	for name, expire := range map[string]func(*memstore.Store) (int, error){
-		"loop":  func(s *memstore.Store) (int, error) { return sweepbench.Loop(ctx, s, 10) },
-		"paced": func(s *memstore.Store) (int, error) { return sweepbench.Paced(ctx, sweepbench.Pacing{Batch: 10, Duty: 1}, s) },
+		"loop": func(s *memstore.Store) (int, error) { return sweepbench.Loop(ctx, s, 10) },
+		"paced": func(s *memstore.Store) (int, error) {
+			return sweepbench.Paced(ctx, sweepbench.Pacing{Batch: 10, Duty: 1}, s)
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			now := time.Unix(1e9, 0)

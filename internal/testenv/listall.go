@@ -33,3 +33,29 @@ func ListAll(t testing.TB, list func(idem.ListQuery) (idem.Page, error), q idem.
 		q.Cursor = p.Next
 	}
 }
+
+// CheckStuckPages pages every stuck record of a table filled as the
+// listing plan tests fill it (records 1 … n, record i stuck when i % 5000
+// is 7), two at a time through a store whose List reads at most budget
+// records per call: short or empty pages while the budget runs out, then
+// the next, and exactly the stuck ones in all, none twice.
+func CheckStuckPages(t testing.TB, list func(idem.ListQuery) (idem.Page, error), n, budget int) {
+	t.Helper()
+	want := 0
+	for i := 1; i <= n; i++ {
+		if i%5000 == 7 {
+			want++
+		}
+	}
+	got, calls := ListAll(t, list, idem.ListQuery{Stuck: true, Limit: 2}, func(e idem.Entry) {
+		if !e.Stuck() {
+			t.Fatalf("%s is not stuck", e.Key.Hex())
+		}
+	})
+	if len(got) != want {
+		t.Errorf("%d stuck records listed, want every one of %d (%d calls)", len(got), want, calls)
+	}
+	if calls < n/budget {
+		t.Errorf("%d calls for %d records: a call read more than the budget of %d", calls, n, budget)
+	}
+}

@@ -199,18 +199,7 @@ func TestListPlan(t *testing.T) {
 	if n > 200000 {
 		return
 	}
-	want := 0
-	for i := 1; i <= n; i++ {
-		if i%5000 == 7 {
-			want++
-		}
-	}
-	list := func(q idem.ListQuery) (idem.Page, error) { return s.List(ctx, q) }
-	got, calls := testenv.ListAll(t, list, idem.ListQuery{Stuck: true, Limit: 2}, func(e idem.Entry) {
-		require.True(t, e.Stuck(), "%s is not stuck", e.Key.Hex())
-	})
-	assert.Equal(t, want, len(got), "every stuck record, once (%d calls)", calls)
-	assert.GreaterOrEqual(t, calls, n/mysqlstore.ListScanBudget, "no call read more than the budget")
+	testenv.CheckStuckPages(t, func(q idem.ListQuery) (idem.Page, error) { return s.List(ctx, q) }, n, mysqlstore.ListScanBudget)
 }
 
 // TestListSecondPageNoLoss: records created at one instant (a takeover

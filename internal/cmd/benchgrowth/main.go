@@ -476,29 +476,19 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 	// done (if any) is closed; a call is during the expiry if done was
 	// open when it began.
 	calls := func(done <-chan struct{}) (b, g []sample, err error) {
-		end := time.Now().Add(c.window)
-		for {
-			during := false
-			if done != nil {
-				select {
-				case <-done:
-				default:
-					during = true
-				}
-			}
-			if !during && time.Now().After(end) {
-				return b, g, nil
-			}
+		err = sweepbench.Window(c.window, done, func(during bool) error {
 			d, err := firstCall(ctx, c, base)
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
 			b = append(b, sample{d, during})
 			if d, err = firstCall(ctx, c, grown); err != nil {
-				return nil, nil, err
+				return err
 			}
 			g = append(g, sample{d, during})
-		}
+			return nil
+		})
+		return b, g, err
 	}
 	pick := func(ss []sample, duringOnly bool) []time.Duration {
 		var out []time.Duration

@@ -212,40 +212,30 @@ type sample struct {
 // passed and done (if any) is closed; a call is during the expiry if done
 // was open when it began.
 func calls(ctx context.Context, s *mysqlstore.Store, seq *int, window time.Duration, done <-chan struct{}) ([]sample, error) {
-	end := time.Now().Add(window)
 	body := []byte(strings.Repeat("y", bodyLen))
 	var out []sample
-	for {
-		during := false
-		if done != nil {
-			select {
-			case <-done:
-			default:
-				during = true
-			}
-		}
-		if !during && time.Now().After(end) {
-			return out, nil
-		}
+	err := sweepbench.Window(window, done, func(during bool) error {
 		*seq++
 		k, err := idem.NewKey("tenant", op, "new", strconv.Itoa(*seq))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t0 := time.Now()
 		c, err := s.Claim(ctx, idem.ClaimRequest{Key: k, Token: idem.Token(*seq), Lease: time.Minute, TTL: 24 * time.Hour})
 		claim := time.Since(t0)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !c.Claimed {
-			return nil, fmt.Errorf("key %s not claimed", k.Hex())
+			return fmt.Errorf("key %s not claimed", k.Hex())
 		}
 		if err := s.Complete(ctx, k, idem.Token(*seq), idem.Outcome{Status: idem.StatusSucceeded, Body: body}, 24*time.Hour); err != nil {
-			return nil, err
+			return err
 		}
 		out = append(out, sample{claim: claim, first: time.Since(t0), during: during})
-	}
+		return nil
+	})
+	return out, err
 }
 
 func pick(ss []sample, duringOnly bool) []sample {
