@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/idemgen/idemgen/runtime/idem"
@@ -58,4 +60,21 @@ func CheckStuckPages(t testing.TB, list func(idem.ListQuery) (idem.Page, error),
 	if calls < n/budget {
 		t.Errorf("%d calls for %d records: a call read more than the budget of %d", calls, n, budget)
 	}
+}
+
+// ListPlanRows is how many records the listing plan tests (pgstore's and
+// mysqlstore's TestListPlan) load: $IDEM_LIST_PLAN_ROWS, or 2×10⁴ (the
+// plans of docs/decisions/operator-records.md were taken at 10⁶ and 10⁷
+// with it set).
+func ListPlanRows(t testing.TB) int {
+	t.Helper()
+	v := os.Getenv("IDEM_LIST_PLAN_ROWS")
+	if v == "" {
+		return 20000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("IDEM_LIST_PLAN_ROWS=%q: want a number of records", v)
+	}
+	return n
 }

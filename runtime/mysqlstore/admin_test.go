@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,18 +16,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
-
-// listRows is how many records TestListPlan loads: IDEM_LIST_PLAN_ROWS, or
-// 2×10⁴ (the plans of docs/decisions/operator-records.md were taken at 10⁶
-// with it set).
-func listRows(t *testing.T) int {
-	if v := os.Getenv("IDEM_LIST_PLAN_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		return n
-	}
-	return 20000
-}
 
 // digits is a derived table of the digits 0 to 9.
 const digits = "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 UNION ALL SELECT 5 " +
@@ -141,7 +128,7 @@ func TestListPlan(t *testing.T) {
 	db := newDB(t, 4)
 	table := newTable(t, db)
 	s := mysqlstore.New(db, mysqlstore.WithTable(table))
-	n := listRows(t)
+	n := testenv.ListPlanRows(t)
 	start := time.Now()
 	loadRecords(t, db, s.Table(), n)
 	t.Logf("loaded %d records in %v", n, time.Since(start).Round(time.Millisecond))

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,18 +15,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
-
-// listRows is how many records TestListPlan loads: IDEM_LIST_PLAN_ROWS, or
-// 2×10⁴ (the plans of docs/decisions/operator-records.md were taken at
-// 10⁶ and 10⁷ with it set).
-func listRows(t *testing.T) int {
-	if v := os.Getenv("IDEM_LIST_PLAN_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		return n
-	}
-	return 20000
-}
 
 // loadRecords fills table with n records of 8 operations (op-0 … op-7),
 // created one millisecond apart over the last n milliseconds, in one
@@ -56,7 +43,7 @@ func TestListPlan(t *testing.T) {
 	pool := newPool(t, 4, nil)
 	table := newTable(t, pool)
 	s := pgstore.New(pool, pgstore.WithTable(table))
-	n := listRows(t)
+	n := testenv.ListPlanRows(t)
 	loadRecords(t, pool, s.Table(), n)
 	ctx := context.Background()
 	queries := []struct {
