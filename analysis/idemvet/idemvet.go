@@ -27,8 +27,12 @@
 //     composite literal outside its package (its executor is unexported,
 //     so it stays nil).
 //
-// The analyzer does not run on a package that does not type-check (it sets
-// no RunDespiteErrors): the compiler's errors come first.
+// On a package that does not type-check, the compiler's errors come first:
+// the analyzer reports only a stale generated file, when the package's own
+// files type-check without it (a request type changed without go generate
+// is exactly that: idemgen's staleness guard in the generated file stops
+// the build, and the diagnostic's fix rewrites the file). It says nothing
+// else about such a package.
 //
 // Run it with go vet (cmd/idemvet), standalone, or as a golangci-lint
 // module plugin (analysis/idemvet/gclplugin); docs/IDEMVET.md is the
@@ -64,6 +68,9 @@ var Analyzer = &analysis.Analyzer{
 	URL:       "https://github.com/idemgen/idemgen/blob/main/docs/IDEMVET.md",
 	Run:       run,
 	FactTypes: []analysis.Fact{new(Annotated), new(Wrapper)},
+	// A stale generated file is a type error of its own (idemgen's
+	// staleness guard): run to report it and offer the rewrite.
+	RunDespiteErrors: true,
 }
 
 const doc = `check idemgen annotations, generated wrappers and their use
@@ -119,12 +126,21 @@ func run(pass *analysis.Pass) (any, error) {
 			}
 		}
 	}
+	if len(pass.TypeErrors) > 0 {
+		// Type information is partial: no facts, no uses. Only a stale
+		// generated file, judged on the package's own files, which
+		// checkGenerated type-checks again without the generated ones.
+		if mentions && len(src) > 0 {
+			checkGenerated(pass, src, true)
+		}
+		return nil, nil
+	}
 	// Every annotation and every generated file mentions "idem:": a
 	// package without it (most of a program's dependencies) has nothing
 	// to resolve or export.
 	if mentions && len(src) > 0 {
 		exportFacts(pass, src)
-		checkGenerated(pass, src)
+		checkGenerated(pass, src, false)
 	}
 	checkUses(pass)
 	return nil, nil
@@ -193,8 +209,10 @@ func recvTypeName(fn *types.Func) string {
 }
 
 // checkGenerated reports idemgen's errors for the package, or its generated
-// files that differ from what idemgen would write.
-func checkGenerated(pass *analysis.Pass, src []*ast.File) {
+// files that differ from what idemgen would write. On a package that does
+// not type-check (broken), it reports only stale files: an error of
+// idemgen's then is the compiler's error again, or waits for it.
+func checkGenerated(pass *analysis.Pass, src []*ast.File, broken bool) {
 	// The generator is fuzzed not to panic; if it ever does, the vet run
 	// of every other package must not die with it.
 	defer func() {
@@ -218,6 +236,9 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File) {
 		// Other build configurations decide what the files hold: load
 		// them as idemgen does.
 		files, err = generate.Generate(ctx, generate.Config{Dir: dir, Patterns: []string{"."}})
+	}
+	if err != nil && broken {
+		return
 	}
 	if err != nil {
 		var list annotations.ErrorList

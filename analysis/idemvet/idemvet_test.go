@@ -37,7 +37,7 @@ func TestAnnotationErrors(t *testing.T) {
 // as idemgen would (stale/idem_gen.go.golden is idemgen's output); a
 // missing one is reported at the first annotation.
 func TestStale(t *testing.T) {
-	analysistest.RunWithSuggestedFixes(t, testdata(t), idemvet.Analyzer, "example.com/vet/stale")
+	analysistest.RunWithSuggestedFixes(t, testdata(t), idemvet.Analyzer, "example.com/vet/stale", "example.com/vet/stalebroken")
 	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/missing")
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -12,8 +11,6 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-
-	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/idemgen/idemgen/annotations"
 	"github.com/idemgen/idemgen/internal/generate"
@@ -129,37 +126,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, wd, err)
 		return exitFailed
 	}
-	changes, err := diff(files)
+	changes, err := generate.Compare(files)
 	if err != nil {
 		fmt.Fprintln(stderr, "idemgen:", err)
 		return exitFailed
 	}
 	if *check || *showDiff {
 		for _, c := range changes {
-			if c.state != unchanged {
-				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", shortPath(wd, c.file.Path), c.state)
+			if c.State != generate.Unchanged {
+				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", generate.ShortPath(wd, c.File.Path), c.State)
 				if *showDiff {
-					if err := writeDiff(stdout, wd, c); err != nil {
+					if err := c.WriteDiff(stdout, wd); err != nil {
 						fmt.Fprintln(stderr, "idemgen:", err)
 						return exitFailed
 					}
 				}
 			} else if *verbose {
-				fmt.Fprintf(stderr, "%s: up to date\n", shortPath(wd, c.file.Path))
+				fmt.Fprintf(stderr, "%s: up to date\n", generate.ShortPath(wd, c.File.Path))
 			}
 		}
-		if stale(changes) {
+		if generate.Stale(changes) {
 			return exitFailed
 		}
 		return exitOK
 	}
-	if err := commit(changes); err != nil {
+	if err := generate.Commit(changes); err != nil {
 		fmt.Fprintln(stderr, "idemgen:", err)
 		return exitFailed
 	}
 	if *verbose {
 		for _, c := range changes {
-			fmt.Fprintf(stderr, "%s: %s\n", shortPath(wd, c.file.Path), c.state.done())
+			fmt.Fprintf(stderr, "%s: %s\n", generate.ShortPath(wd, c.File.Path), c.State.Done())
 		}
 	}
 	return exitOK
@@ -176,169 +173,10 @@ func printErrors(w io.Writer, wd string, err error) {
 	for _, e := range list {
 		pos := e.Pos
 		if filepath.IsAbs(pos.Filename) {
-			pos.Filename = shortPath(wd, pos.Filename)
+			pos.Filename = generate.ShortPath(wd, pos.Filename)
 		}
 		fmt.Fprintf(w, "%s: %s\n", pos, e.Msg)
 	}
-}
-
-// shortPath returns path relative to wd when that is shorter (the go
-// command's base.ShortPath).
-func shortPath(wd, path string) string {
-	if rel, err := filepath.Rel(wd, path); err == nil && len(rel) < len(path) {
-		return rel
-	}
-	return path
-}
-
-type state int
-
-const (
-	unchanged state = iota
-	missing         // to be written, no file yet
-	outdated        // to be written over different bytes
-	extra           // a generated file no annotated method needs any more
-)
-
-func (s state) String() string {
-	return [...]string{"up to date", "missing", "stale", "extra (no annotated method needs it any more)"}[s]
-}
-
-func (s state) done() string {
-	return [...]string{"unchanged", "written", "rewritten", "removed"}[s]
-}
-
-type change struct {
-	file  generate.File
-	state state
-}
-
-// diff compares the generated files with the disk.
-func diff(files []generate.File) ([]change, error) {
-	var changes []change
-	for _, f := range files {
-		old, err := os.ReadFile(f.Path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			if !f.Delete {
-				changes = append(changes, change{f, missing})
-			}
-		case err != nil:
-			return nil, err
-		case f.Delete:
-			changes = append(changes, change{f, extra})
-		case bytes.Equal(old, f.Content):
-			changes = append(changes, change{f, unchanged})
-		default:
-			changes = append(changes, change{f, outdated})
-		}
-	}
-	return changes, nil
-}
-
-// writeDiff prints the unified diff (git's a/ and b/ prefixes, paths
-// relative to wd, /dev/null for a missing or an extra file) of what a run
-// would do to c's file.
-func writeDiff(w io.Writer, wd string, c change) error {
-	var old []byte
-	if c.state != missing {
-		var err error
-		if old, err = os.ReadFile(c.file.Path); err != nil {
-			return err
-		}
-	}
-	name := filepath.ToSlash(shortPath(wd, c.file.Path))
-	from, to := "a/"+name, "b/"+name
-	if c.state == missing {
-		from = "/dev/null"
-	}
-	if c.state == extra {
-		to = "/dev/null"
-	}
-	text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: lines(old), B: lines(c.file.Content), FromFile: from, ToFile: to, Context: 3,
-	})
-	if err != nil {
-		return err
-	}
-	_, err = io.WriteString(w, text)
-	return err
-}
-
-// lines splits content into lines, each with its newline (one is added to
-// a last line without).
-func lines(content []byte) []string {
-	var ls []string
-	for l := range strings.Lines(string(content)) {
-		if !strings.HasSuffix(l, "\n") {
-			l += "\n"
-		}
-		ls = append(ls, l)
-	}
-	return ls
-}
-
-func stale(changes []change) bool {
-	for _, c := range changes {
-		if c.state != unchanged {
-			return true
-		}
-	}
-	return false
-}
-
-// commit writes every changed file atomically: each goes to a temporary file
-// in its directory first, and only when all are written are they renamed
-// into place (then stale files removed). Unchanged files are not touched.
-func commit(changes []change) (err error) {
-	type pending struct{ tmp, path string }
-	var renames []pending
-	defer func() {
-		if err != nil {
-			for _, p := range renames {
-				os.Remove(p.tmp)
-			}
-		}
-	}()
-	for _, c := range changes {
-		if c.state != missing && c.state != outdated {
-			continue
-		}
-		tmp, err := writeTemp(c.file.Path, c.file.Content)
-		if err != nil {
-			return err
-		}
-		renames = append(renames, pending{tmp, c.file.Path})
-	}
-	for i, p := range renames {
-		if err := os.Rename(p.tmp, p.path); err != nil {
-			renames = renames[i:]
-			return err
-		}
-	}
-	renames = nil
-	for _, c := range changes {
-		if c.state == extra {
-			if err := os.Remove(c.file.Path); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func writeTemp(path string, content []byte) (string, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return "", err
-	}
-	_, werr := f.Write(content)
-	cerr := f.Close()
-	if err := errors.Join(werr, cerr, os.Chmod(f.Name(), 0o644)); err != nil {
-		os.Remove(f.Name())
-		return "", err
-	}
-	return f.Name(), nil
 }
 
 // buildVersion is the version of the idemgen module this binary was built

@@ -95,3 +95,55 @@ func TestScratchModule(t *testing.T) {
 		}
 	}
 }
+
+// TestScratchFixStale: the round's seam, a result type changed without go
+// generate. The generated file no longer compiles (idemgen's staleness
+// guard); idemvet still reports it, at the annotation, and -fix rewrites it
+// as idemgen would (-fix -diff only prints it), after which the module
+// builds and idemgen -check agrees.
+func TestScratchFixStale(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip("runs the go command in a scratch module")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	dir := t.TempDir()
+	main := strings.Replace(strings.Replace(scratchFile(t, "main.go"), "memstore.New())", "memstore.New(), idem.SingleTenant())", 1), "raw.Charge", "svc.Charge", 1)
+	for name, content := range map[string]string{
+		"go.mod":       "module example.com/shop\n\ngo 1.26.0\n\nreplace github.com/idemgen/idemgen => " + root + "\n",
+		"shop/shop.go": scratchFile(t, "shop/shop.go"),
+		"main.go":      main,
+	} {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	}
+	mustGo(t, dir, []string{"GOPROXY=off"}, "get", "-tool", "github.com/idemgen/idemgen/cmd/idemgen"+atReplaced, "github.com/idemgen/idemgen/cmd/idemvet"+atReplaced)
+	mustGo(t, dir, nil, "mod", "tidy")
+	mustGo(t, dir, nil, "generate", "./...")
+	gen := filepath.Join(dir, "shop", "idem_gen.go")
+	before, err := os.ReadFile(gen)
+	require.NoError(t, err)
+
+	shop := strings.Replace(scratchFile(t, "shop/shop.go"), "(int, error)", "(int64, error)", 1)
+	shop = strings.Replace(shop, "return s.runs, nil", "return int64(s.runs), nil", 1)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "shop", "shop.go"), []byte(shop), 0o644))
+	out, err := goCmd(t, dir, nil, "build", "./...")
+	require.Error(t, err, "the stale file must not compile: %s", out)
+
+	out, err = goCmd(t, dir, nil, "tool", "idemvet", "./...")
+	require.Error(t, err)
+	assert.Contains(t, out, "shop/shop.go:12:1: idem_gen.go is stale: idemgen would write it differently")
+
+	out, _ = goCmd(t, dir, nil, "tool", "idemvet", "-fix", "-diff", "./...")
+	assert.Contains(t, out, "+++ b/shop/idem_gen.go")
+	after, err := os.ReadFile(gen)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after), "-fix -diff writes nothing")
+
+	out, _ = goCmd(t, dir, nil, "tool", "idemvet", "-fix", "./...")
+	assert.Contains(t, out, "idemvet: shop/idem_gen.go: rewritten as idemgen would")
+	mustGo(t, dir, nil, "build", "./...")
+	mustGo(t, dir, nil, "tool", "idemgen", "-check", "./...")
+	mustGo(t, dir, nil, "tool", "idemvet", "./...")
+}

@@ -55,7 +55,10 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 				c.Next()
 				return
 			}
-			gw := &writer{w: w, size: -1, status: http.StatusOK, outer: outer}
+			// The status gin's writer holds so far: 200, or what gin set
+			// before the chain (404 or 405 for a request no route
+			// matches), or what an earlier handler set with c.Status.
+			gw := &writer{w: w, size: -1, status: outer.Status(), outer: outer}
 			c.Writer, c.Request = gw, r2
 			c.Next()
 			gw.WriteHeaderNow() // as gin does after the chain: a status set with c.Status alone

@@ -14,9 +14,10 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 	return s.sql.fast, s.sql.complete, s.sql.sweep
 }
 
-// TxSQL returns the transactional first claim and decide statements.
-func (s *Store) TxSQL() (claim, decide string) {
-	return s.sql.fastTx, s.sql.decide
+// TxSQL returns the transactional claim batch's first statement,
+// decideClaim.
+func (s *Store) TxSQL() (decideClaim string) {
+	return s.sql.decideClaim
 }
 
 // Exported for the baselines.

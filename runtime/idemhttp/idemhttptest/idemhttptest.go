@@ -106,6 +106,7 @@ func Run(t *testing.T, o Options) {
 		{"ClientGoneThenRetry", s.testClientGone},
 		{"ConcurrentDuplicatesRunOnce", s.testConcurrent},
 		{"OtherMethodsPassThrough", s.testOtherMethods},
+		{"NoRouteKeepsFrameworkStatus", s.testNoRoute},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -658,6 +659,25 @@ func (s *suite) testOtherMethods(t *testing.T) {
 	// key space.
 	want(t, e.send("PATCH", "/payments", key, "{}"), 200, "run 5", false)
 	e.wantRuns(5)
+}
+
+// testNoRoute: a keyed POST to a path no route matches gets the
+// framework's own "not found" status, first and on a retry, never a 2xx
+// the middleware made up (gin sets its 404 on its writer before the chain
+// runs: a writer that started at 200 answered, and stored, "200" with an
+// empty body).
+func (s *suite) testNoRoute(t *testing.T) {
+	e := s.mount(t, text(201))
+	key := idemhttp.GenerateKey()
+	first := e.send("POST", "/nowhere", key, "{}")
+	if first.status != http.StatusNotFound {
+		t.Fatalf("a path no route matches: %d %q, want 404", first.status, first.body)
+	}
+	again := e.send("POST", "/nowhere", key, "{}")
+	if again.status != http.StatusNotFound || string(again.body) != string(first.body) {
+		t.Fatalf("its retry: %d %q, want 404 %q", again.status, again.body, first.body)
+	}
+	e.wantRuns(0)
 }
 
 // Response is what a client got: Send's result.
