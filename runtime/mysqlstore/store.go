@@ -29,8 +29,10 @@ var migrationFiles embed.FS
 
 // MigrationFiles returns the schema of the default table name as versioned
 // migrations in golang-migrate's layout (0001_idem_records.up.sql and
-// .down.sql), plain SQL of one statement each, so that no tool needs
-// multiStatements; the up file is Schema, the statement Migrate runs. Use
+// .down.sql: the table; 0002_idem_records_list_idx: the operators' listing
+// index), plain SQL of one statement each, so that no tool needs
+// multiStatements; the up files are Schema and ListIndexSchema, the
+// statements Migrate runs. Use
 // them with golang-migrate's iofs source or copy them
 // (runtime/mysqlstore/migrations/golang-migrate in the source tree).
 func MigrationFiles() fs.FS { return sub("migrations/golang-migrate") }
@@ -704,12 +706,16 @@ func (s *Store) MigrationSQL() string {
 		"idem_records", s.table).Replace(Schema)
 }
 
-// Migrate creates the store's table and its index if they do not exist:
-// the statement of MigrationSQL, the one of the migration files. It is
-// idempotent and safe to call from several processes at once.
+// Migrate creates the store's table and its indexes if they do not exist:
+// the statements of the migration files, version 1 (MigrationSQL) and
+// version 2 (ListIndexSQL, run only when the listing index is absent). It
+// is idempotent and safe to call from several processes at once.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.MigrationSQL()); err != nil {
 		return fmt.Errorf("mysqlstore: migrate: %w", err)
+	}
+	if err := s.migrateListIndex(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: migrate: the listing index (version 2): %w", err)
 	}
 	return nil
 }
