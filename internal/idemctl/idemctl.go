@@ -107,7 +107,7 @@ func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (id
 	}
 	scheme, _, ok := strings.Cut(dsn, ":")
 	if !ok {
-		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, mysql://, sqlite:)", redact(dsn))
+		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, mysql://, sqlite:)", Redact(dsn))
 	}
 	switch scheme {
 	case "postgresql":
@@ -125,18 +125,18 @@ func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (id
 			known = append(known, k+":")
 		}
 		slices.Sort(known)
-		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", redact(dsn), scheme, strings.Join(known, ", "))
+		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", Redact(dsn), scheme, strings.Join(known, ", "))
 	}
 	s, closeStore, err := o(ctx, dsn, so)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", redact(dsn), err)
+		return nil, nil, fmt.Errorf("%s: %w", Redact(dsn), err)
 	}
 	return s, closeStore, nil
 }
 
-// redact hides a DSN's password, in a URL or in go-sql-driver/mysql's
+// Redact hides a DSN's password, in a URL or in go-sql-driver/mysql's
 // form after its scheme (user:password@tcp(host:port)/db).
-func redact(dsn string) string {
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
 	if err != nil {
 		scheme, rest, ok := strings.Cut(dsn, "://")
