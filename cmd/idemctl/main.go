@@ -1,10 +1,17 @@
 // Command idemctl looks up, lists, counts and forgets the idempotency
-// records of a PostgreSQL or Redis store, for operators:
+// records of a PostgreSQL, MySQL/MariaDB or Redis store, for operators:
 //
 //	idemctl --dsn postgres://… get --tenant acme --op billing.Charge order-7
 //	idemctl --dsn postgres://… stuck --op billing.Charge
 //	idemctl --dsn redis://… forget <key hex> --token N --status SUCCEEDED --reason '…'
 //	idemctl --dsn postgres://… stats
+//	idemctl --dsn mysql://user:pass@host:3306/app list --op billing.Charge --status FAILED_FINAL
+//
+// A MySQL or MariaDB DSN is a URL, mysql://user:password@host:port/dbname
+// (port 3306 by default), or mysql:// followed by go-sql-driver/mysql's own
+// DSN, mysql://user:password@tcp(host:port)/dbname (the form
+// examples/orders takes); either may carry go-sql-driver/mysql's
+// parameters (?tls=true&timeout=10s).
 //
 // Run idemctl with no arguments for every command and flag. SQLite stores
 // are served by the build in runtime/sqlitestore/cmd/idemctl (the SQLite
@@ -16,5 +23,5 @@ import (
 )
 
 func main() {
-	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis})
+	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL})
 }

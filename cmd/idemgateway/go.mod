@@ -7,6 +7,7 @@ replace github.com/idemgen/idemgen => ../..
 replace github.com/idemgen/idemgen/runtime/idemotel => ../../runtime/idemotel
 
 require (
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemotel v0.0.0-00010101000000-000000000000
@@ -20,6 +21,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -32,5 +34,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )

@@ -25,7 +25,7 @@ import (
 
 // StoreOptions are the global flags that shape a store besides its DSN.
 type StoreOptions struct {
-	Table      string        // pgstore.WithTable
+	Table      string        // pgstore.WithTable, mysqlstore.WithTable
 	Partitions time.Duration // pgstore.WithPartitions
 	Prefix     string        // redisstore.WithPrefix
 }
@@ -39,7 +39,8 @@ type Openers map[string]Opener
 
 const usage = `usage: idemctl [--dsn DSN] [--json] [--table T] [--partitions D] [--prefix P] COMMAND [flags]
 
-DSN (or $IDEM_DSN): postgres://…, redis://… (redis-cluster://host:port?addr=host2:port2), sqlite:PATH
+DSN (or $IDEM_DSN): postgres://…, redis://… (redis-cluster://host:port?addr=host2:port2),
+  mysql://user:pass@host:port/db (or mysql://user:pass@tcp(host:port)/db, go-sql-driver's form), sqlite:PATH
 
 commands:
   get KEYHEX | get --tenant T --op OP PART...   one record (the key a caller builds: idem.NewKey)
@@ -59,7 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers O
 	dsn := g.String("dsn", os.Getenv("IDEM_DSN"), "the store's DSN")
 	asJSON := g.Bool("json", false, "print JSON")
 	var so StoreOptions
-	g.StringVar(&so.Table, "table", "", "pgstore: the records' table (default idem_records)")
+	g.StringVar(&so.Table, "table", "", "pgstore, mysqlstore: the records' table (default idem_records)")
 	g.DurationVar(&so.Partitions, "partitions", 0, "pgstore: the store's WithPartitions interval, when partitioned")
 	g.StringVar(&so.Prefix, "prefix", "", "redisstore: the records' key prefix (default idem:)")
 	if err := g.Parse(args); err != nil {
@@ -89,7 +90,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers O
 		}
 		fmt.Fprintf(stderr, "idemctl: %s: %v\n", cmd, err)
 		if errors.Is(err, idem.ErrStoreSchema) {
-			fmt.Fprintln(stderr, "idemctl: the store's tables are missing or outdated: run the service's Migrate (pgstore: (*Store).Migrate or its migration files; sqlitestore: (*Store).Migrate), or check --table")
+			fmt.Fprintln(stderr, "idemctl: the store's tables are missing or outdated: run the service's Migrate (pgstore, mysqlstore: (*Store).Migrate or their migration files; sqlitestore: (*Store).Migrate), or check --table")
 		}
 		return 1
 	}
@@ -99,14 +100,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers O
 // open opens the store of dsn by its scheme.
 func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (idem.AdminStore, func(), error) {
 	if dsn == "" {
-		return nil, nil, errors.New("no store: pass --dsn or set IDEM_DSN (postgres://…, redis://…, sqlite:PATH)")
+		return nil, nil, errors.New("no store: pass --dsn or set IDEM_DSN (postgres://…, redis://…, mysql://…, sqlite:PATH)")
 	}
 	if dsn == "memory" || strings.HasPrefix(dsn, "memory:") {
 		return nil, nil, errors.New("memory: an in-memory store lives in its service's process, which idemctl cannot reach: mount runtime/idemadmin's handler in the service instead")
 	}
 	scheme, _, ok := strings.Cut(dsn, ":")
 	if !ok {
-		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, sqlite:)", redact(dsn))
+		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, mysql://, sqlite:)", Redact(dsn))
 	}
 	switch scheme {
 	case "postgresql":
@@ -124,19 +125,34 @@ func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (id
 			known = append(known, k+":")
 		}
 		slices.Sort(known)
-		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", redact(dsn), scheme, strings.Join(known, ", "))
+		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", Redact(dsn), scheme, strings.Join(known, ", "))
 	}
 	s, closeStore, err := o(ctx, dsn, so)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", redact(dsn), err)
+		return nil, nil, fmt.Errorf("%s: %w", Redact(dsn), err)
 	}
 	return s, closeStore, nil
 }
 
-// redact hides a DSN's password.
-func redact(dsn string) string {
+// Redact hides a DSN's password, in a URL or in go-sql-driver/mysql's
+// form after its scheme (user:password@tcp(host:port)/db).
+func Redact(dsn string) string {
 	u, err := url.Parse(dsn)
-	if err != nil || u.User == nil {
+	if err != nil {
+		scheme, rest, ok := strings.Cut(dsn, "://")
+		rest, query, _ := strings.Cut(rest, "?")
+		at := strings.LastIndex(rest, "@")
+		user, pass, hasPass := strings.Cut(rest[:max(at, 0)], ":")
+		if !ok || at < 0 || !hasPass || pass == "" {
+			return dsn
+		}
+		out := scheme + "://" + user + ":xxxxx" + rest[at:]
+		if query != "" {
+			out += "?" + query
+		}
+		return out
+	}
+	if u.User == nil {
 		return dsn
 	}
 	if _, has := u.User.Password(); has {
@@ -245,7 +261,19 @@ func (c *cli) get(args []string) error {
 		row("body", string(o.Body)+o.BodyText+o.BodyHex)
 		row("error code", o.ErrCode)
 		row("error message", o.ErrMessage)
-		row("meta (hex)", o.MetaHex)
+		if g := o.Origin; g != nil {
+			sampled := "sampled"
+			if !g.Sampled {
+				sampled = "not sampled"
+			}
+			row("origin", "trace "+g.Trace+" span "+g.Span+" ("+sampled+")")
+			row("traceparent", g.Traceparent)
+		}
+		meta := o.MetaHex
+		if o.MetaError != "" {
+			meta += " (" + o.MetaError + ")"
+		}
+		row("meta (hex)", meta)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

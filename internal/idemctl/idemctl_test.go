@@ -21,7 +21,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
-var openers = idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis}
+var openers = idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL}
 
 // run runs idemctl with args and returns its exit status, stdout and stderr.
 func run(t *testing.T, args ...string) (int, string, string) {
@@ -48,12 +48,19 @@ func claim(t *testing.T, s idem.Store, tenant, op string, tok idem.Token, body s
 func TestPostgres(t *testing.T) {
 	pool, table := testenv.PGStoreTable(t, "idemctl_")
 	s := pgstore.New(pool, pgstore.WithTable(table))
-	dsn := testenv.PostgresDSN(t)
+	commands(t, s, []string{"--dsn", testenv.PostgresDSN(t), "--table", table}, func(k idem.Key) {
+		_, err := pool.Exec(context.Background(), `UPDATE `+s.Table()+` SET lease_until = now() - interval '5 minutes' WHERE key = $1`, k.ID[:])
+		require.NoError(t, err)
+	})
+}
+
+// commands runs every command with the global flags base against s, a
+// store of the same records; lapse makes the lease of a key's PROCESSING
+// record lapse.
+func commands(t *testing.T, s idem.Store, base []string, lapse func(idem.Key)) {
 	paid := claim(t, s, "acme", "billing.Charge", 4242, `{"charge":"ch_1"}`, "order-7")
 	stuck := claim(t, s, "acme", "billing.Charge", 77, "", "order-8")
-	_, err := pool.Exec(context.Background(), `UPDATE `+s.Table()+` SET lease_until = now() - interval '5 minutes' WHERE key = $1`, stuck.ID[:])
-	require.NoError(t, err)
-	base := []string{"--dsn", dsn, "--table", table}
+	lapse(stuck)
 
 	code, out, errw := run(t, append(base, "get", "--tenant", "acme", "--op", "billing.Charge", "order-7")...)
 	require.Equal(t, 0, code, errw)
@@ -117,7 +124,7 @@ func TestErrors(t *testing.T) {
 		want string
 	}{
 		{"no DSN", []string{"--dsn", "", "stats"}, 2, "pass --dsn or set IDEM_DSN"},
-		{"unknown scheme", []string{"--dsn", "mysql://x", "stats"}, 2, `unknown scheme "mysql"`},
+		{"unknown scheme", []string{"--dsn", "oracle://x", "stats"}, 2, `unknown scheme "oracle"`},
 		{"not a DSN", []string{"--dsn", "localhost", "stats"}, 2, "want scheme:"},
 		{"memory", []string{"--dsn", "memory", "stats"}, 2, "runtime/idemadmin"},
 		{"sqlite here", []string{"--dsn", "sqlite:/tmp/x.db", "stats"}, 2, "runtime/sqlitestore/cmd/idemctl"},
@@ -161,4 +168,46 @@ func TestRedis(t *testing.T) {
 	code, out, errw = run(t, append(base, "forget", k.Hex(), "--token", "99", "--status", "succeeded")...)
 	require.Equal(t, 0, code, errw)
 	assert.Contains(t, out, "forgotten")
+}
+
+// TestOrigin: get shows the span of the call that stored an outcome
+// (idemotel keeps it in the record's metadata), decoded, on PostgreSQL;
+// and metadata it cannot read in hex, with the reason.
+func TestOrigin(t *testing.T) {
+	pool, table := testenv.PGStoreTable(t, "idemctl_")
+	s := pgstore.New(pool, pgstore.WithTable(table))
+	base := []string{"--dsn", testenv.PostgresDSN(t), "--table", table}
+	origin := idem.TraceOrigin{
+		TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		Flags:   1,
+	}
+	complete := func(part string, meta []byte) idem.Key {
+		k := claim(t, s, "acme", "billing.Charge", 5, "", part)
+		require.NoError(t, s.Complete(context.Background(), k, 5, idem.Outcome{Status: idem.StatusSucceeded, Body: []byte(`"ok"`), Meta: meta}, time.Hour))
+		return k
+	}
+	traced := complete("order-1", idem.CallMeta{Origin: origin}.Append(nil))
+	later := complete("order-2", []byte{2, 7})
+
+	code, out, errw := run(t, append(base, "get", traced.Hex())...)
+	require.Equal(t, 0, code, errw)
+	t.Logf("idemctl get:\n%s", out)
+	assert.Regexp(t, `(?m)^origin +trace 4bf92f3577b34da6a3ce929d0e0e4736 span 00f067aa0ba902b7 \(sampled\)$`, out)
+	assert.Regexp(t, `(?m)^traceparent +00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01$`, out)
+	assert.NotContains(t, out, "meta (hex)")
+
+	code, out, errw = run(t, append(base, "--json", "get", traced.Hex())...)
+	require.Equal(t, 0, code, errw)
+	var v idemadmin.EntryView
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	require.NotNil(t, v.Outcome.Origin, out)
+	assert.Equal(t, "4bf92f3577b34da6a3ce929d0e0e4736", v.Outcome.Origin.Trace)
+	assert.Equal(t, "00f067aa0ba902b7", v.Outcome.Origin.Span)
+	assert.Empty(t, v.Outcome.MetaHex)
+
+	code, out, errw = run(t, append(base, "get", later.Hex())...)
+	require.Equal(t, 0, code, errw)
+	assert.Regexp(t, `(?m)^meta \(hex\) +0207 \(idem: the record's metadata cannot be read: version 2 \(this release reads version 1\)\)$`, out)
+	assert.NotContains(t, out, "origin")
 }

@@ -37,20 +37,23 @@ func OpenPostgres(ctx context.Context, dsn string, o StoreOptions) (idem.AdminSt
 	if o.Partitions > 0 {
 		opts = append(opts, pgstore.WithPartitions(o.Partitions))
 	}
-	var s *pgstore.Store
-	func() {
-		defer func() {
-			if r := recover(); r != nil { // an invalid table name
-				err = fmt.Errorf("%v", r)
-			}
-		}()
-		s = pgstore.New(pool, opts...)
-	}()
+	s, err := build(func() *pgstore.Store { return pgstore.New(pool, opts...) })
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
 	}
 	return s, pool.Close, nil
+}
+
+// build returns what f builds, or f's panic (a store's constructor panics
+// on an invalid table name) as an error.
+func build[S any](f func() S) (s S, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	return f(), nil
 }
 
 // OpenRedis opens a redisstore on redis://, rediss:// (one server) or

@@ -2,6 +2,8 @@ package stress
 
 import (
 	"context"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -97,7 +99,7 @@ func TestCatchesBrokenStores(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := Run(t.Context(), c.sc, brokenBackend(c.name, c.s), Options{Short: true})
+			res, err := Run(t.Context(), c.sc, brokenBackend(c.name, c.s), Options{Short: true, VizDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,6 +109,16 @@ func TestCatchesBrokenStores(t *testing.T) {
 			}
 			if res.Check.Result != porcupine.Illegal {
 				t.Errorf("history check = %v, want Illegal", res.Check.Result)
+			}
+			// The illegal partition, as text: one operation a line, in
+			// call order, with its answer.
+			dump, err := os.ReadFile(res.Check.Dump)
+			if err != nil {
+				t.Fatalf("the dump of the illegal history: %v", err)
+			}
+			lines := strings.Split(strings.TrimSpace(string(dump)), "\n")
+			if len(lines) < 2 || !strings.Contains(string(dump), "claim(") || !strings.Contains(lines[0], " -> ") {
+				t.Errorf("dump of the illegal history:\n%s", dump)
 			}
 			for i, f := range res.Failures {
 				if i < 3 {

@@ -1,9 +1,13 @@
 package stress
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"math"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -434,8 +438,41 @@ type CheckResult struct {
 	// MayLose: the check allowed records to vanish (ModelOptions.MayLose).
 	MayLose bool
 	// Viz is the path of the visualization written for an illegal history,
-	// if one was asked for.
-	Viz string
+	// if one was asked for; Dump the path of the same partition as text
+	// (DumpHistory).
+	Viz, Dump string
+}
+
+// DumpHistory returns ops as text, one operation a line in the order of
+// their call instants: call and return (ms since the history's epoch; "?"
+// for an unknown effect), the worker, the operation and its answer, and the
+// lease and TTL asked. It is what a failed run leaves beside its
+// visualization, readable without a browser.
+func DumpHistory(ops []porcupine.Operation) string {
+	ops = slices.Clone(ops)
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int { return cmp.Compare(a.Call, b.Call) })
+	var b strings.Builder
+	ms := func(t int64) string {
+		if t == math.MaxInt64 {
+			return "?"
+		}
+		return fmt.Sprintf("%.3f", float64(t)/1e6)
+	}
+	for _, op := range ops {
+		in := op.Input.(opInput)
+		fmt.Fprintf(&b, "%10s %10s w%-3d %s", ms(op.Call), ms(in.Return), op.ClientId, describeOp(op.Input, op.Output))
+		if in.Lease > 0 || in.TTL > 0 {
+			fmt.Fprintf(&b, " lease=%v ttl=%v", in.Lease, in.TTL)
+		}
+		if in.Kind == opComplete || in.Kind == opCommit {
+			fmt.Fprintf(&b, " out=%x", in.Out&0xffffff)
+		}
+		if o := op.Output.(opOutput); !o.Claimed && !o.Unknown && !o.Busy && o.Rec.Status != idem.StatusProcessing && o.Rec.Status != 0 {
+			fmt.Fprintf(&b, " rec.out=%x", o.Rec.Out&0xffffff)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // Check checks history against Model(opts) within timeout. With vizDir set, an
@@ -460,6 +497,10 @@ func Check(history []porcupine.Operation, opts ModelOptions, timeout time.Durati
 		_, info := porcupine.CheckOperationsVerbose(m, bad, timeout)
 		res.Viz = vizDir + "/" + name + ".html"
 		if err := porcupine.VisualizePath(m, info, res.Viz); err != nil {
+			return res, err
+		}
+		res.Dump = vizDir + "/" + name + ".txt"
+		if err := os.WriteFile(res.Dump, []byte(DumpHistory(bad)), 0o644); err != nil {
 			return res, err
 		}
 	}

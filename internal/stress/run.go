@@ -622,7 +622,7 @@ func (r *run) checkHistory(res *Result) {
 	case porcupine.Illegal:
 		msg := "the store history is not linearizable against the model"
 		if cr.Viz != "" {
-			msg += " (see " + cr.Viz + ")"
+			msg += " (see " + cr.Viz + " and " + cr.Dump + ")"
 		}
 		res.failf("%s", msg)
 	case porcupine.Unknown:

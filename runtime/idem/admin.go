@@ -29,11 +29,11 @@ var (
 )
 
 // AdminStore is implemented by stores that operators can query and act on
-// (memstore, pgstore in every mode, redisstore, tiered, sqlitestore): an
-// optional capability, found by a type assertion like Renewer. Its methods
-// are for people and tools (cmd/idemctl, runtime/idemadmin), never on the
-// path of a call; wrap a store in an Admin to get the audit log and event
-// of Forget.
+// (memstore, pgstore in every mode, mysqlstore in both, redisstore, tiered,
+// sqlitestore): an optional capability, found by a type assertion like
+// Renewer. Its methods are for people and tools (cmd/idemctl,
+// runtime/idemadmin), never on the path of a call; wrap a store in an Admin
+// to get the audit log and event of Forget.
 type AdminStore interface {
 	// Lookup returns the live record of key. Only key.ID is used (a key
 	// built by NewKey, or by KeyFromHex from its hex ID). It returns an

@@ -352,6 +352,9 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	if changed {
 		c.emit(EventSchemeChanged, nil)
 	}
+	if c.on != nil && (rec.Status == StatusSucceeded || rec.Status == StatusFailedFinal) {
+		replaying(c.on, rec.Outcome.Meta) // OriginObserver (callmeta.go)
+	}
 	switch rec.Status {
 	case StatusSucceeded:
 		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
@@ -446,8 +449,14 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 			}
 		}
 	}
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > MaxOutcomeLen {
+	n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage)
+	if n > MaxOutcomeLen {
 		return notStoredOutcome(), true, fmt.Errorf("idem: outcome of %.64q is %d bytes: %w (idem.MaxOutcomeLen is %d)", c.m.Op, n, ErrTooLarge, MaxOutcomeLen)
+	}
+	if c.on != nil {
+		// The call's origin, when its observer keeps one (callmeta.go): it
+		// never makes the outcome too large.
+		out.Meta = originMeta(c.on, n)
 	}
 	return out, true, nil
 }

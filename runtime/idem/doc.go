@@ -27,8 +27,11 @@
 // are scoped by tenant: set it in a multi-tenant service), [WithLease],
 // [WithRenewal], [WithStoreTimeout], [WithCodec], [WithClock], and for
 // observability [WithObserver] with [LogEvents], or [WithCallHook]
-// (runtime/idemotel). An invalid option makes NewExecutor panic, since the
-// mistake is in the program, not in a request.
+// (runtime/idemotel; a hook whose observer is an [OriginObserver] keeps the
+// trace origin of each stored outcome in its [Outcome.Meta], see
+// [CallMeta], so that a replay links to the call that ran). An invalid
+// option makes NewExecutor panic, since the mistake is in the program, not
+// in a request.
 //
 // What the method returns decides what retries see: a result is stored and
 // replayed; an error marked with [Final] (or a sentinel listed in the
@@ -169,6 +172,8 @@
 // store refuses new claims with [ErrStoreFull], a fenced-out caller gets
 // ErrLeaseLost). Each method's documentation is the contract, and
 // runtime/idemtest checks it: call idemtest.Run from the store's tests.
+// [Outcome.Meta] is the executor's (see [ParseMeta]): a store keeps it byte
+// for byte and never reads it.
 //
 // Optional capabilities are interfaces of their own, found by type
 // assertion: [TxStore] and [Txn] (transactional mode), [Renewer] (lease

@@ -106,8 +106,12 @@ type Outcome struct {
 	ErrCode string
 	// ErrMessage is the final error's Error() text.
 	ErrMessage string
-	// Meta is opaque metadata stored beside the outcome (idemhttp keeps the
-	// HTTP status there). Stores keep it byte for byte.
+	// Meta is the executor's metadata of the call that stored the outcome
+	// (see CallMeta and ParseMeta: a version byte, then fields, such as
+	// the call's trace origin when its CallObserver is an OriginObserver);
+	// empty when there is none, as in every record written before it
+	// existed. Stores keep it byte for byte and never read it; it counts
+	// towards MaxOutcomeLen.
 	Meta []byte
 }
 

@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -72,12 +74,31 @@ func record(t *testing.T, store idem.Store, tenant, op, body string, parts ...st
 	return k
 }
 
-// TestHandlerPostgres serves a PostgreSQL store's records: lookup by the
-// caller's key and by hex ID, list, stuck, stats, and forget (refused
-// without AllowForget, fenced by the token, audited).
+// TestHandlerPostgres serves a PostgreSQL store's records: see sqlHandler.
 func TestHandlerPostgres(t *testing.T) {
 	pool, table := testenv.PGStoreTable(t, "idemadmin_")
-	store := pgstore.New(pool, pgstore.WithTable(table))
+	sqlHandler(t, pgstore.New(pool, pgstore.WithTable(table)))
+}
+
+// TestHandlerMySQL serves a MySQL (MariaDB) store's records, in lease and
+// transactional mode: see sqlHandler.
+func TestHandlerMySQL(t *testing.T) {
+	for _, mode := range []string{"lease", "tx"} {
+		t.Run(mode, func(t *testing.T) {
+			db, _, table := mysqlenv.StoreTable(t, "idemadmin_")
+			if mode == "tx" {
+				sqlHandler(t, mysqlstore.NewTx(db, mysqlstore.WithTable(table)))
+				return
+			}
+			sqlHandler(t, mysqlstore.New(db, mysqlstore.WithTable(table)))
+		})
+	}
+}
+
+// sqlHandler serves a SQL store's records: lookup by the caller's key and
+// by hex ID, list, stuck, stats, and forget (refused without AllowForget,
+// fenced by the token, audited).
+func sqlHandler(t *testing.T, store idem.Store) {
 	paid := record(t, store, "acme", "billing.Charge", `{"id":"ch_1","amount":1200}`, "order-7")
 	record(t, store, "acme", "billing.Charge", "", "order-8") // in progress
 

@@ -1,6 +1,7 @@
 package idemadmin
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strings"
@@ -30,14 +31,31 @@ type EntryView struct {
 }
 
 // OutcomeView is a stored outcome: the body as JSON when it is JSON (the
-// default codec), else as text when it is UTF-8, else in hex.
+// default codec), else as text when it is UTF-8, else in hex; and what the
+// record's metadata (idem.ParseMeta) keeps of the call that stored it.
 type OutcomeView struct {
 	Body       json.RawMessage `json:"body,omitempty"`
 	BodyText   string          `json:"body_text,omitempty"`
 	BodyHex    string          `json:"body_hex,omitempty"`
 	ErrCode    string          `json:"err_code,omitempty"`
 	ErrMessage string          `json:"err_message,omitempty"`
-	MetaHex    string          `json:"meta_hex,omitempty"`
+	// Origin is the span of the call that ran the method and stored the
+	// outcome (kept by runtime/idemotel), when the record keeps one.
+	Origin *OriginView `json:"origin,omitempty"`
+	// MetaHex is the record's metadata in hex when Origin does not say all
+	// of it: fields of a later release, or bytes this release cannot read
+	// (MetaError then says why).
+	MetaHex   string `json:"meta_hex,omitempty"`
+	MetaError string `json:"meta_error,omitempty"`
+}
+
+// OriginView is an idem.TraceOrigin: the trace and span to look up in the
+// tracing backend for the call that stored an outcome.
+type OriginView struct {
+	Trace       string `json:"trace"`       // the trace ID, 32 hex digits
+	Span        string `json:"span"`        // the span ID, 16 hex digits
+	Sampled     bool   `json:"sampled"`     // whether the span was sampled (recorded by the backend)
+	Traceparent string `json:"traceparent"` // the W3C traceparent value
 }
 
 // View returns e as an EntryView.
@@ -65,11 +83,31 @@ func View(e idem.Entry) EntryView {
 	default:
 		o.BodyHex = hex.EncodeToString(b)
 	}
-	if len(e.Outcome.Meta) > 0 {
-		o.MetaHex = hex.EncodeToString(e.Outcome.Meta)
-	}
+	viewMeta(o, e.Outcome.Meta)
 	v.Outcome = o
 	return v
+}
+
+// viewMeta fills in what meta keeps: its origin, decoded, and the raw bytes
+// when the decoded view does not say all of them.
+func viewMeta(o *OutcomeView, meta []byte) {
+	if len(meta) == 0 {
+		return
+	}
+	m, err := idem.ParseMeta(meta)
+	if err != nil {
+		o.MetaHex, o.MetaError = hex.EncodeToString(meta), err.Error()
+		return
+	}
+	if t := m.Origin; t.IsValid() {
+		o.Origin = &OriginView{
+			Trace: hex.EncodeToString(t.TraceID[:]), Span: hex.EncodeToString(t.SpanID[:]),
+			Sampled: t.Flags&1 == 1, Traceparent: t.Traceparent(),
+		}
+	}
+	if !bytes.Equal(m.Append(nil), meta) {
+		o.MetaHex = hex.EncodeToString(meta)
+	}
 }
 
 // PageView is a page of List as JSON.

@@ -14,6 +14,12 @@
 // are never metric attributes, and spans carry only the key's hex ID (a
 // SHA-256 of tenant, operation and key parts) unless WithKeys is given. See
 // README.md for the table of metric names.
+//
+// A call's span is kept with the outcome it stores (its trace and span IDs
+// and flags, in the record's metadata: idem.OriginObserver), and the span
+// of every replay of that outcome links to it (a trace.Link with
+// idem.link=original_call), in this process or another over the same
+// store.
 package idemotel
 
 import (
@@ -48,7 +54,17 @@ const (
 	AttrKey            = attribute.Key("idem.key")             // the key's text (WithKeys only)
 	AttrTenant         = attribute.Key("idem.tenant")          // the tenant (WithKeys only)
 	AttrErrorType      = attribute.Key("error.type")           // the class of a failure
+	AttrLink           = attribute.Key("idem.link")            // why a call's span links to another (LinkOriginalCall)
 )
+
+// LinkOriginalCall is the idem.link attribute of the link from a replay's
+// span to the span of the call that ran the method and stored the outcome.
+const LinkOriginalCall = "original_call"
+
+// EventOriginUnreadable is the event on a replay's span whose record keeps
+// metadata this release cannot read (idem.ErrUnreadableMeta: written by a
+// later release, or damaged): the replay has no link, and goes on.
+const EventOriginUnreadable = "origin_unreadable"
 
 // Call outcomes (the idem.outcome attribute of idem.calls and of the span).
 const (
@@ -242,6 +258,10 @@ func (h *hook) StartCall(ctx context.Context, m *idem.Method, at time.Time) (con
 	return ctx, &callObserver{h: h, span: span, attrs: attrs, spanAttrs: spanAttrs, start: at}
 }
 
+// The call's observer keeps the call's span with its outcome, for the
+// replays' links.
+var _ idem.OriginObserver = (*callObserver)(nil)
+
 // callObserver follows one call.
 type callObserver struct {
 	h         *hook
@@ -352,6 +372,38 @@ func (o *callObserver) StoreOp(ctx context.Context, op string, at time.Time) (co
 		o.h.storeOpDur.Record(context.Background(), end.Sub(at).Seconds(), metric.WithAttributes(a...))
 		span.End(trace.WithTimestamp(end))
 	}
+}
+
+// Origin implements idem.OriginObserver: the call's span, kept with the
+// outcome it stores so that its replays link to it. An invalid span context
+// (a no-op tracer provider) keeps none.
+func (o *callObserver) Origin() idem.TraceOrigin {
+	sc := o.span.SpanContext()
+	if !sc.IsValid() {
+		return idem.TraceOrigin{}
+	}
+	return idem.TraceOrigin{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
+}
+
+// Replaying implements idem.OriginObserver: the replay's span links to the
+// span of the call that stored the outcome (idem.link=original_call), when
+// the record keeps it.
+func (o *callObserver) Replaying(meta idem.CallMeta, err error) {
+	if err != nil {
+		// Not the key's text: ParseMeta's errors name bytes and versions.
+		o.span.AddEvent(EventOriginUnreadable, trace.WithAttributes(attribute.String("exception.message", err.Error())))
+		return
+	}
+	if !meta.Origin.IsValid() {
+		return
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    meta.Origin.TraceID,
+		SpanID:     meta.Origin.SpanID,
+		TraceFlags: trace.TraceFlags(meta.Origin.Flags),
+		Remote:     true,
+	})
+	o.span.AddLink(trace.Link{SpanContext: sc, Attributes: []attribute.KeyValue{AttrLink.String(LinkOriginalCall)}})
 }
 
 // Wait implements idem.CallObserver.

@@ -37,9 +37,25 @@
 // from the method; a Complete after it fails, storing nothing.
 //
 // Migrations are plain SQL of one statement each ([MigrationFiles] for
-// golang-migrate, [GooseMigrationFiles] for goose); [Store.Migrate] runs the
-// same statement. [Store.Sweep] removes expired records in batches that
-// follow the expiry index and skip locked rows; pace it with idem.Sweeper.
+// golang-migrate, [GooseMigrationFiles] for goose): version 1 the table,
+// version 2 the operators' listing index; [Store.Migrate] runs the same
+// statements. [Store.Sweep] removes expired records in batches that follow
+// the expiry index and skip locked rows; pace it with idem.Sweeper.
+//
+// # Operators
+//
+// Both modes implement [idem.AdminStore] (idemctl's mysql:// DSNs and
+// runtime/idemadmin use it): [Store.Lookup] probes the primary key;
+// [Store.List] reads an operation's records newest first through the index
+// on (op, created_at, idem_key), at most [ListScanBudget] index entries per
+// operation and call, so it never scans the table (a page of a rare status
+// may come back short, with a cursor to go on from); [Store.Stats] counts
+// live records by operation and status; [Store.Forget] deletes a record
+// only if it still holds the token and status the operator looked at, under
+// the row's lock, so that a racing claim, takeover or Complete is never
+// lost. A transactional claim's row is locked by its open transaction:
+// Forget waits for it at most a second and answers idem.ErrLeaseLive,
+// forced or not, and Lookup does not see it (it is not committed).
 //
 // # Servers
 //

@@ -11,31 +11,44 @@ import (
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
 
-// TestMigrationFiles: goose's file is golang-migrate's up and down files
-// under goose's annotations, byte for byte; the up file is Schema, one
-// statement (no tool needs multiStatements); Migrate runs it for the
-// default table unchanged and, under WithTable, with the names replaced.
+// TestMigrationFiles: each goose file is golang-migrate's up and down files
+// of its version under goose's annotations, byte for byte; each up file is
+// one statement (no tool needs multiStatements); the up files are Schema and
+// ListIndexSchema, which Migrate runs for the default table unchanged and,
+// under WithTable, with the names replaced.
 func TestMigrationFiles(t *testing.T) {
-	up, err := fs.ReadFile(mysqlstore.MigrationFiles(), "0001_idem_records.up.sql")
+	versions := []string{"0001_idem_records", "0002_idem_records_list_idx"}
+	ups := []string{mysqlstore.Schema, mysqlstore.ListIndexSchema}
+	names, err := fs.Glob(mysqlstore.GooseMigrationFiles(), "*.sql")
 	require.NoError(t, err)
-	down, err := fs.ReadFile(mysqlstore.MigrationFiles(), "0001_idem_records.down.sql")
-	require.NoError(t, err)
-	goose, err := fs.ReadFile(mysqlstore.GooseMigrationFiles(), "0001_idem_records.sql")
-	require.NoError(t, err)
-	assert.Equal(t, "-- +goose Up\n"+string(up)+"-- +goose Down\n"+string(down), string(goose))
-	assert.Equal(t, mysqlstore.Schema, string(up))
-	var code strings.Builder
-	for line := range strings.Lines(string(up)) {
-		if !strings.HasPrefix(line, "--") {
-			code.WriteString(line)
+	assert.Len(t, names, len(versions), "every version in both layouts")
+	for i, v := range versions {
+		up, err := fs.ReadFile(mysqlstore.MigrationFiles(), v+".up.sql")
+		require.NoError(t, err)
+		down, err := fs.ReadFile(mysqlstore.MigrationFiles(), v+".down.sql")
+		require.NoError(t, err)
+		goose, err := fs.ReadFile(mysqlstore.GooseMigrationFiles(), v+".sql")
+		require.NoError(t, err)
+		assert.Equal(t, "-- +goose Up\n"+string(up)+"-- +goose Down\n"+string(down), string(goose), v)
+		assert.Equal(t, ups[i], string(up), v)
+		for _, f := range []string{string(up), string(down)} {
+			var code strings.Builder
+			for line := range strings.Lines(f) {
+				if !strings.HasPrefix(line, "--") {
+					code.WriteString(line)
+				}
+			}
+			assert.Equal(t, 1, strings.Count(code.String(), ";"), "%s: one statement", v)
 		}
 	}
-	assert.Equal(t, 1, strings.Count(code.String(), ";"), "one statement")
 	assert.Equal(t, mysqlstore.Schema, mysqlstore.New(nil).MigrationSQL())
-	other := mysqlstore.New(nil, mysqlstore.WithTable("app.records")).MigrationSQL()
-	assert.Contains(t, other, "CREATE TABLE IF NOT EXISTS `app`.`records` (")
-	assert.Contains(t, other, "KEY `records_expires_at_idx` (expires_at)")
-	assert.NotContains(t, other, "idem_records")
+	assert.Equal(t, mysqlstore.ListIndexSchema, mysqlstore.New(nil).ListIndexSQL())
+	other := mysqlstore.New(nil, mysqlstore.WithTable("app.records"))
+	assert.Contains(t, other.MigrationSQL(), "CREATE TABLE IF NOT EXISTS `app`.`records` (")
+	assert.Contains(t, other.MigrationSQL(), "KEY `records_expires_at_idx` (expires_at)")
+	assert.NotContains(t, other.MigrationSQL(), "idem_records")
+	assert.Contains(t, other.ListIndexSQL(), "CREATE INDEX `records_op_created_idx` ON `app`.`records` (op, created_at, idem_key);")
+	assert.NotContains(t, other.ListIndexSQL(), "idem_records")
 }
 
 // TestTableNames: New refuses a table name that is not plain identifiers,

@@ -29,8 +29,10 @@ var migrationFiles embed.FS
 
 // MigrationFiles returns the schema of the default table name as versioned
 // migrations in golang-migrate's layout (0001_idem_records.up.sql and
-// .down.sql), plain SQL of one statement each, so that no tool needs
-// multiStatements; the up file is Schema, the statement Migrate runs. Use
+// .down.sql: the table; 0002_idem_records_list_idx: the operators' listing
+// index), plain SQL of one statement each, so that no tool needs
+// multiStatements; the up files are Schema and ListIndexSchema, the
+// statements Migrate runs. Use
 // them with golang-migrate's iofs source or copy them
 // (runtime/mysqlstore/migrations/golang-migrate in the source tree).
 func MigrationFiles() fs.FS { return sub("migrations/golang-migrate") }
@@ -238,7 +240,7 @@ type queries struct {
 	renew       string // lease µs, key, token
 	renewChk    string // key, token → the token's live PROCESSING record exists
 	sweepPick   string // limit → keys of expired records, locked, skipping locked ones
-	sweepDelete string // keys (expanded) → deleted
+	sweepDelete string // keys (expanded) → deleted, found by the primary key only
 }
 
 func buildQueries(t string) queries {
@@ -265,7 +267,13 @@ func buildQueries(t string) queries {
 		renewChk:    "SELECT COUNT(*) FROM " + t + " WHERE idem_key = ? AND token = ? AND status = 1 AND expires_at > " + now,
 		sweepPick: "SELECT idem_key FROM " + t + " WHERE expires_at <= " + now +
 			" ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED",
-		sweepDelete: "DELETE FROM " + t + " WHERE expires_at <= " + now + " AND idem_key IN ",
+		// The rows are found by their primary key and nothing else: the
+		// optimizer, left to itself, may scan the expiry index or the
+		// whole table (a small table, or stale statistics), and a DELETE
+		// that scans locks every row it meets, waiting for rows that
+		// claims hold (see Sweep). The multiple-table form is the one both
+		// MySQL and MariaDB accept an index hint in.
+		sweepDelete: "DELETE r FROM " + t + " AS r FORCE INDEX (PRIMARY) WHERE r.expires_at <= " + now + " AND r.idem_key IN ",
 	}
 }
 
@@ -499,12 +507,13 @@ func outcomeLen(out idem.Outcome) int { return idem.OutcomeLen(&out) }
 // same payload) or the caller's own claim repeated (same token and
 // payload: claimed again under a fresh lease, never beyond the record's
 // expiry) is written in a short READ COMMITTED transaction under the row's
-// lock.
+// lock. An attempt the server rolls back to break a deadlock (error 1213)
+// decided nothing: the record is read again.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
-	for range maxClaimAttempts {
+	for last := range maxClaimAttempts {
 		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
 		if err != nil {
 			return idem.Claim{}, fail("claim", req.Key, err)
@@ -521,12 +530,15 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 		} else {
 			c, res, err = s.claimLocked(ctx, req)
 		}
-		if err != nil {
+		if err != nil && (errNumber(err) != errDeadlock || last >= maxClaimAttempts-1) {
 			return idem.Claim{}, fail("claim", req.Key, err)
 		}
-		if res == claimDone {
+		if err == nil && res == claimDone {
 			return c, nil
 		}
+		// The row changed under the attempt, or the server rolled the
+		// attempt back to break a deadlock (nothing was decided): read
+		// again.
 	}
 	return idem.Claim{}, fail("claim", req.Key, errors.New("the record kept changing under concurrent claims"))
 }
@@ -679,12 +691,16 @@ func (s *Store) MigrationSQL() string {
 		"idem_records", s.table).Replace(Schema)
 }
 
-// Migrate creates the store's table and its index if they do not exist:
-// the statement of MigrationSQL, the one of the migration files. It is
-// idempotent and safe to call from several processes at once.
+// Migrate creates the store's table and its indexes if they do not exist:
+// the statements of the migration files, version 1 (MigrationSQL) and
+// version 2 (ListIndexSQL, run only when the listing index is absent). It
+// is idempotent and safe to call from several processes at once.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.MigrationSQL()); err != nil {
 		return fmt.Errorf("mysqlstore: migrate: %w", err)
+	}
+	if err := s.migrateListIndex(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: migrate: the listing index (version 2): %w", err)
 	}
 	return nil
 }
@@ -694,8 +710,11 @@ func (s *Store) Migrate(ctx context.Context) error {
 // DefaultSweepBatch per transaction. A caller that sweeps in bounded steps
 // calls it again while it returns limit. Each batch is a short READ
 // COMMITTED transaction that follows the expiry index and skips rows locked
-// by other transactions (FOR UPDATE SKIP LOCKED), so sweepers wait on
-// neither claims nor each other; it takes no gap lock.
+// by other transactions (FOR UPDATE SKIP LOCKED), then deletes the rows it
+// locked, found by their primary key only, so sweepers wait on neither
+// claims nor each other; it takes no gap lock. (A DELETE that found its
+// rows through the expiry index waited for a row a claim held while it held
+// that row's index entry, which the claim's takeover rewrites: a deadlock.)
 func (s *Store) Sweep(ctx context.Context, limit int) (removed int, err error) {
 	all := limit <= 0
 	for all || removed < limit {

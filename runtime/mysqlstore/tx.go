@@ -94,8 +94,11 @@ func releaseLocks(locks []string) string {
 // differs from it when it runs another (idem.ErrPayloadMismatch). A caller
 // that waits (wait > 0) polls, off any connection, with a backoff from 1ms
 // to 50ms, until the holder's outcome is committed (replayed), the holder
-// rolled back (claimed), or wait has passed. No claim waits on a lock in
-// the server, so a duplicate never hangs and never meets a deadlock.
+// rolled back (claimed), or wait has passed. No duplicate waits on a lock
+// in the server, so a duplicate never hangs. A claim whose statement the
+// server rolls back to break a deadlock (error 1213: its transaction is
+// gone, nothing was decided) releases the key and looks again, up to the
+// claim's attempts.
 //
 // Use one mode per table: a lease-mode claim of a key that a transactional
 // claim holds waits for that transaction, at most the lock timeout.
@@ -114,10 +117,12 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 			return idem.Claim{Record: r.rec}, nil, nil
 		}
 		c, t, busy, err := s.claimTx(ctx, req, ok)
-		if err != nil {
+		if err != nil && (errNumber(err) != errDeadlock || attempt >= maxClaimAttempts) {
 			return idem.Claim{}, nil, fail("claim", req.Key, err)
 		}
-		if t != nil || (!busy && c.Record.Status != 0) {
+		// A deadlock's victim: the server rolled the claim's transaction
+		// back (claimTx released the key), nothing was decided; look again.
+		if err == nil && (t != nil || (!busy && c.Record.Status != 0)) {
 			return c, t, nil
 		}
 		if busy && (wait <= 0 || !time.Now().Before(deadline)) {

@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,21 +11,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
-
-// listRows is how many records TestListPlan loads: IDEM_LIST_PLAN_ROWS, or
-// 2×10⁴ (the plans of docs/decisions/operator-records.md were taken at
-// 10⁶ and 10⁷ with it set).
-func listRows(t *testing.T) int {
-	if v := os.Getenv("IDEM_LIST_PLAN_ROWS"); v != "" {
-		n, err := strconv.Atoi(v)
-		require.NoError(t, err)
-		return n
-	}
-	return 20000
-}
 
 // loadRecords fills table with n records of 8 operations (op-0 … op-7),
 // created one millisecond apart over the last n milliseconds, in one
@@ -55,7 +43,7 @@ func TestListPlan(t *testing.T) {
 	pool := newPool(t, 4, nil)
 	table := newTable(t, pool)
 	s := pgstore.New(pool, pgstore.WithTable(table))
-	n := listRows(t)
+	n := testenv.ListPlanRows(t)
 	loadRecords(t, pool, s.Table(), n)
 	ctx := context.Background()
 	queries := []struct {
@@ -96,30 +84,7 @@ func TestListPlan(t *testing.T) {
 	if n > 200000 {
 		return
 	}
-	want := 0
-	for i := 1; i <= n; i++ {
-		if i%5000 == 7 {
-			want++
-		}
-	}
-	q := idem.ListQuery{Stuck: true, Limit: 2}
-	got, calls := map[string]bool{}, 0
-	for {
-		calls++
-		p, err := s.List(ctx, q)
-		require.NoError(t, err)
-		for _, e := range p.Entries {
-			require.True(t, e.Stuck(), "%s is not stuck", e.Key.Hex())
-			require.False(t, got[e.Key.Hex()], "%s listed twice", e.Key.Hex())
-			got[e.Key.Hex()] = true
-		}
-		if p.Next == "" {
-			break
-		}
-		q.Cursor = p.Next
-	}
-	assert.Equal(t, want, len(got), "every stuck record, once (%d calls)", calls)
-	assert.GreaterOrEqual(t, calls, n/pgstore.ListScanBudget, "no call read more than the budget")
+	testenv.CheckStuckPages(t, func(q idem.ListQuery) (idem.Page, error) { return s.List(ctx, q) }, n, pgstore.ListScanBudget)
 }
 
 // TestListSecondPageNoLoss: records created at one instant (a takeover
@@ -134,19 +99,7 @@ func TestListSecondPageNoLoss(t *testing.T) {
 	status, fingerprint, tenant, op) SELECT sha256(int8send(i)), i, now(), now() + interval '1 day', now() + interval '1 day',
 	'2026-01-01', 2, sha256(int8send(i)), 't', 'same' FROM generate_series(1, 25) i`)
 	require.NoError(t, err)
-	seen := map[string]bool{}
-	q := idem.ListQuery{Op: "same", Limit: 4}
-	for {
-		p, err := s.List(ctx, q)
-		require.NoError(t, err)
-		for _, e := range p.Entries {
-			require.False(t, seen[e.Key.Hex()], "listed twice")
-			seen[e.Key.Hex()] = true
-		}
-		if p.Next == "" {
-			break
-		}
-		q.Cursor = p.Next
-	}
+	seen, _ := testenv.ListAll(t, func(q idem.ListQuery) (idem.Page, error) { return s.List(context.Background(), q) },
+		idem.ListQuery{Op: "same", Limit: 4}, nil)
 	assert.Len(t, seen, 25, "every record once")
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/idemctl"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
 
@@ -25,8 +27,9 @@ type config struct {
 	listen          string
 	upstream        *url.URL
 	store           string // the DSN as given
-	storeKind       string // memory, postgres, redis
+	storeKind       string // memory, postgres, mysql, redis
 	pgTable         string
+	mysqlTable      string
 	migrate         bool
 	redisPrefix     string
 	routes          []string
@@ -76,9 +79,10 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	var upstream, routes, methods, logLevel string
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&upstream, "upstream", "", "the backend's base URL, http:// or https:// (required)")
-	fs.StringVar(&c.store, "store", "", "the idempotency store (required): memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), redis://… or rediss://… (redisstore)")
+	fs.StringVar(&c.store, "store", "", "the idempotency store (required): memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), mysql://user:pass@host:port/db or mysql:// and a go-sql-driver/mysql DSN (mysqlstore: MySQL, MariaDB), redis://… or rediss://… (redisstore)")
 	fs.StringVar(&c.pgTable, "pg-table", pgstore.DefaultTable, "pgstore's table (optionally schema-qualified)")
-	fs.BoolVar(&c.migrate, "migrate", false, "create or upgrade pgstore's table at start (else apply pgstore's migrations beforehand)")
+	fs.StringVar(&c.mysqlTable, "mysql-table", mysqlstore.DefaultTable, "mysqlstore's table (optionally database-qualified)")
+	fs.BoolVar(&c.migrate, "migrate", false, "create or upgrade pgstore's or mysqlstore's table at start (else apply the store's migrations beforehand)")
 	fs.StringVar(&c.redisPrefix, "redis-prefix", "", "prefix of redisstore's keys (default redisstore's own)")
 	fs.StringVar(&routes, "routes", "/", "comma-separated net/http.ServeMux patterns whose requests need keys, e.g. \"POST /charges,/orders/{id}\"; the pattern is the operation that scopes keys; other requests pass through")
 	fs.StringVar(&methods, "methods", "POST,PATCH", "comma-separated methods that need keys on those routes")
@@ -140,21 +144,30 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	switch {
 	case c.store == "":
-		bad("store", "required: memory, postgres://user:pass@host/db, or redis://host:6379/0")
+		bad("store", "required: memory, postgres://user:pass@host/db, mysql://user:pass@host:3306/db, or redis://host:6379/0")
 	case c.store == "memory":
 		c.storeKind = "memory"
 	case strings.HasPrefix(c.store, "postgres://"), strings.HasPrefix(c.store, "postgresql://"):
 		c.storeKind = "postgres"
+	case strings.HasPrefix(c.store, "mysql://"):
+		if _, err := idemctl.MySQLConfig(c.store); err != nil {
+			bad("store", "%q: %v", redact(c.store), err)
+		} else {
+			c.storeKind = "mysql"
+		}
 	case strings.HasPrefix(c.store, "redis://"), strings.HasPrefix(c.store, "rediss://"):
 		c.storeKind = "redis"
 	default:
-		bad("store", "%q: want memory, postgres://…, postgresql://…, redis:// or rediss://…", redact(c.store))
+		bad("store", "%q: want memory, postgres://…, postgresql://…, mysql://…, redis:// or rediss://…", redact(c.store))
 	}
 	if set["pg-table"] && c.storeKind != "postgres" {
 		bad("pg-table", "given, but -store is not postgres://")
 	}
-	if c.migrate && c.storeKind != "postgres" {
-		bad("migrate", "given, but -store is not postgres://")
+	if set["mysql-table"] && c.storeKind != "mysql" {
+		bad("mysql-table", "given, but -store is not mysql://")
+	}
+	if c.migrate && c.storeKind != "postgres" && c.storeKind != "mysql" {
+		bad("migrate", "given, but -store is not postgres:// or mysql://")
 	}
 	if set["redis-prefix"] && c.storeKind != "redis" {
 		bad("redis-prefix", "given, but -store is not redis://")
@@ -229,16 +242,8 @@ func splitList(s string) []string {
 	return out
 }
 
-// redact hides a DSN's password.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			return u.String()
-		}
-	}
-	return dsn
-}
+// redact hides a DSN's password (a URL's, or go-sql-driver/mysql's form's).
+func redact(dsn string) string { return idemctl.Redact(dsn) }
 
 // readFile reads a file named by a flag, naming the flag in the error.
 func readFile(flagName, path string) ([]byte, error) {

@@ -24,11 +24,14 @@ func TestConfigErrors(t *testing.T) {
 		{"nothing", nil, nil, []string{"-upstream (IDEMGW_UPSTREAM): required", "-store (IDEMGW_STORE): required", "no tenancy chosen"}},
 		{"upstream not http", with("-upstream", "ftp://x"), nil, []string{`-upstream (IDEMGW_UPSTREAM): "ftp://x" is not an http:// or https:// URL with a host`}},
 		{"upstream without host", with("-upstream", "http://"), nil, []string{"not an http:// or https:// URL with a host"}},
-		{"store unknown, password hidden", with("-store", "mysql://u:secret@h/db"), nil, []string{`-store (IDEMGW_STORE): "mysql://u:xxxxx@h/db": want memory, postgres://`}},
+		{"store unknown, password hidden", with("-store", "mongodb://u:secret@h/db"), nil, []string{`-store (IDEMGW_STORE): "mongodb://u:xxxxx@h/db": want memory, postgres://`}},
+		{"mysql without a database, password hidden", with("-store", "mysql://u:secret@h:3306/"), nil, []string{`-store (IDEMGW_STORE): "mysql://u:xxxxx@h:3306/": no database`}},
+		{"mysql driver form, password hidden", with("-store", "mysql://u:secret@tcp(h:3306)/"), nil, []string{`-store (IDEMGW_STORE): "mysql://u:xxxxx@tcp(h:3306)/": no database`}},
+		{"mysql-table without mysql", with("-mysql-table", "t"), nil, []string{"-mysql-table (IDEMGW_MYSQL_TABLE): given, but -store is not mysql://"}},
 		{"two tenancies", with("-tenant-header", "X-Tenant"), nil, []string{"-tenant-header and -single-tenant: choose one tenancy"}},
 		{"jwt flag without jwt", with("-jwt-issuer", "me"), nil, []string{"-jwt-issuer (IDEMGW_JWT_ISSUER): given, but the tenant does not come from a JWT"}},
 		{"pg-table without postgres", with("-pg-table", "t"), nil, []string{"-pg-table (IDEMGW_PG_TABLE): given, but -store is not postgres://"}},
-		{"migrate without postgres", with("-migrate"), nil, []string{"-migrate (IDEMGW_MIGRATE): given, but -store is not postgres://"}},
+		{"migrate without postgres", with("-migrate"), nil, []string{"-migrate (IDEMGW_MIGRATE): given, but -store is not postgres:// or mysql://"}},
 		{"redis-prefix without redis", with("-redis-prefix", "p:"), nil, []string{"-redis-prefix (IDEMGW_REDIS_PREFIX): given, but -store is not redis://"}},
 		{"no routes", with("-routes", " , "), nil, []string{"-routes (IDEMGW_ROUTES): no route"}},
 		{"no methods", with("-methods", ""), nil, []string{"-methods (IDEMGW_METHODS): no method"}},
@@ -69,6 +72,8 @@ func TestConfigRefusedAtStart(t *testing.T) {
 		{"listen", []string{"-listen", "256.0.0.1:0"}, "-listen (IDEMGW_LISTEN)"},
 		{"missing secret", []string{"-single-tenant=false", "-jwt-hmac-secret-file", "/nonexistent/secret"}, "-jwt-hmac-secret-file (IDEMGW_JWT_HMAC_SECRET_FILE): open /nonexistent/secret"},
 		{"postgres unparsable", []string{"-store", "postgres://u@h:notaport/db"}, "-store (IDEMGW_STORE)"},
+		{"pg-table invalid", []string{"-store", "postgres://u@127.0.0.1:1/db", "-pg-table", "a.b.c"}, "-pg-table (IDEMGW_PG_TABLE): pgstore: table name"},
+		{"mysql-table invalid", []string{"-store", "mysql://u@127.0.0.1:1/db", "-mysql-table", "a.b.c"}, "-mysql-table (IDEMGW_MYSQL_TABLE): mysqlstore: table name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log bytes.Buffer

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemgen/idemgen/internal/lossyproxy"
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
@@ -185,6 +186,9 @@ func storeArgs(t *testing.T, kind string) []string {
 	case "postgres":
 		_, table := testenv.PGStoreTable(t, "gw")
 		return []string{"-store", testenv.PostgresDSN(t), "-pg-table", table}
+	case "mysql":
+		_, cfg, table := mysqlenv.StoreTable(t, "gw")
+		return []string{"-store", "mysql://" + cfg.FormatDSN(), "-mysql-table", table}
 	case "redis":
 		b := make([]byte, 6)
 		_, _ = rand.Read(b)
@@ -199,7 +203,7 @@ func storeArgs(t *testing.T, kind string) []string {
 // that times out and retries, concurrent duplicates, and (durable stores)
 // a gateway restart between the first call and the retry.
 func TestChargesOnce(t *testing.T) {
-	for _, kind := range []string{"memory", "postgres", "redis"} {
+	for _, kind := range []string{"memory", "postgres", "mysql", "redis"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Run("RetriesAfterLostResponses", func(t *testing.T) { testRetries(t, kind) })
 			t.Run("ClientTimeoutThenRetry", func(t *testing.T) { testClientTimeout(t, kind) })
@@ -433,6 +437,11 @@ func TestHealthAndReadiness(t *testing.T) {
 		{"postgres", func(t *testing.T) []string { return storeArgs(t, "postgres") }, 200, "ready"},
 		{"postgres without its table", func(t *testing.T) []string {
 			return []string{"-store", testenv.PostgresDSN(t), "-pg-table", "gw_no_such_table"}
+		}, 503, "gw_no_such_table"},
+		{"mysql", func(t *testing.T) []string { return storeArgs(t, "mysql") }, 200, "ready"},
+		{"mysql without its table", func(t *testing.T) []string {
+			_, cfg, _ := mysqlenv.StoreTable(t, "gw")
+			return []string{"-store", "mysql://" + cfg.FormatDSN(), "-mysql-table", "gw_no_such_table"}
 		}, 503, "gw_no_such_table"},
 		{"redis", func(t *testing.T) []string { return storeArgs(t, "redis") }, 200, "ready"},
 		{"redis unreachable", func(*testing.T) []string { return []string{"-store", "redis://127.0.0.1:1/0"} }, 503, "store redis"},

@@ -2,13 +2,17 @@ package gateway
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/idemgen/idemgen/internal/idemctl"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -21,9 +25,9 @@ type openedStore struct {
 	close func()
 }
 
-// openStore opens the store its DSN names: memstore, pgstore (lease mode:
-// the backend's work is not in the store's database, so there is no
-// transaction to join) or redisstore.
+// openStore opens the store its DSN names: memstore, pgstore or mysqlstore
+// (lease mode: the backend's work is not in the store's database, so there
+// is no transaction to join) or redisstore.
 func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 	switch c.storeKind {
 	case "postgres":
@@ -31,7 +35,11 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 		if err != nil {
 			return nil, fmt.Errorf("-store (%s) %s: %w", envName("store"), redact(c.store), err)
 		}
-		st := pgstore.New(pool, pgstore.WithTable(c.pgTable))
+		st, err := construct("pg-table", func() *pgstore.Store { return pgstore.New(pool, pgstore.WithTable(c.pgTable)) })
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
 		if c.migrate {
 			if err := st.Migrate(ctx); err != nil {
 				pool.Close()
@@ -42,6 +50,33 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 			// The table, not only the server: a gateway whose table is
 			// missing would answer every keyed request with 503.
 			_, err := pool.Exec(ctx, "SELECT 1 FROM "+st.Table()+" LIMIT 0")
+			return err
+		}}, nil
+	case "mysql":
+		cfg, err := idemctl.MySQLConfig(c.store)
+		if err != nil {
+			return nil, fmt.Errorf("-store (%s) %s: %w", envName("store"), redact(c.store), err)
+		}
+		conn, err := mysql.NewConnector(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("-store (%s) %s: %w", envName("store"), redact(c.store), err)
+		}
+		db := sql.OpenDB(conn)
+		st, err := construct("mysql-table", func() *mysqlstore.Store { return mysqlstore.New(db, mysqlstore.WithTable(c.mysqlTable)) })
+		if err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		closeAll := func() { _ = st.Close(); _ = db.Close() }
+		if c.migrate {
+			if err := st.Migrate(ctx); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("-migrate: %w", err)
+			}
+		}
+		return &openedStore{store: st, close: closeAll, ready: func(ctx context.Context) error {
+			// The table, not only the server (see postgres).
+			_, err := db.ExecContext(ctx, "SELECT 1 FROM "+st.Table()+" LIMIT 0")
 			return err
 		}}, nil
 	case "redis":
@@ -63,4 +98,15 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 		}
 		return &openedStore{store: memstore.New(mopts...), close: func() {}, ready: func(context.Context) error { return nil }}, nil
 	}
+}
+
+// construct returns what f builds, or, as an error naming the flag, f's
+// panic: a store's constructor panics on an invalid table name.
+func construct[S any](flagName string, f func() S) (s S, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("-%s (%s): %v", flagName, envName(flagName), r)
+		}
+	}()
+	return f(), nil
 }

@@ -29,14 +29,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/internal/sweepbench"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
@@ -56,40 +55,7 @@ type config struct {
 	keep       bool
 	window     time.Duration
 	minRecords int
-	paced      []pacing
-}
-
-// pacing is the settings of a paced sweeper (-paced).
-type pacing struct {
-	batch int
-	duty  float64
-	pause time.Duration
-}
-
-func (p pacing) String() string { return fmt.Sprintf("%d:%v:%v", p.batch, p.duty, p.pause) }
-
-// parsePacing reads -paced: batch:duty:pause entries separated by commas.
-func parsePacing(v string) ([]pacing, error) {
-	var out []pacing
-	for e := range strings.SplitSeq(v, ",") {
-		f := strings.Split(e, ":")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("-paced %q: want batch:duty:pause, e.g. 1000:0.25:0s", e)
-		}
-		var p pacing
-		var err error
-		if p.batch, err = strconv.Atoi(f[0]); err != nil || p.batch <= 0 {
-			return nil, fmt.Errorf("-paced %q: batch must be an integer > 0", e)
-		}
-		if p.duty, err = strconv.ParseFloat(f[1], 64); err != nil || !(p.duty > 0 && p.duty <= 1) {
-			return nil, fmt.Errorf("-paced %q: duty cycle must be in (0, 1]", e)
-		}
-		if p.pause, err = time.ParseDuration(f[2]); err != nil || p.pause < 0 {
-			return nil, fmt.Errorf("-paced %q: pause must be a duration >= 0", e)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	paced      []sweepbench.Pacing
 }
 
 func main() {
@@ -102,7 +68,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the tables at the end")
 	flag.DurationVar(&c.window, "sweep-window", 10*time.Second, "least length of each window of first calls beside expiry (and without it)")
 	flag.IntVar(&c.minRecords, "min-records", baseSize, "smallest grown table measured")
-	paced := flag.String("paced", "1000:0.05:0s", // idem.NewSweeper's defaults
+	paced := flag.String("paced", sweepbench.DefaultPacing,
 		"paced sweepers to measure, batch:duty:pause separated by commas (idem.WithSweepBatch, WithSweepDutyCycle, WithSweepPause)")
 	quick := flag.Bool("quick", false, "up to 10⁵ records and 200 samples (a smoke run, well under a minute)")
 	flag.Parse()
@@ -111,7 +77,7 @@ func main() {
 	}
 	c.layouts = strings.Split(*layouts, ",")
 	var err error
-	if c.paced, err = parsePacing(*paced); err != nil {
+	if c.paced, err = sweepbench.ParsePacing(*paced); err != nil {
 		fmt.Fprintf(os.Stderr, "benchgrowth: %v\n", err)
 		os.Exit(2)
 	}
@@ -250,11 +216,8 @@ type expiry struct {
 type stats struct{ p50, p99 time.Duration }
 
 func summarize(d []time.Duration) stats {
-	if len(d) == 0 {
-		return stats{}
-	}
-	slices.Sort(d)
-	return stats{d[len(d)/2], d[min(len(d)-1, len(d)*99/100)]}
+	p50, p99 := sweepbench.Percentiles(d)
+	return stats{p50, p99}
 }
 
 func runLayout(ctx context.Context, pool *pgxpool.Pool, c config, layout string, sizes []int) ([]result, error) {
@@ -513,29 +476,19 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 	// done (if any) is closed; a call is during the expiry if done was
 	// open when it began.
 	calls := func(done <-chan struct{}) (b, g []sample, err error) {
-		end := time.Now().Add(c.window)
-		for {
-			during := false
-			if done != nil {
-				select {
-				case <-done:
-				default:
-					during = true
-				}
-			}
-			if !during && time.Now().After(end) {
-				return b, g, nil
-			}
+		err = sweepbench.Window(c.window, done, func(during bool) error {
 			d, err := firstCall(ctx, c, base)
 			if err != nil {
-				return nil, nil, err
+				return err
 			}
 			b = append(b, sample{d, during})
 			if d, err = firstCall(ctx, c, grown); err != nil {
-				return nil, nil, err
+				return err
 			}
 			g = append(g, sample{d, during})
-		}
+			return nil
+		})
+		return b, g, err
 	}
 	pick := func(ss []sample, duringOnly bool) []time.Duration {
 		var out []time.Duration
@@ -589,9 +542,9 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 			defer close(done)
 			var err error
 			if i > 0 {
-				e.removed, err = pacedExpiry(ctx, c.paced[i-1], grown.store)
+				e.removed, err = sweepbench.Paced(ctx, c.paced[i-1], grown.store)
 			} else {
-				e.removed, err = loopExpiry(ctx, grown.store)
+				e.removed, err = sweepbench.Loop(ctx, grown.store, pgstore.DefaultSweepBatch)
 			}
 			e.dur = time.Since(start)
 			errc <- err
@@ -616,34 +569,6 @@ func sweepBeside(ctx context.Context, pool *pgxpool.Pool, c config, layout strin
 		r.runs = append(r.runs, e)
 	}
 	return r, nil
-}
-
-// loopExpiry is expiry without pacing: Sweep(DefaultSweepBatch) again
-// while it removes its limit.
-func loopExpiry(ctx context.Context, st *pgstore.Store) (removed int, err error) {
-	for {
-		n, err := st.Sweep(ctx, pgstore.DefaultSweepBatch)
-		removed += n
-		if err != nil || n < pgstore.DefaultSweepBatch {
-			return removed, err
-		}
-	}
-}
-
-// pacedExpiry is expiry as a service runs it: an idem.Sweeper's rounds,
-// back to back (as one that fell behind would run them, but for its
-// interval), until a round ends with nothing left.
-func pacedExpiry(ctx context.Context, p pacing, st *pgstore.Store) (removed int, err error) {
-	more := false
-	sw := idem.NewSweeper(st, idem.WithSweepBatch(p.batch), idem.WithSweepDutyCycle(p.duty),
-		idem.WithSweepPause(p.pause), idem.WithSweepObserver(func(ev idem.SweepEvent) { more = ev.More }))
-	for {
-		n, err := sw.Round(ctx)
-		removed += n
-		if err != nil || !more {
-			return removed, err
-		}
-	}
 }
 
 type sizes struct{ heap, pk, other int64 }

@@ -64,14 +64,23 @@ func works(t *testing.T, db *sql.DB) {
 	require.Equal(t, []byte("ok"), c.Record.Outcome.Body)
 }
 
+// listIndexExists reports whether the listing index of version 2 exists.
+func listIndexExists(t *testing.T, db *sql.DB) bool {
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()
+	AND TABLE_NAME = 'idem_records' AND INDEX_NAME = 'idem_records_op_created_idx'`).Scan(&n))
+	return n > 0
+}
+
 func tableExists(t *testing.T, db *sql.DB) bool {
 	var n int
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'idem_records'").Scan(&n))
 	return n == 1
 }
 
-// TestGoose: goose applies mysqlstore.GooseMigrationFiles, the store works
-// on the table, Migrate afterwards changes nothing, and down drops it.
+// TestGoose: goose applies mysqlstore.GooseMigrationFiles (the table and
+// the listing index), the store works on the table, Migrate afterwards
+// changes nothing, and down drops them.
 func TestGoose(t *testing.T) {
 	db := newDatabase(t)
 	p, err := goose.NewProvider(goose.DialectMySQL, db, mysqlstore.GooseMigrationFiles())
@@ -79,6 +88,7 @@ func TestGoose(t *testing.T) {
 	ctx := context.Background()
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
+	require.True(t, listIndexExists(t, db), "version 2: the listing index")
 	works(t, db)
 	require.NoError(t, mysqlstore.New(db).Migrate(ctx), "Migrate runs the same statement: a no-op on the tool's table")
 	_, err = p.DownTo(ctx, 0)
@@ -98,6 +108,7 @@ func TestGolangMigrate(t *testing.T) {
 	m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
 	require.NoError(t, err)
 	require.NoError(t, m.Up())
+	require.True(t, listIndexExists(t, db), "version 2: the listing index")
 	works(t, db)
 	require.NoError(t, mysqlstore.New(db).Migrate(context.Background()))
 	if err := m.Down(); err != nil && !errors.Is(err, migrate.ErrNoChange) {

@@ -1,5 +1,5 @@
 // Command idemctl is cmd/idemctl with SQLite: the same commands on
-// postgres://, redis:// and sqlite:PATH DSNs. It lives in this nested
+// postgres://, redis://, mysql:// and sqlite:PATH DSNs. It lives in this nested
 // module because the SQLite driver does (docs/decisions/operator-records.md):
 //
 //	go run github.com/idemgen/idemgen/runtime/sqlitestore/cmd/idemctl --dsn sqlite:/var/lib/app/idem.db stuck
@@ -17,7 +17,7 @@ import (
 )
 
 func main() {
-	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "sqlite": openSQLite})
+	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL, "sqlite": openSQLite})
 }
 
 // openSQLite opens the store of sqlite:PATH: an existing database file,

@@ -1,0 +1,52 @@
+package idem
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// fixedOrigin is a CallObserver and OriginObserver that gives one origin.
+type fixedOrigin struct{ o TraceOrigin }
+
+func (fixedOrigin) Event(Event)                   {}
+func (fixedOrigin) Wait(time.Time, time.Duration) {}
+func (fixedOrigin) End(time.Time, error)          {}
+func (fixedOrigin) Method(ctx context.Context, _ time.Time) (context.Context, func(time.Time, error)) {
+	return ctx, nil
+}
+func (fixedOrigin) StoreOp(ctx context.Context, _ string, _ time.Time) (context.Context, func(time.Time, error)) {
+	return ctx, nil
+}
+func (f fixedOrigin) Origin() TraceOrigin     { return f.o }
+func (fixedOrigin) Replaying(CallMeta, error) {}
+
+// TestOriginMetaBound: the origin is kept while the outcome with it fits
+// in MaxOutcomeLen, and left out (never the outcome refused) beyond.
+func TestOriginMetaBound(t *testing.T) {
+	o := TraceOrigin{TraceID: [16]byte{1}, SpanID: [8]byte{2}, Flags: 1}
+	obs := fixedOrigin{o}
+	for _, c := range []struct {
+		n    int
+		kept bool
+	}{
+		{0, true},
+		{MaxOutcomeLen - MaxMetaLen, true},
+		{MaxOutcomeLen - MaxMetaLen + 1, false},
+		{MaxOutcomeLen, false},
+	} {
+		meta := originMeta(obs, c.n)
+		if got := len(meta) > 0; got != c.kept {
+			t.Errorf("outcome of %d bytes: origin kept %v, want %v", c.n, got, c.kept)
+		}
+		if c.kept && c.n+len(meta) > MaxOutcomeLen {
+			t.Errorf("outcome of %d bytes and %d of meta exceed MaxOutcomeLen", c.n, len(meta))
+		}
+	}
+	if meta := originMeta(fixedOrigin{}, 0); meta != nil {
+		t.Errorf("an invalid origin is kept: %x", meta)
+	}
+	if meta := originMeta(nil, 0); meta != nil {
+		t.Errorf("no observer: %x", meta)
+	}
+}
