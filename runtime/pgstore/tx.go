@@ -376,48 +376,32 @@ func busyDecision(req idem.ClaimRequest, other bool) decision {
 // whether the holder holds another payload lock of this key and not this
 // one (pg_locks; only on this path).
 func decideSQL(t, live string) string {
-	return decideCTEs(t, live, "$2", "$1", "$3", "$4") + `
-SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err_code, err_message, meta, 0::smallint
-FROM f
-UNION ALL
-SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
-	` + busySQL + `
-FROM l WHERE NOT l.locked
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM k WHERE k.v IS NULL`
-}
-
-// decideCTEs are the common expressions of decide and decideClaim, for
-// table t, where live is the condition of a live record c, and key, lock,
-// pa and pb are the parameters of the key ID, the key's lock and the
-// payload lock: f the key's final record, visible; l, when there is none,
-// the payload lock (shared) and the key's lock, tried; k the mark of the
-// key's lock in idemgen.key_locked; h, read only when l did not get the
-// lock, whether its holder runs this payload (see busySQL).
-func decideCTEs(t, live, key, lock, pa, pb string) string {
 	return fmt.Sprintf(`WITH f AS MATERIALIZED (
 	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
 	FROM %[1]s c
-	WHERE c.key = %[3]s::bytea AND c.status <> 1 AND %[2]s
+	WHERE c.key = $2::bytea AND c.status <> 1 AND %[2]s
 ), l AS MATERIALIZED (
-	SELECT pg_advisory_xact_lock_shared(%[5]s::int, %[6]s::int) AS shared, pg_try_advisory_xact_lock(%[4]s::bigint) AS locked
+	SELECT pg_advisory_xact_lock_shared($3::int, $4::int) AS shared, pg_try_advisory_xact_lock($1::bigint) AS locked
 	WHERE NOT EXISTS (SELECT 1 FROM f)
 ), k AS MATERIALIZED (
 	SELECT set_config('idemgen.key_locked', 'on', true) AS v FROM l WHERE l.locked
 ), h AS (
-	SELECT p.objid = %[6]s::int::oid AS same
+	SELECT p.objid = $4::int::oid AS same
 	FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
 	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-		AND x.classid = ((%[4]s::bigint >> 32) & 4294967295)::oid AND x.objid = (%[4]s::bigint & 4294967295)::oid
-		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = %[5]s::int::oid
-)`, t, live, key, lock, pa, pb)
+		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $3::int::oid
+)
+SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err_code, err_message, meta, 0::smallint
+FROM f
+UNION ALL
+SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
+	CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint
+FROM l WHERE NOT l.locked
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+FROM k WHERE k.v IS NULL`, t, live)
 }
-
-// busySQL is the busy column of a row of l that did not get the key's
-// lock: 2 when the holder holds another payload lock of the key and not
-// this one, else 1.
-const busySQL = `CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint`
 
 // decideClaimSQL returns decide and the fast claim statement of the plain
 // table t folded into one statement, the first of ClaimTx's batch (and of
@@ -442,17 +426,32 @@ const busySQL = `CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXI
 // replay one Bind and Execute less on the server, and its client a queued
 // query and its argument list; no statement of it fails, and none waits.
 func decideClaimSQL(t, live, leaseLeft, takeable, lease, ttl string) string {
-	return decideCTEs(t, live, "$1", "$10", "$11", "$12") + fmt.Sprintf(`, cur AS MATERIALIZED (
-	SELECT c.status, c.fingerprint, c.scheme, c.token, %[2]s AS lease_left,
+	return fmt.Sprintf(`WITH f AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
+	FROM %[1]s c
+	WHERE c.key = $1::bytea AND c.status <> 1 AND %[2]s
+), l AS MATERIALIZED (
+	SELECT pg_advisory_xact_lock_shared($11::int, $12::int) AS shared, pg_try_advisory_xact_lock($10::bigint) AS locked
+	WHERE NOT EXISTS (SELECT 1 FROM f)
+), k AS MATERIALIZED (
+	SELECT set_config('idemgen.key_locked', 'on', true) AS v FROM l WHERE l.locked
+), h AS (
+	SELECT p.objid = $12::int::oid AS same
+	FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+		AND x.classid = (($10::bigint >> 32) & 4294967295)::oid AND x.objid = ($10::bigint & 4294967295)::oid
+		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $11::int::oid
+), cur AS MATERIALIZED (
+	SELECT c.status, c.fingerprint, c.scheme, c.token, %[3]s AS lease_left,
 		c.body, c.err_code, c.err_message, c.meta,
-		%[3]s OR (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea) AS slow
+		%[4]s OR (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea) AS slow
 	FROM %[1]s c, l
 	WHERE l.locked AND c.key = $1::bytea
 ), ins AS (
 	INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
 		lease_until, created_at, expires_at, sweep_at)
 	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
-		%[6]s + %[4]s, %[6]s, %[6]s + %[5]s, %[6]s + %[5]s
+		%[7]s + %[5]s, %[7]s, %[7]s + %[6]s, %[7]s + %[6]s
 	FROM l WHERE l.locked AND NOT EXISTS (SELECT 1 FROM cur)
 	ON CONFLICT (key) DO NOTHING
 	RETURNING 1
@@ -462,7 +461,7 @@ SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err
 FROM f
 UNION ALL
 SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
-	false, `+busySQL+`
+	false, CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint
 FROM l WHERE NOT l.locked
 UNION ALL
 SELECT true, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
@@ -473,7 +472,7 @@ SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_c
 FROM cur
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM k WHERE k.v IS NULL`, t, leaseLeft, takeable, lease, ttl, ts)
+FROM k WHERE k.v IS NULL`, t, live, leaseLeft, takeable, lease, ttl, ts)
 }
 
 // decideClaimArgs are decideClaimSQL's arguments for req.
