@@ -27,14 +27,15 @@ import (
 // "c1" is one caller in a loop, "c16" 16 concurrent callers.
 
 type benchEnv struct {
-	pool        *pgxpool.Pool
-	lease       *pgstore.Store
-	tx          *pgstore.TxStore
-	claim       string
-	done        string
-	decideClaim string
-	seq         atomic.Int64
-	prefix      string
+	pool    *pgxpool.Pool
+	lease   *pgstore.Store
+	tx      *pgstore.TxStore
+	claim   string
+	done    string
+	claimTx string
+	decide  string
+	seq     atomic.Int64
+	prefix  string
 }
 
 func newBenchEnv(b *testing.B) *benchEnv {
@@ -43,7 +44,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	e := &benchEnv{pool: pool, lease: pgstore.New(pool, pgstore.WithTable(table)),
 		tx: pgstore.NewTx(pool, pgstore.WithTable(table)), prefix: randHex(4)}
 	e.claim, e.done, _ = e.lease.SQL()
-	e.decideClaim = e.lease.TxSQL()
+	e.claimTx, e.decide = e.lease.TxSQL()
 	return e
 }
 
@@ -76,7 +77,7 @@ func scanRaw(rows pgx.Rows) error {
 }
 
 // scanRawWith reads the claim's eleven columns and a twelfth into last.
-func scanRawWith(rows pgx.Rows, extra ...any) error {
+func scanRawWith(rows pgx.Rows, last any) error {
 	var (
 		claimed, taken bool
 		status         int16
@@ -86,7 +87,7 @@ func scanRawWith(rows pgx.Rows, extra ...any) error {
 		left           pgtype.Interval
 		code, msg      []byte
 	)
-	_, err := pgx.ForEachRow(rows, append([]any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta}, extra...), func() error { return nil })
+	_, err := pgx.ForEachRow(rows, []any{&claimed, &taken, &status, &fp, &scheme, &token, &left, &body, &code, &msg, &meta, last}, func() error { return nil })
 	return err
 }
 
@@ -113,8 +114,8 @@ func (e *benchEnv) rawLeaseReplay(id string) error {
 	return scanRaw(rows)
 }
 
-// rawTx is the transactional path by hand: decideClaim, BEGIN and the
-// savepoint in one batch, then the outcome and COMMIT (first call); a
+// rawTx is the transactional path by hand: decide, the claim, BEGIN and
+// the savepoint in one batch, then the outcome and COMMIT (first call); a
 // replay's COMMIT is sent after the answer, as ClaimTx does.
 func (e *benchEnv) rawTx(id string, first bool) error {
 	ctx := context.Background()
@@ -124,7 +125,8 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	}
 	args := rawClaimArgs(id)
 	b := &pgx.Batch{}
-	b.Queue(e.decideClaim, append(args, args[1], int32(1), int32(2))...).Query(scanDecideClaim)
+	b.Queue(e.decide, args[1], args[0], int32(1), int32(2)).Query(scanDecide)
+	b.Queue(e.claimTx, args...).Query(scanRaw)
 	b.Queue("BEGIN")
 	b.Queue(pgstore.SavepointSQL)
 	err = conn.SendBatch(ctx, b).Close()
@@ -143,14 +145,10 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	return conn.SendBatch(ctx, b).Close()
 }
 
-// scanDecideClaim reads decideClaim's reply: the claim's columns, slow
-// and src.
-func scanDecideClaim(rows pgx.Rows) error {
-	var (
-		slow bool
-		src  int16
-	)
-	return scanRawWith(rows, &slow, &src)
+// scanDecide reads decide's reply: the claim's columns and busy.
+func scanDecide(rows pgx.Rows) error {
+	var busy int16
+	return scanRawWith(rows, &busy)
 }
 
 func run(b *testing.B, callers int, fn func(i int64) error) {

@@ -53,8 +53,8 @@ var ErrOuterTxDone = errors.New("pgstore: the enclosing idempotent call's transa
 // done (the executor opens a transaction of its own with ClaimTx).
 //
 // In one round trip on outer's connection: the savepoint idem_nested, and
-// the batch ClaimTx sends (decideClaim, which answers a replay or tries the
-// key's lock without waiting and without an error and claims under it, and
+// the batch ClaimTx sends (decide, which answers a replay or tries the
+// key's lock without waiting and without an error, the claim statement and
 // the method's savepoint). When the key is claimed, the returned Txn holds
 // it until outer's transaction ends: its Complete writes the outcome (after
 // rolling back the method's writes for a final error) and releases the
@@ -107,7 +107,8 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 // the savepoint undone unless the key was claimed. busy reports a key held
 // by another transaction.
 func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
-	args := decideClaimArgs(req)
+	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q := s.sql.txText
 	var (
 		d     decision
@@ -117,15 +118,20 @@ func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.Claim
 	b := &pgx.Batch{}
 	b.Queue(nestSavepointSQL)
 	b.Queue(nestResetSQL)
-	b.Queue(q.decide, args...).Query(func(rows pgx.Rows) error {
+	b.Queue(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
 		var err error
-		d, claim, res, err = scanDecideClaim(rows, req)
+		d, err = scanDecision(rows, req)
+		return err
+	})
+	b.Queue(q.fast, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		claim, res, err = scanClaim(rows, true)
 		return err
 	})
 	b.Queue(q.savepoint)
 	err := tx.SendBatch(ctx, b).Close()
 	if err == nil && d.kind == decideLocked && res != claimAnswered {
-		claim, err = s.claimLocked(ctx, tx, q, args[:len(args)-3], res)
+		claim, err = s.claimLocked(ctx, tx, q, args, res)
 	}
 	if err == nil && d.kind == decideLocked && claim.Claimed {
 		t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}

@@ -152,7 +152,7 @@ type Store struct {
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
-	claimTx, decideClaim                                                        string // transactional mode
+	claimTx, fastTx, decide                                                     string // transactional mode
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
 	txNames, txText       txQueries
@@ -325,8 +325,9 @@ FROM cur`
 	locked := "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'"
 	st.claimTx = fmt.Sprintf(claim, t, locked, leaseLeft, ts,
 		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), "true")
-	st.decideClaim = decideClaimSQL(t, "c.expires_at > "+ts, leaseLeft, takeable("c", "$6::bytea"), us("$7"), us("$8"))
-	st.txText = txQueries{decide: st.decideClaim, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
+	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
+	st.decide = decideSQL(t, "c.expires_at > "+ts)
+	st.txText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
 	st.txNames = st.txText.names()
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
 	// sweep_at only ever moves earlier here (an outcome that expires sooner
@@ -447,7 +448,7 @@ const (
 )
 
 // scanClaim reads the one row of a claim statement: claim and claimTx
-// (eleven columns), or fast (withSlow: a twelfth, slow).
+// (eleven columns), or fast and fastTx (withSlow: a twelfth, slow).
 func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err error) {
 	if !withSlow {
 		return scanClaimRow(rows)

@@ -111,16 +111,16 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // wrapping idem.ErrStoreBusy (which matches idem.ErrStoreFull too), having
 // claimed nothing.
 //
-// Then one batch, in one round trip, runs decideClaim (see
-// decideClaimSQL), BEGIN and a savepoint. PostgreSQL runs a batch's
-// statements as one transaction, implicit until BEGIN makes it explicit,
-// keeping the lock and the claim (with the simple protocol too: one query
-// string). decideClaim returns the key's final record when one is visible
-// (a replay, which takes no lock), or else tries the key's
-// transaction-scoped advisory lock without waiting: when another
-// transaction holds it, it answers "busy", and whether the holder runs the
-// same payload (from the shared advisory lock the holder takes beside the
-// key's); under the lock, it claims. No statement fails on purpose and none
+// Then one batch, in one round trip, runs decide (see decideSQL), the claim
+// statement, BEGIN and a savepoint. PostgreSQL runs a batch's statements as
+// one transaction, implicit until BEGIN makes it explicit, keeping the lock
+// and the claim (with the simple protocol too: one query string). decide
+// returns the key's final record when one is visible (a replay, which takes
+// no lock), or else tries the key's transaction-scoped advisory lock
+// without waiting: when another transaction holds it, decide answers
+// "busy", and whether the holder runs the same payload (from the shared
+// advisory lock the holder takes beside the key's). The claim statement
+// claims only under the key's lock. No statement fails on purpose and none
 // waits for a lock: a replay, a duplicate and a payload mismatch leave no
 // error on the server. When the key is claimed, the returned Txn owns the
 // transaction and its connection, and the lock is held until it ends.
@@ -235,7 +235,8 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	s.flights.send(f)
-	args := decideClaimArgs(req)
+	args := claimArgs(req)
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q, err := s.batchQueries(ctx, conn.Conn(), pending)
 	if err != nil {
 		end(ctx, conn)
@@ -253,21 +254,26 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// Sync as one transaction, and a BEGIN inside it keeps what ran
 	// before): the key lock and the claim are part of the method's
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
-	// query is here decideClaim, or, on a parked connection, the COMMIT of
-	// its transaction.
+	// query is here decide, or, on a parked connection, the COMMIT of its
+	// transaction.
 	decide := b.Queue
 	if pending {
 		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
 	} else {
 		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
-		decide = func(_ string, args ...any) *pgx.QueuedQuery {
-			b.QueuedQueries[0].Arguments = args
+		decide = func(string, ...any) *pgx.QueuedQuery {
+			b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
 			return b.QueuedQueries[0]
 		}
 	}
-	decide(q.decide, args...).Query(func(rows pgx.Rows) error {
+	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
 		var err error
-		d, claim, res, err = scanDecideClaim(rows, req)
+		d, err = scanDecision(rows, req)
+		return err
+	})
+	b.Queue(q.fast, args...).Query(func(rows pgx.Rows) error {
+		var err error
+		claim, res, err = scanClaim(rows, true)
 		return err
 	})
 	b.Queue(q.begin)
@@ -276,7 +282,7 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	tx = br.Tx()
 	err = br.Close()
 	if err == nil && d.kind == decideLocked && res != claimAnswered {
-		claim, err = s.claimLocked(ctx, conn, q, args[:len(args)-3], res)
+		claim, err = s.claimLocked(ctx, conn, q, args, res)
 	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
 }
@@ -344,25 +350,16 @@ func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
 	if busy == 0 {
 		return decision{kind: decideFinal, claim: c}, nil
 	}
-	return busyDecision(req, busy == 2), nil
-}
-
-// busyDecision is the answer for a key whose lock another transaction
-// holds: a PROCESSING record with req's fingerprint, or, when the holder
-// runs another payload, one that differs from it (the holder's own is not
-// visible).
-func busyDecision(req idem.ClaimRequest, other bool) decision {
 	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	if other {
+	if busy == 2 {
 		for i := range p.Record.Fingerprint {
 			p.Record.Fingerprint[i] ^= 0xff
 		}
 	}
-	return decision{kind: decideBusy, claim: p}
+	return decision{kind: decideBusy, claim: p}, nil
 }
 
-// decideSQL returns decide, the statement that opens the partitioned
-// table's claim batch (claimTxPartitioned), for
+// decideSQL returns decide, the statement that opens ClaimTx's batch, for
 // table t, where live is the condition of a live record c: $1 the key's
 // lock, $2 key ID, $3 and $4 the lock that names the claimer's payload (see
 // payloadLock). In one statement, without waiting and without an error:
@@ -403,115 +400,12 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM k WHERE k.v IS NULL`, t, live)
 }
 
-// decideClaimSQL returns decide and the fast claim statement of the plain
-// table t folded into one statement, the first of ClaimTx's batch (and of
-// ClaimNested's): live is the condition of a live record c, leaseLeft the
-// lease left of c, takeable the condition of a takeable c, lease and ttl
-// the claim's intervals. Its parameters are the claim's $1 to $9 (see
-// claimArgs), then $10 the key's lock and $11, $12 the payload lock (see
-// payloadLock). It answers one row of the claim's eleven columns, slow (as
-// the fast claim's) and src:
-//   - src 0: the key's final record, visible (f: a replay); it takes no
-//     lock and reads nothing else;
-//   - src 1 or 2: the key's lock is held by another transaction, running
-//     the same payload (1) or another (2), as decide answers busy;
-//   - src 3: under the key's lock, which it took (l, marked in
-//     idemgen.key_locked for the full claim statement: k), the claim (ins)
-//     or the key's row (cur, with slow as the fast claim statement's).
-//
-// No row means that the key's lock was taken and the insert met a row
-// committed after the statement's snapshot (the snapshot is taken before
-// the lock: a holder may commit in between): claimAgain, as the fast claim
-// statement's empty answer. One statement where there were two costs a
-// replay one Bind and Execute less on the server, and its client a queued
-// query and its argument list; no statement of it fails, and none waits.
-func decideClaimSQL(t, live, leaseLeft, takeable, lease, ttl string) string {
-	return fmt.Sprintf(`WITH f AS MATERIALIZED (
-	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
-	FROM %[1]s c
-	WHERE c.key = $1::bytea AND c.status <> 1 AND %[2]s
-), l AS MATERIALIZED (
-	SELECT pg_advisory_xact_lock_shared($11::int, $12::int) AS shared, pg_try_advisory_xact_lock($10::bigint) AS locked
-	WHERE NOT EXISTS (SELECT 1 FROM f)
-), k AS MATERIALIZED (
-	SELECT set_config('idemgen.key_locked', 'on', true) AS v FROM l WHERE l.locked
-), h AS (
-	SELECT p.objid = $12::int::oid AS same
-	FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
-	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-		AND x.classid = (($10::bigint >> 32) & 4294967295)::oid AND x.objid = ($10::bigint & 4294967295)::oid
-		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $11::int::oid
-), cur AS MATERIALIZED (
-	SELECT c.status, c.fingerprint, c.scheme, c.token, %[3]s AS lease_left,
-		c.body, c.err_code, c.err_message, c.meta,
-		%[4]s OR (c.status = 1 AND c.token = $2::bigint AND c.fingerprint = $6::bytea) AS slow
-	FROM %[1]s c, l
-	WHERE l.locked AND c.key = $1::bytea
-), ins AS (
-	INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
-		lease_until, created_at, expires_at, sweep_at)
-	SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
-		%[7]s + %[5]s, %[7]s, %[7]s + %[6]s, %[7]s + %[6]s
-	FROM l WHERE l.locked AND NOT EXISTS (SELECT 1 FROM cur)
-	ON CONFLICT (key) DO NOTHING
-	RETURNING 1
-)
-SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err_code, err_message, meta,
-	false, 0::smallint
-FROM f
-UNION ALL
-SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
-	false, CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint
-FROM l WHERE NOT l.locked
-UNION ALL
-SELECT true, false, 1::smallint, $6::bytea, $9::int, $2::bigint, interval '0',
-	NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, false, 3::smallint
-FROM ins
-UNION ALL
-SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_code, err_message, meta, slow, 3::smallint
-FROM cur
-UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM k WHERE k.v IS NULL`, t, live, leaseLeft, takeable, lease, ttl, ts)
-}
-
-// decideClaimArgs are decideClaimSQL's arguments for req.
-func decideClaimArgs(req idem.ClaimRequest) []any {
-	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	return append(claimArgs(req), keyLock(req.Key), pa, pb)
-}
-
-// scanDecideClaim reads decideClaimSQL's reply: what decide would have
-// answered, and, under the key's lock, what the fast claim statement
-// would have.
-func scanDecideClaim(rows pgx.Rows, req idem.ClaimRequest) (decision, idem.Claim, claimResult, error) {
-	var (
-		slow bool
-		src  int16
-	)
-	c, res, err := scanClaimRow(rows, &slow, &src)
-	if err != nil {
-		return decision{}, idem.Claim{}, claimAgain, err
-	}
-	switch {
-	case res == claimAgain:
-		return decision{kind: decideLocked}, idem.Claim{}, claimAgain, nil
-	case src == 0:
-		return decision{kind: decideFinal, claim: c}, idem.Claim{}, claimAnswered, nil
-	case src == 1 || src == 2:
-		return busyDecision(req, src == 2), idem.Claim{}, claimAnswered, nil
-	case slow:
-		return decision{kind: decideLocked}, idem.Claim{}, claimSlow, nil
-	}
-	return decision{kind: decideLocked}, c, claimAnswered, nil
-}
-
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
 // of their prepared statements.
-type txQueries struct{ decide, claim, begin, savepoint string }
+type txQueries struct{ decide, fast, claim, begin, savepoint string }
 
 func (q txQueries) all() []string {
-	return []string{q.decide, q.claim, q.begin, q.savepoint}
+	return []string{q.decide, q.fast, q.claim, q.begin, q.savepoint}
 }
 
 // names returns the names ClaimTx prepares q's statements under: idemgen_
@@ -521,7 +415,7 @@ func (q txQueries) names() txQueries {
 		sum := sha256.Sum256([]byte(sql))
 		return "idemgen_" + hex.EncodeToString(sum[:12])
 	}
-	return txQueries{n(q.decide), n(q.claim), n(q.begin), n(q.savepoint)}
+	return txQueries{n(q.decide), n(q.fast), n(q.claim), n(q.begin), n(q.savepoint)}
 }
 
 // batchQueries returns what ClaimTx's batch queues on c: with pgx's default
