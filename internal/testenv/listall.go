@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
 )
@@ -77,4 +78,25 @@ func ListPlanRows(t testing.TB) int {
 		t.Fatalf("IDEM_LIST_PLAN_ROWS=%q: want a number of records", v)
 	}
 	return n
+}
+
+// ListPlanQuery is one listing whose plan the SQL stores' TestListPlan
+// explains.
+type ListPlanQuery struct {
+	Name string
+	Q    idem.ListQuery
+}
+
+// ListPlanQueries are the listings whose plans pgstore's and mysqlstore's
+// TestListPlan explain, over the records loaded for them (operations op-0
+// to op-9).
+func ListPlanQueries() []ListPlanQuery {
+	return []ListPlanQuery{
+		{"newest 50 of one operation", idem.ListQuery{Op: "op-3"}},
+		{"newest 50 of every operation", idem.ListQuery{}},
+		{"stuck, one operation", idem.ListQuery{Op: "op-7", Stuck: true}},
+		{"stuck, every operation", idem.ListQuery{Stuck: true}},
+		{"FAILED_FINAL of the last hour, one operation", idem.ListQuery{Op: "op-3", Status: idem.StatusFailedFinal, MaxAge: time.Hour}},
+		{"one operation, second page", idem.ListQuery{Op: "op-3", Cursor: idem.ListCursor(idem.Entry{Created: time.Now().Add(-time.Second)})}},
+	}
 }

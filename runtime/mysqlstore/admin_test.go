@@ -139,19 +139,8 @@ func TestListPlan(t *testing.T) {
 	t.Logf("operations: %v", ops[0])
 	assert.Contains(t, ops[0]["Extra"], "Using index for group-by", "the operations by a loose index scan")
 
-	queries := []struct {
-		name string
-		q    idem.ListQuery
-	}{
-		{"newest 50 of one operation", idem.ListQuery{Op: "op-3"}},
-		{"newest 50 of every operation", idem.ListQuery{}},
-		{"stuck, one operation", idem.ListQuery{Op: "op-7", Stuck: true}},
-		{"stuck, every operation", idem.ListQuery{Stuck: true}},
-		{"FAILED_FINAL of the last hour, one operation", idem.ListQuery{Op: "op-3", Status: idem.StatusFailedFinal, MaxAge: time.Hour}},
-		{"one operation, second page", idem.ListQuery{Op: "op-3", Cursor: idem.ListCursor(idem.Entry{Created: time.Now().Add(-time.Second)})}},
-	}
-	for _, c := range queries {
-		stmt, args, err := s.ListSQL(ctx, c.q)
+	for _, c := range testenv.ListPlanQueries() {
+		stmt, args, err := s.ListSQL(ctx, c.Q)
 		require.NoError(t, err)
 		plan := explain(t, db, stmt, args...)
 		var lines []string
@@ -159,26 +148,26 @@ func TestListPlan(t *testing.T) {
 			lines = append(lines, strings.Join([]string{r["id"], r["select_type"], r["table"], r["type"], r["key"], r["rows"], r["Extra"]}, " | "))
 			switch r["table"] {
 			case "w": // the window: the listing index, as a range of one operation
-				assert.Equal(t, table+"_op_created_idx", r["key"], "%s: the window reads the listing index", c.name)
-				assert.Contains(t, r["Extra"], "Using index", "%s: the window reads the index alone", c.name)
+				assert.Equal(t, table+"_op_created_idx", r["key"], "%s: the window reads the listing index", c.Name)
+				assert.Contains(t, r["Extra"], "Using index", "%s: the window reads the index alone", c.Name)
 			case "c": // the rows of the window's entries, one probe each
-				assert.Equal(t, "eq_ref", r["type"], "%s: rows read by their key", c.name)
+				assert.Equal(t, "eq_ref", r["type"], "%s: rows read by their key", c.Name)
 			}
 			if !strings.HasPrefix(r["table"], "<") {
-				assert.NotEqual(t, "ALL", r["type"], "%s: never scans the table (%s)", c.name, r["table"])
+				assert.NotEqual(t, "ALL", r["type"], "%s: never scans the table (%s)", c.Name, r["table"])
 			}
 		}
-		t.Logf("%s, %d records:\n%s", c.name, n, strings.Join(lines, "\n"))
+		t.Logf("%s, %d records:\n%s", c.Name, n, strings.Join(lines, "\n"))
 		if js := analyze(t, db, stmt, args...); js != "" {
-			t.Logf("%s: rows read by table: %v", c.name, readRows(js))
+			t.Logf("%s: rows read by table: %v", c.Name, readRows(js))
 			if testing.Verbose() && os.Getenv("IDEM_LIST_PLAN_JSON") != "" {
 				t.Logf("%s", js)
 			}
 		}
 		start := time.Now()
-		_, err = s.List(ctx, c.q)
+		_, err = s.List(ctx, c.Q)
 		require.NoError(t, err)
-		t.Logf("%s: List took %v", c.name, time.Since(start).Round(time.Microsecond))
+		t.Logf("%s: List took %v", c.Name, time.Since(start).Round(time.Microsecond))
 	}
 
 	// Every stuck record, page by page: short or empty pages while the

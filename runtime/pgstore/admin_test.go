@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
@@ -46,19 +45,8 @@ func TestListPlan(t *testing.T) {
 	n := testenv.ListPlanRows(t)
 	loadRecords(t, pool, s.Table(), n)
 	ctx := context.Background()
-	queries := []struct {
-		name string
-		q    idem.ListQuery
-	}{
-		{"newest 50 of one operation", idem.ListQuery{Op: "op-3"}},
-		{"newest 50 of every operation", idem.ListQuery{}},
-		{"stuck, one operation", idem.ListQuery{Op: "op-7", Stuck: true}},
-		{"stuck, every operation", idem.ListQuery{Stuck: true}},
-		{"FAILED_FINAL of the last hour, one operation", idem.ListQuery{Op: "op-3", Status: idem.StatusFailedFinal, MaxAge: time.Hour}},
-		{"one operation, second page", idem.ListQuery{Op: "op-3", Cursor: idem.ListCursor(idem.Entry{Created: time.Now().Add(-time.Second)})}},
-	}
-	for _, c := range queries {
-		sql, args, err := s.ListSQL(c.q)
+	for _, c := range testenv.ListPlanQueries() {
+		sql, args, err := s.ListSQL(c.Q)
 		require.NoError(t, err)
 		rows, err := pool.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, TIMING OFF, SUMMARY ON) "+sql, args...)
 		require.NoError(t, err)
@@ -70,10 +58,10 @@ func TestListPlan(t *testing.T) {
 		}
 		require.NoError(t, rows.Err())
 		text := strings.Join(plan, "\n")
-		t.Logf("%s, %d records:\n%s", c.name, n, text)
-		assert.Contains(t, text, "_op_created_idx", "%s: reads through the listing index", c.name)
-		assert.NotContains(t, text, "Seq Scan", "%s: never scans the table", c.name)
-		_, err = s.List(ctx, c.q)
+		t.Logf("%s, %d records:\n%s", c.Name, n, text)
+		assert.Contains(t, text, "_op_created_idx", "%s: reads through the listing index", c.Name)
+		assert.NotContains(t, text, "Seq Scan", "%s: never scans the table", c.Name)
+		_, err = s.List(ctx, c.Q)
 		require.NoError(t, err)
 	}
 
