@@ -74,6 +74,7 @@ func TestConfigRefusedAtStart(t *testing.T) {
 		{"postgres unparsable", []string{"-store", "postgres://u@h:notaport/db"}, "-store (IDEMGW_STORE)"},
 		{"pg-table invalid", []string{"-store", "postgres://u@127.0.0.1:1/db", "-pg-table", "a.b.c"}, "-pg-table (IDEMGW_PG_TABLE): pgstore: table name"},
 		{"mysql-table invalid", []string{"-store", "mysql://u@127.0.0.1:1/db", "-mysql-table", "a.b.c"}, "-mysql-table (IDEMGW_MYSQL_TABLE): mysqlstore: table name"},
+		{"redis-prefix invalid", []string{"-store", "redis://127.0.0.1:1/0", "-redis-prefix", "a{b"}, "-redis-prefix (IDEMGW_REDIS_PREFIX): redisstore: prefix"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var log bytes.Buffer

@@ -89,7 +89,12 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 		if c.redisPrefix != "" {
 			ropts = append(ropts, redisstore.WithPrefix(c.redisPrefix))
 		}
-		return &openedStore{store: redisstore.New(client, ropts...), close: func() { _ = client.Close() },
+		st, err := construct("redis-prefix", func() *redisstore.Store { return redisstore.New(client, ropts...) })
+		if err != nil {
+			_ = client.Close()
+			return nil, err
+		}
+		return &openedStore{store: st, close: func() { _ = client.Close() },
 			ready: func(ctx context.Context) error { return client.Ping(ctx).Err() }}, nil
 	default:
 		var mopts []memstore.Option
@@ -101,7 +106,8 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 }
 
 // construct returns what f builds, or, as an error naming the flag, f's
-// panic: a store's constructor panics on an invalid table name.
+// panic: a store's constructor panics on an option it refuses (a table
+// name, a Redis key prefix).
 func construct[S any](flagName string, f func() S) (s S, err error) {
 	defer func() {
 		if r := recover(); r != nil {
