@@ -50,22 +50,8 @@ install_mariadb() {
 	# use it, and leaves it as the package set it up.
 }
 
-# free_port asks the kernel for a free TCP port on 127.0.0.1.
-free_port() {
-	if command -v python3 >/dev/null 2>&1; then
-		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-		return
-	fi
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			printf '%s\n' "$p"
-			return
-		fi
-	done
-	die "no free port found"
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
 
 # client runs the command-line client against the server of DIR.
 client() {

@@ -50,22 +50,8 @@ install_pg() {
 	apt-get install -y --no-install-recommends postgresql >&2
 }
 
-# free_port asks the kernel for a free TCP port on 127.0.0.1.
-free_port() {
-	if command -v python3 >/dev/null 2>&1; then
-		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-		return
-	fi
-	local p
-	for _ in $(seq 1 50); do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			printf '%s\n' "$p"
-			return
-		fi
-	done
-	die "no free port found"
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
 
 # as_owner runs a command as the postgres user when we are root.
 as_owner() {

@@ -27,19 +27,8 @@ install_redis() {
 	command -v redis-server >/dev/null 2>&1 || die "redis-server still not found after install"
 }
 
-free_port() {
-	# Ask the kernel for a free port (bind to port 0), then release it.
-	if command -v python3 >/dev/null 2>&1; then
-		python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
-		return
-	fi
-	local p
-	for _ in $(seq 1 100); do
-		p=$(( (RANDOM % 20000) + 30000 ))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
-	done
-	die "no free port found"
-}
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
 
 ping() {
 	# PING over /dev/tcp so that redis-cli is not required.
