@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -247,14 +246,7 @@ func (e *Env) myReplayFloor(ctx context.Context, o *orders.Order) error {
 	if err := f.replay.QueryRowContext(ctx, floorKey(o)).Scan(&status, &body); err != nil {
 		return err
 	}
-	var r orders.Receipt
-	if err := json.Unmarshal(body, &r); err != nil {
-		return err
-	}
-	if status != 2 || r.OrderID != o.ID {
-		return errors.New("floor: not a replay")
-	}
-	return nil
+	return floorReplayed(status, body, o)
 }
 
 func (e *Env) myCounters() []Counter {

@@ -495,6 +495,12 @@ func (e *Env) pgReplayFloor(ctx context.Context, o *orders.Order) error {
 	if err := e.Pool.QueryRow(ctx, floorReplaySQL, floorKey(o)).Scan(&status, &body); err != nil {
 		return err
 	}
+	return floorReplayed(status, body, o)
+}
+
+// floorReplayed checks a hand-written replay's row: the stored receipt of
+// order o.
+func floorReplayed(status int16, body []byte, o *orders.Order) error {
 	var r orders.Receipt
 	if err := json.Unmarshal(body, &r); err != nil {
 		return err
