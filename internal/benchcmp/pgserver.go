@@ -74,7 +74,7 @@ func (e *Env) PGServerTime(ctx context.Context, calls int) (*PGServerReport, err
 	type phase struct {
 		name, wrapper, floor, wtable, ftable string
 		store                                func(*pgxpool.Pool) idem.Store
-		replay                               bool
+		replay, cold                         bool
 		floorFirst                           func(*Env, context.Context, *orders.Service, *orders.Order) error
 		note                                 string
 	}
@@ -83,17 +83,21 @@ func (e *Env) PGServerTime(ctx context.Context, calls int) (*PGServerReport, err
 	phases := []phase{
 		{name: "postgres lease/first", wrapper: "claim, complete", floor: "hand-written reserve (INSERT … ON CONFLICT DO NOTHING) and fenced complete (leaseFloorClaimSQL, leaseFloorCompleteSQL)",
 			wtable: tableLease, ftable: tableFloor, store: lease, floorFirst: (*Env).pgLeaseFloor},
-		{name: "postgres lease/replay", wrapper: "claim (returns the record)", floor: "SELECT", wtable: tableLease, ftable: tableFloor,
+		{name: "postgres lease/replay", wrapper: "SELECT of the final record (a key the store saw final)", floor: "SELECT", wtable: tableLease, ftable: tableFloor,
 			store: lease, replay: true, floorFirst: (*Env).pgLeaseFloor},
+		{name: "postgres lease/replay cold", wrapper: "claim (returns the record; a key the store never saw)", floor: "SELECT", wtable: tableLease, ftable: tableFloor,
+			store: lease, replay: true, cold: true, floorFirst: (*Env).pgLeaseFloor},
 		{name: "postgres tx/first", wrapper: "decide, claim, complete", floor: "claim, complete (floorClaimSQL, floorCompleteSQL)",
 			wtable: tableTx, ftable: tableFloor, store: tx, floorFirst: (*Env).pgPipelinedFloor,
 			note: "BEGIN, SAVEPOINT and COMMIT are not counted on either side (the wrapper's batch has one statement more: SAVEPOINT)"},
-		{name: "postgres tx/replay", wrapper: "its batch (decide, the claim that reads nothing without the key's lock, BEGIN, SAVEPOINT) and the COMMIT the next call's batch sends first", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
-			store: tx, replay: true, floorFirst: (*Env).pgPipelinedFloor,
+		{name: "postgres tx/replay", wrapper: "SELECT of the final record (a key the store saw final)", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
+			store: tx, replay: true, floorFirst: (*Env).pgPipelinedFloor},
+		{name: "postgres tx/replay cold", wrapper: "its batch (decide, the claim that reads nothing without the key's lock, BEGIN, SAVEPOINT) and the COMMIT the next call's batch sends first (a key the store never saw)", floor: "SELECT", wtable: tableTx, ftable: tableFloor,
+			store: tx, replay: true, cold: true, floorFirst: (*Env).pgPipelinedFloor,
 			note: "every statement of the wrapper side is counted, BEGIN, SAVEPOINT and COMMIT included"},
 	}
 	for _, ph := range phases {
-		r, err := e.serverPhase(ctx, calls, ph.name, ph.wtable, ph.ftable, ph.store, ph.replay, ph.floorFirst)
+		r, err := e.serverPhase(ctx, calls, ph.name, ph.wtable, ph.ftable, ph.store, ph.replay, ph.cold, ph.floorFirst)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", ph.name, err)
 		}
@@ -127,7 +131,7 @@ func (e *Env) tableStats(ctx context.Context, tables ...string) (map[string]tabl
 }
 
 func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable string, newStore func(*pgxpool.Pool) idem.Store,
-	replay bool, floorFirst func(*Env, context.Context, *orders.Service, *orders.Order) error) (*PGServerPhase, error) {
+	replay, cold bool, floorFirst func(*Env, context.Context, *orders.Service, *orders.Order) error) (*PGServerPhase, error) {
 	cfg := e.Pool.Config().Copy()
 	cfg.ConnConfig.Tracer = nil
 	cfg.MaxConns, cfg.MinConns = 2, 0
@@ -141,13 +145,26 @@ func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable s
 	wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(newStore(pool), idem.SingleTenant()))
 	tag := strings.NewReplacer(" ", "-", "/", "-").Replace(name)
 	wos, fos := e.fixed(tag+"-w", calls), e.fixed(tag+"-f", calls)
+	const warm = 16
 	if replay {
 		// Decide 256 keys on each side; the phase replays them in turn.
-		wos, fos = wos[:min(256, calls)], fos[:min(256, calls)]
+		// Cold: the wrapper's keys are decided by another store (as by
+		// another process), one per call and warm-up call, each replayed
+		// once: the measured store never saw them final.
+		decider := wsvc
+		fos = fos[:min(256, calls)]
+		if cold {
+			decider = orders.NewIdempotentService(svc, idem.NewExecutor(newStore(pool), idem.SingleTenant()))
+			wos = e.fixed(tag+"-w", calls+warm)
+		} else {
+			wos = wos[:min(256, calls)]
+		}
 		for i := range wos {
-			if _, err := wsvc.Place(ctx, wos[i], op); err != nil {
+			if _, err := decider.Place(ctx, wos[i], op); err != nil {
 				return nil, err
 			}
+		}
+		for i := range fos {
 			if err := floorFirst(sub, ctx, svc, fos[i]); err != nil {
 				return nil, err
 			}
@@ -163,10 +180,12 @@ func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable s
 	if err != nil {
 		return nil, err
 	}
-	const warm = 16
 	warmW, warmF := wos, fos
-	if !replay {
+	switch {
+	case !replay:
 		warmW, warmF = e.fixed(tag+"-warm-w", warm), e.fixed(tag+"-warm-f", warm)
+	case cold:
+		warmW, wos = wos[calls:], wos[:calls]
 	}
 	for i := range warm {
 		if _, err := wsvc.Place(ctx, warmW[i%len(warmW)], op); err != nil {

@@ -519,16 +519,19 @@ func (e *Env) pgGroups(callers int) ([]Group, error) {
 	ctx := e.Ctx
 	svc := &orders.Service{Pool: e.Pool}
 	stores := []struct {
-		name  string
-		store idem.Store
-		lease bool
+		name     string
+		newStore func() idem.Store
+		lease    bool
 	}{
-		{"postgres lease", pgstore.New(e.Pool, pgstore.WithTable(tableLease)), true},
-		{"postgres tx", pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx)), false},
+		{"postgres lease", func() idem.Store { return pgstore.New(e.Pool, pgstore.WithTable(tableLease)) }, true},
+		{"postgres tx", func() idem.Store { return pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx)) }, false},
 	}
 	var gs []Group
 	for _, st := range stores {
-		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store, idem.SingleTenant()))
+		newSvc := func() *orders.IdempotentService {
+			return orders.NewIdempotentService(svc, idem.NewExecutor(st.newStore(), idem.SingleTenant()))
+		}
+		wsvc := newSvc()
 		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
 		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
 		if st.lease {
@@ -553,12 +556,49 @@ func (e *Env) pgGroups(callers int) ([]Group, error) {
 				return nil, err
 			}
 		}
-		gs = append(gs, Group{Name: st.name + "/replay", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{
-			rfw,
-			{Name: "SELECT, json.Unmarshal", Op: func(i int) error { return e.pgReplayFloor(ctx, fos[i%len(fos)]) }},
-		}})
+		floor := Variant{Name: "SELECT, json.Unmarshal", Op: func(i int) error { return e.pgReplayFloor(ctx, fos[i%len(fos)]) }}
+		gs = append(gs, Group{Name: st.name + "/replay", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{rfw, floor}})
+		if callers == 1 {
+			cold, err := e.coldReplay(ctx, st.name, newSvc)
+			if err != nil {
+				return nil, err
+			}
+			gs = append(gs, Group{Name: st.name + "/replay cold", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{cold, floor}})
+		}
 	}
 	return gs, nil
+}
+
+// coldReplay returns a wrapper variant whose replays are of keys its store
+// never saw: a retry that reaches another process than its first call, so
+// that pgstore's finals hint does not pick its plan (see pgstore.finals).
+// The keys are decided by one service of newSvc; the variant replays them
+// in turn on another, replaced by a new one before it replays a key again
+// (one caller only: Op is not safe for concurrent use).
+func (e *Env) coldReplay(ctx context.Context, name string, newSvc func() *orders.IdempotentService) (Variant, error) {
+	os := e.fixed(name+"-cold", 256)
+	first := newSvc()
+	for _, o := range os {
+		if _, err := first.Place(ctx, o, op); err != nil {
+			return Variant{}, err
+		}
+	}
+	var (
+		svc  *orders.IdempotentService
+		next int // the key to replay next, whatever the round
+	)
+	return Variant{Name: "wrapper, on a store that never saw the key", Op: func(int) error {
+		if next%len(os) == 0 {
+			svc = newSvc()
+		}
+		o := os[next%len(os)]
+		next++
+		r, err := svc.Place(ctx, o, op)
+		if err == nil && r.OrderID != o.ID {
+			err = errors.New("wrong receipt")
+		}
+		return err
+	}}, nil
 }
 
 // ---- Redis floors -------------------------------------------------------

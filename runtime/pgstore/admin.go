@@ -325,6 +325,7 @@ FROM (SELECT 1) one LEFT JOIN LATERAL (
 	case err != nil:
 		return fail("forget", req.Key, err)
 	case deleted == 1:
+		s.finals.forget(req.Key)
 		return nil
 	case token == nil:
 		return fail("forget", req.Key, idem.ErrNotFound)

@@ -149,7 +149,21 @@
 // after 2ms when no claim comes), so a replay costs one round trip on its
 // connection too. The first use of a statement on a connection adds one
 // round trip to prepare it (ClaimTx prepares its batch's statements by
-// name). Only the rare paths add one: a claim that takes an expired record
+// name).
+//
+// A replay is cheapest when the store saw the key's record final before
+// (it stored the outcome, or answered a claim with it): a store remembers
+// that for up to 8,192 keys, in 64 KiB allocated once, and claims such a
+// key with one plain SELECT of its live final record, in either mode, with
+// no transaction and no lock. Only when that finds none (the record
+// expired, was swept or forgotten meanwhile) does the claim run as above,
+// one round trip later; the hint is then dropped. It picks the plan, never
+// the answer: both plans read the database. A replay in a process that
+// never saw the key final (a retry that reaches another instance) runs the
+// claim above; that process then remembers the key. Partitioned stores
+// keep no such hint.
+//
+// Only the rare paths add a round trip: a claim that takes an expired record
 // or a lapsed lease over, or repeats the caller's own claim (the first
 // claim statement only inserts or reads; the full one takes over), a
 // Complete or Release that changed nothing (to tell a repeat from a lost

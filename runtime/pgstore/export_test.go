@@ -1,6 +1,10 @@
 package pgstore
 
-import "time"
+import (
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
 
 // ClaimRetries returns how many claim statements were run again because a
 // concurrent transaction committed the conflicting row after the statement's
@@ -33,3 +37,6 @@ func (s *TxStore) SetParkIdle(d time.Duration) { s.parking.idle = d }
 func (s *TxStore) SetFlightHooks(answered, joined func()) {
 	s.hooks = flightHooks{answered: answered, joined: joined}
 }
+
+// Hinted reports whether the store holds k's finals hint (see finals).
+func (s *Store) Hinted(k idem.Key) bool { return s.finals.has(k) }

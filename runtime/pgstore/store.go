@@ -144,6 +144,7 @@ type Store struct {
 	acquire     time.Duration
 	sql         statements
 	part        *partitioning // nil in plain mode (see WithPartitions)
+	finals      finals        // keys last seen final (plain mode; see finals)
 	// claimRetries counts claim statements run again because a concurrent
 	// claim committed after the statement's snapshot (for tests).
 	claimRetries atomic.Int64
@@ -152,6 +153,7 @@ type Store struct {
 type statements struct {
 	claim, complete, completeCheck, release, releaseCheck, renew, settle, sweep string
 	fast                                                                        string // lease mode's first claim statement
+	final                                                                       string // a hinted claim's read (see finals)
 	claimTx, fastTx, decide                                                     string // transactional mode
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
@@ -185,6 +187,8 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 	if c.partitions != 0 {
 		s.part = newPartitioning(c.partitions, s.table)
 		s.sql = buildPartitionStatements(s.table, s.archive, c.partitions)
+	} else {
+		s.finals = newFinals()
 	}
 	return s
 }
@@ -318,6 +322,7 @@ UNION ALL
 SELECT false, false, status, fingerprint, scheme, token, lease_left, body, err_code, err_message, meta, slow
 FROM cur`
 	st.fast = fmt.Sprintf(fast, t, "", leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
+	st.final = finalSQL(t)
 	// Transactional mode: the claim inserts (or takes over) only under the
 	// key's advisory lock, which decide takes (see decideSQL), and reads
 	// nothing without it: a replay or a duplicate answered by decide costs
@@ -519,6 +524,13 @@ func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, e
 // its record is PROCESSING is claimed again, so a caller may retry a claim
 // whose reply it lost.
 //
+// A key whose record this store last saw final (it stored the outcome, or
+// a claim answered with it) is read first with a plain SELECT of its live
+// final record, the cheapest replay; only when there is none any more
+// (expired, forgotten) does the claim run as above, one round trip later.
+// The hint is kept for at most 8,192 keys, in 64 KiB allocated once, and
+// never changes an answer (see finals). Partitioned stores keep none.
+//
 // When a statement was sent but its reply did not arrive (ctx expired, the
 // connection broke), the claim may have committed after all, and the caller
 // is told it failed: Claim then closes the connection, waits until the
@@ -532,6 +544,15 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if s.part != nil {
 		return s.claimPartitioned(ctx, req)
 	}
+	if s.finals.has(req.Key) {
+		c, ok, err := s.replayHinted(ctx, s.pool, req)
+		if err != nil {
+			return idem.Claim{}, fail("claim", req.Key, err)
+		}
+		if ok {
+			return c, nil
+		}
+	}
 	args := claimArgs(req)
 	sql, withSlow := s.sql.fast, true
 	for range maxClaimAttempts {
@@ -540,6 +561,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 			return idem.Claim{}, err
 		}
 		if res == claimAnswered {
+			s.finals.noteClaim(req.Key, c)
 			return c, nil
 		}
 		if res == claimAgain {
@@ -693,6 +715,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 		return fail("complete", key, err)
 	}
 	if tag.RowsAffected() == 1 {
+		s.finals.add(key)
 		return nil
 	}
 	done, err := s.check(ctx, s.sql.completeCheck, key.ID[:], int64(token))
@@ -700,6 +723,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 		return fail("complete", key, err)
 	}
 	if done {
+		s.finals.add(key)
 		return nil
 	}
 	return fail("complete", key, idem.ErrLeaseLost)

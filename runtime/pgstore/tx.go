@@ -32,6 +32,7 @@ type TxStore struct {
 	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
 	parking parking  // connections whose transaction awaits a COMMIT (see parking)
 	hooks   flightHooks
+	prepare bool // the pool's connections cache statements (see batchQueries)
 }
 
 // flightHooks let a test order a duplicate's call after a leader's answer
@@ -48,7 +49,8 @@ type flightHooks struct {
 // It is a separate constructor, not an option of New, because the executor
 // chooses transactional mode by the store's type (idem.TxStore).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
-	s := &TxStore{Store: New(pool, opts...)}
+	s := &TxStore{Store: New(pool, opts...),
+		prepare: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
 	s.parking.max, s.parking.idle = max(1, int(pool.Config().MaxConns)/4), parkIdle
 	return s
 }
@@ -235,6 +237,17 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	s.flights.send(f)
+	if s.finals.has(req.Key) {
+		c, ok, err := s.replayHintedTx(ctx, conn, pending, req)
+		if err != nil {
+			return s.claimed(ctx, conn, nil, req, decision{}, idem.Claim{}, err)
+		}
+		if ok {
+			conn.Release()
+			return c, nil, false, nil
+		}
+		pending = false // committed by replayHintedTx
+	}
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q, err := s.batchQueries(ctx, conn.Conn(), pending)
@@ -285,6 +298,34 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		claim, err = s.claimLocked(ctx, conn, q, args, res)
 	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
+}
+
+// replayHintedTx is the read of a hinted claim (see finals) on conn, taken
+// by ClaimTx: outside any transaction, after the COMMIT that a parked
+// connection (pending) awaits, in the same round trip.
+func (s *TxStore) replayHintedTx(ctx context.Context, conn *pgxpool.Conn, pending bool, req idem.ClaimRequest) (idem.Claim, bool, error) {
+	if !pending {
+		return s.replayHinted(ctx, conn, req)
+	}
+	var (
+		c   idem.Claim
+		res claimResult
+	)
+	b := &pgx.Batch{}
+	b.Queue(commitSQL)
+	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
+		var err error
+		c, res, err = scanClaimRow(rows)
+		return err
+	})
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return idem.Claim{}, false, err
+	}
+	if res != claimAnswered {
+		s.finals.forget(req.Key)
+		return idem.Claim{}, false, nil
+	}
+	return c, true, nil
 }
 
 // batcher is what claimLocked needs of a connection or a transaction.
@@ -404,10 +445,6 @@ FROM k WHERE k.v IS NULL`, t, live)
 // of their prepared statements.
 type txQueries struct{ decide, fast, claim, begin, savepoint string }
 
-func (q txQueries) all() []string {
-	return []string{q.decide, q.fast, q.claim, q.begin, q.savepoint}
-}
-
 // names returns the names ClaimTx prepares q's statements under: idemgen_
 // and 24 hex digits of the SHA-256 of the SQL.
 func (q txQueries) names() txQueries {
@@ -426,16 +463,22 @@ func (q txQueries) names() txQueries {
 // evicted by pgx's statement cache. A parked connection (prepared) ran
 // them already. (A Prepare inside the transaction of a parked connection
 // would be fine too, but costs a round trip to look up.)
+//
+// The mode is the pool's (read once by NewTx: pgx.Conn.Config copies the
+// whole configuration on every call).
 func (s *TxStore) batchQueries(ctx context.Context, c *pgx.Conn, prepared bool) (txQueries, error) {
-	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+	if !s.prepare {
 		return s.sql.txText, nil
 	}
 	if prepared {
 		return s.sql.txNames, nil // a parked connection has them
 	}
-	names, sqls := s.sql.txNames.all(), s.sql.txText.all()
-	for i, name := range names {
-		if _, err := c.Prepare(ctx, name, sqls[i]); err != nil {
+	names, sqls := &s.sql.txNames, &s.sql.txText
+	for _, p := range [...][2]string{
+		{names.decide, sqls.decide}, {names.fast, sqls.fast}, {names.claim, sqls.claim},
+		{names.begin, sqls.begin}, {names.savepoint, sqls.savepoint},
+	} {
+		if _, err := c.Prepare(ctx, p[0], p[1]); err != nil {
 			return txQueries{}, err
 		}
 	}
@@ -487,11 +530,16 @@ func (s *TxStore) claimed(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx, re
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	switch d.kind {
-	case decideFinal, decideBusy:
+	case decideFinal:
+		s.finals.add(req.Key)
 		s.finish(conn, false)
-		return d.claim, nil, d.kind == decideBusy, nil
+		return d.claim, nil, false, nil
+	case decideBusy:
+		s.finish(conn, false)
+		return d.claim, nil, true, nil
 	}
 	if !claim.Claimed {
+		s.finals.noteClaim(req.Key, claim)
 		s.finish(conn, true)
 		return claim, nil, false, nil
 	}
@@ -602,11 +650,13 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	defer t.endFlight()
 	if err != nil && uncertain(err) && t.store.committed(ctx, t.key, t.token) {
 		// The COMMIT was sent and its reply lost, but it committed.
+		t.store.finals.add(t.key)
 		return nil
 	}
 	if err != nil {
 		return fail("complete", t.key, err)
 	}
+	t.store.finals.add(t.key)
 	return nil
 }
 
