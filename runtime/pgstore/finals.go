@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -91,12 +92,43 @@ func (f *finals) noteClaim(k idem.Key, c idem.Claim) {
 }
 
 // finalSQL is the statement of a hinted claim: the key's live final
-// record, if any, in the claim's eleven columns (see scanClaimRow).
+// record, if any (see scanFinal).
 func finalSQL(t string) string {
-	return fmt.Sprintf(`SELECT false, false, c.status, c.fingerprint, c.scheme, c.token, interval '0',
-	c.body, c.err_code, c.err_message, c.meta
+	return fmt.Sprintf(`SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
 FROM %s c
 WHERE c.key = $1::bytea AND c.status <> 1 AND c.expires_at > %s`, t, ts)
+}
+
+// scanFinal reads finalSQL's reply: ok is false when it has no row.
+func scanFinal(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return c, false, rows.Err()
+	}
+	var (
+		status    int16
+		fp        []byte
+		scheme    int32
+		token     int64
+		code, msg []byte
+		out       idem.Outcome
+	)
+	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta); err != nil {
+		return c, false, err
+	}
+	if rows.Next() {
+		return c, false, errors.New("the final record's read returned more than one row")
+	}
+	if err := rows.Err(); err != nil {
+		return c, false, err
+	}
+	rec := &c.Record
+	rec.Status, rec.Scheme, rec.Token = idem.Status(status), uint32(scheme), idem.Token(token)
+	copy(rec.Fingerprint[:], fp)
+	out.Status = rec.Status
+	out.ErrCode, out.ErrMessage = string(code), string(msg)
+	rec.Outcome = out
+	return c, true, nil
 }
 
 // querier is what replayHinted needs of a pool or a connection.
@@ -115,13 +147,11 @@ func (s *Store) replayHinted(ctx context.Context, db querier, req idem.ClaimRequ
 	if err != nil {
 		return idem.Claim{}, false, err
 	}
-	c, res, err := scanClaimRow(rows)
-	if err != nil {
+	if c, ok, err = scanFinal(rows); err != nil {
 		return idem.Claim{}, false, err
 	}
-	if res != claimAnswered {
+	if !ok {
 		s.finals.forget(req.Key)
-		return idem.Claim{}, false, nil
 	}
-	return c, true, nil
+	return c, ok, nil
 }

@@ -308,24 +308,23 @@ func (s *TxStore) replayHintedTx(ctx context.Context, conn *pgxpool.Conn, pendin
 		return s.replayHinted(ctx, conn, req)
 	}
 	var (
-		c   idem.Claim
-		res claimResult
+		c  idem.Claim
+		ok bool
 	)
 	b := &pgx.Batch{}
 	b.Queue(commitSQL)
 	b.Queue(s.sql.final, req.Key.ID[:]).Query(func(rows pgx.Rows) error {
 		var err error
-		c, res, err = scanClaimRow(rows)
+		c, ok, err = scanFinal(rows)
 		return err
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return idem.Claim{}, false, err
 	}
-	if res != claimAnswered {
+	if !ok {
 		s.finals.forget(req.Key)
-		return idem.Claim{}, false, nil
 	}
-	return c, true, nil
+	return c, ok, nil
 }
 
 // batcher is what claimLocked needs of a connection or a transaction.

@@ -160,6 +160,8 @@ func runRuntime(ctx context.Context, log func(string, ...any), stores []string, 
 		"(in blocks of at least %v for calls too short to time one by one, and of at least %v with several callers), "+
 		"the variant that goes first rotating from block to block. **speed** is the median over rounds of floor time ÷ wrapper time "+
 		"(≥ 1 is faster than the floor), with the interquartile range of the per-round speeds; a 1-caller cell is steady when both quartiles lie within ±0.1 of its median. "+
+		"A replay cell replays keys its store decided; a *replay cold* cell (PostgreSQL, 1 caller) replays keys another store decided, on a store that never saw them, "+
+		"as a retry that reaches another process does (pgstore then cannot use the hint of keys it saw final). "+
 		"Round trips are counted by a pgx tracer (queries, batches, prepares) and a go-redis hook; "+
 		"allocations from runtime.MemStats over one separate cell per variant. On this 2-core machine the 16-caller ratios are indicative. %s (%s)\n\n",
 		cfg.Rounds, cfg.Round, cfg.Block, cfg.BlockConcurrent, env.PGDurability()+" "+env.MySQLDurability(), time.Since(start).Round(time.Second))
