@@ -138,7 +138,7 @@
 // With warm statement caches (pgx's default QueryExecModeCacheStatement):
 // lease mode takes one round trip per claim and one per outcome (two for a
 // first call, one for a replay); transactional mode sends one batch to
-// claim (decide, which answers a replay or a busy key or tries the key's
+// claim (a probe, which answers a replay or a busy key or tries the key's
 // lock, the claim statement, BEGIN and the savepoint) and the outcome with
 // COMMIT in another (two for a first call, plus the method's own
 // statements; one for a replay, a duplicate or a mismatch). No statement

@@ -40,3 +40,9 @@ func (s *TxStore) SetFlightHooks(answered, joined func()) {
 
 // Hinted reports whether the store holds k's finals hint (see finals).
 func (s *Store) Hinted(k idem.Key) bool { return s.finals.has(k) }
+
+// PlainTxSQL returns the statements of ClaimTx's batch on the plain table:
+// probe, the insert of a key without a row, and the full claim statement.
+func (s *Store) PlainTxSQL() (probe, insert, claim string) {
+	return s.sql.txText.decide, s.sql.txText.fast, s.sql.txText.claim
+}

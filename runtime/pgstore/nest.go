@@ -109,7 +109,7 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
-	q := s.sql.txText
+	q := s.sql.nestText
 	var (
 		d     decision
 		claim idem.Claim

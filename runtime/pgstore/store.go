@@ -158,8 +158,9 @@ type statements struct {
 	// txNames: the statements of ClaimTx's batch by the names ClaimTx
 	// prepares them under on each connection (see TxStore.batchQueries).
 	txNames, txText       txQueries
-	table, index, archive string // sanitized identifiers
-	indexName             string // unquoted
+	nestText              txQueries // ClaimNested's (see claimNestedOnce)
+	table, index, archive string    // sanitized identifiers
+	indexName             string    // unquoted
 }
 
 // New returns a store in lease mode on pool. The table must exist: run
@@ -327,13 +328,19 @@ FROM cur`
 	// key's advisory lock, which decide takes (see decideSQL), and reads
 	// nothing without it: a replay or a duplicate answered by decide costs
 	// the claim statement no scan (a one-time filter).
-	locked := "\n\t\tAND current_setting('idemgen.key_locked', true) = 'on'"
+	locked := "\n\t\tAND current_setting('idemgen.key_locked', true) IN ('on', 'fresh')"
 	st.claimTx = fmt.Sprintf(claim, t, locked, leaseLeft, ts,
 		takeable("c", "$6::bytea"), us("$7"), us("$8"), takeable("r", "excluded.fingerprint"), "true")
 	st.fastTx = fmt.Sprintf(fast, t, locked, leaseLeft, ts, takeable("c", "$6::bytea"), us("$7"), us("$8"), "true")
 	st.decide = decideSQL(t, "c.expires_at > "+ts)
-	st.txText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
+	// ClaimTx's batch on the plain table: probe (decide's answers in one
+	// plain statement, and whether the key has a row at all) and, for a key
+	// with no row, a plain insert; the full claim statement for the rest.
+	st.txText = txQueries{decide: probeSQL(t), fast: insertSQL(t), claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
 	st.txNames = st.txText.names()
+	// A claim nested in a caller's transaction runs decide and the fast
+	// claim statement (see claimNestedOnce).
+	st.nestText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
 	// sweep_at only ever moves earlier here (an outcome that expires sooner
 	// than the claim), so the usual Complete changes no indexed column.

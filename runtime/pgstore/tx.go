@@ -113,16 +113,17 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // wrapping idem.ErrStoreBusy (which matches idem.ErrStoreFull too), having
 // claimed nothing.
 //
-// Then one batch, in one round trip, runs decide (see decideSQL), the claim
-// statement, BEGIN and a savepoint. PostgreSQL runs a batch's statements as
-// one transaction, implicit until BEGIN makes it explicit, keeping the lock
-// and the claim (with the simple protocol too: one query string). decide
-// returns the key's final record when one is visible (a replay, which takes
-// no lock), or else tries the key's transaction-scoped advisory lock
-// without waiting: when another transaction holds it, decide answers
-// "busy", and whether the holder runs the same payload (from the shared
-// advisory lock the holder takes beside the key's). The claim statement
-// claims only under the key's lock. No statement fails on purpose and none
+// Then one batch, in one round trip, runs probe (see probeSQL; decide, see
+// decideSQL, in a partitioned or nested claim), the claim statement (a
+// plain insert on the plain table), BEGIN and a savepoint. PostgreSQL runs
+// a batch's statements as one transaction, implicit until BEGIN makes it
+// explicit, keeping the lock and the claim (with the simple protocol too:
+// one query string). probe returns the key's final record when one is
+// visible (a replay, which takes no lock), or else tries the key's
+// transaction-scoped advisory lock without waiting: when another
+// transaction holds it, probe answers "busy", and whether the holder runs
+// the same payload (from the shared advisory lock the holder takes beside
+// the key's). The claim statement claims only under the key's lock. No statement fails on purpose and none
 // waits for a lock: a replay, a duplicate and a payload mismatch leave no
 // error on the server. When the key is claimed, the returned Txn owns the
 // transaction and its connection, and the lock is held until it ends.
@@ -225,11 +226,11 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // claimTxPlain is one claim of ClaimTx on the plain table: one batch (see
-// ClaimTx), and, in the rare cases the fast claim statement leaves to the
-// full one (an expired record or a lapsed lease to take over, the caller's
-// own claim repeated, a row committed by a lease-mode writer after the
-// statement's snapshot), a second batch in the same transaction, under the
-// key's lock already held. busy reports a key held by a transaction this
+// ClaimTx), and, in the rare cases the insert leaves to the full claim
+// statement (the key has a row: an expired record or a lapsed lease to take
+// over; or a row committed by a lease-mode writer after probe's snapshot),
+// a second batch in the same transaction, under the key's lock already
+// held. busy reports a key held by a transaction this
 // store does not know.
 func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait time.Duration, f *flight) (idem.Claim, *txn, bool, error) {
 	conn, pending, err := s.acquireConn(ctx, wait)
@@ -256,10 +257,10 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	var (
-		d     decision
-		claim idem.Claim
-		res   claimResult
-		tx    pgx.Tx
+		d               decision
+		claim           idem.Claim
+		fresh, inserted bool
+		tx              pgx.Tx
 	)
 	b := &pgx.Batch{}
 	// The batch's statements run in one transaction, implicit until BEGIN
@@ -281,21 +282,31 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	}
 	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
 		var err error
-		d, err = scanDecision(rows, req)
+		d, fresh, err = scanProbe(rows, req)
 		return err
 	})
-	b.Queue(q.fast, args...).Query(func(rows pgx.Rows) error {
-		var err error
-		claim, res, err = scanClaim(rows, true)
-		return err
+	b.Queue(q.fast, args...).Exec(func(ct pgconn.CommandTag) error {
+		inserted = ct.RowsAffected() == 1
+		return nil
 	})
 	b.Queue(q.begin)
 	b.Queue(q.savepoint)
 	br := conn.SendBatch(ctx, b)
 	tx = br.Tx()
 	err = br.Close()
-	if err == nil && d.kind == decideLocked && res != claimAnswered {
-		claim, err = s.claimLocked(ctx, conn, q, args, res)
+	if err == nil && d.kind == decideLocked {
+		switch {
+		case inserted:
+			claim = idem.Claim{Claimed: true}
+		case fresh:
+			// A row committed after probe's snapshot (a lease-mode
+			// writer's): the full claim statement sees it.
+			claim, err = s.claimLocked(ctx, conn, q, args, claimAgain)
+		default:
+			// The key has a row probe left to the full claim statement:
+			// expired, or PROCESSING.
+			claim, err = s.claimLocked(ctx, conn, q, args, claimSlow)
+		}
 	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
 }
@@ -334,10 +345,10 @@ type batcher interface {
 
 // claimLocked runs the full claim statement and a savepoint after it (ROLLBACK
 // TO goes to the newest of that name) on db, in the transaction that holds
-// the key's lock, until it answers: after the fast claim statement answered
-// res, claimSlow (the row is takeable, or is this caller's own claim) or
-// claimAgain (a conflicting row was committed after the claim's snapshot,
-// by a lease-mode writer).
+// the key's lock, until it answers: after the fast claim statement (or
+// probe and the insert) answered res, claimSlow (the row is takeable, or is
+// this caller's own claim) or claimAgain (a conflicting row was committed
+// after the claim's snapshot, by a lease-mode writer).
 func (s *TxStore) claimLocked(ctx context.Context, db batcher, q txQueries, args []any, res claimResult) (idem.Claim, error) {
 	var claim idem.Claim
 	for attempt := 1; res != claimAnswered; attempt++ {
@@ -399,8 +410,9 @@ func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
 	return decision{kind: decideBusy, claim: p}, nil
 }
 
-// decideSQL returns decide, the statement that opens ClaimTx's batch, for
-// table t, where live is the condition of a live record c: $1 the key's
+// decideSQL returns decide, the statement that opens the batch of a
+// partitioned or nested claim (ClaimTx on the plain table runs probe, its
+// one-statement form: see probeSQL), for table t, where live is the condition of a live record c: $1 the key's
 // lock, $2 key ID, $3 and $4 the lock that names the claimer's payload (see
 // payloadLock). In one statement, without waiting and without an error:
 // when a final record is visible (f: a replay) it returns it and locks
@@ -440,8 +452,104 @@ SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM k WHERE k.v IS NULL`, t, live)
 }
 
+// probeSQL returns probe, the statement that opens ClaimTx's batch on the
+// plain table t: decide's answers (see decideSQL) in one plain SELECT, with
+// the same parameters, no CTE and always one row. It reads the key's row,
+// if any, by its primary key; the CASE then evaluates in order, each branch
+// only when the ones before it did not match: a live final record answers
+// 0 (a replay; no lock); otherwise it takes the payload lock (shared), tries
+// the key's lock and, when it gets it, marks it in idemgen.key_locked,
+// 'fresh' when the key has no row at all (the insert of the batch claims it)
+// or 'on' when it has one (expired, or PROCESSING: the full claim statement
+// decides), and answers 3 or 4; when another transaction holds the key's
+// lock it answers 2 if the holder holds another payload lock of the key and
+// not this one (pg_locks, read on this path only), else 1.
+func probeSQL(t string) string {
+	holds := func(cmp string) string {
+		return `SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+			WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+				AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+				AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $3::int::oid
+				AND p.objid ` + cmp + ` $4::int::oid`
+	}
+	return fmt.Sprintf(`SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta,
+	CASE WHEN c.status <> 1 AND c.expires_at > %[2]s THEN 0
+		WHEN pg_advisory_xact_lock_shared($3::int, $4::int)::text IS NULL THEN NULL
+		WHEN pg_try_advisory_xact_lock($1::bigint) THEN
+			CASE WHEN set_config('idemgen.key_locked', CASE WHEN c.key IS NULL THEN 'fresh' ELSE 'on' END, true) = 'fresh' THEN 3 ELSE 4 END
+		WHEN EXISTS (%[3]s) AND NOT EXISTS (%[4]s) THEN 2
+		ELSE 1 END::smallint
+FROM (SELECT) one LEFT JOIN %[1]s c ON c.key = $2::bytea`, t, ts, holds("<>"), holds("="))
+}
+
+// insertSQL returns the claim of ClaimTx's batch for a key probe found
+// without a row ('fresh'): a plain insert, with the parameters of the
+// claim statements (claimArgs). It inserts nothing otherwise, and nothing
+// on a conflict (a lease-mode writer's row committed after probe's
+// snapshot); the full claim statement then decides.
+func insertSQL(t string) string {
+	return fmt.Sprintf(`INSERT INTO %[1]s (key, tenant, op, key_text, fingerprint, scheme, status, token,
+	lease_until, created_at, expires_at, sweep_at)
+SELECT $1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $9::int, 1, $2::bigint,
+	%[2]s + %[3]s, %[2]s, %[2]s + %[4]s, %[2]s + %[4]s
+WHERE current_setting('idemgen.key_locked', true) = 'fresh'
+ON CONFLICT (key) DO NOTHING`, t, ts, us("$7"), us("$8"))
+}
+
+// scanProbe reads probe's reply (see probeSQL). A locked key is
+// decideLocked with fresh reporting whether it had no row.
+func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, err error) {
+	defer rows.Close()
+	if !rows.Next() {
+		return d, false, errors.Join(rows.Err(), errors.New("probe returned no row"))
+	}
+	var (
+		status    *int16
+		fp        []byte
+		scheme    *int32
+		token     *int64
+		code, msg []byte
+		out       idem.Outcome
+		busy      *int16
+	)
+	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta, &busy); err != nil {
+		return d, false, err
+	}
+	if err := rows.Err(); err != nil {
+		return d, false, err
+	}
+	if busy == nil {
+		return d, false, errors.New("probe answered nothing")
+	}
+	switch *busy {
+	case 0:
+		if status == nil || scheme == nil || token == nil {
+			return d, false, errors.New("probe answered a record without its status")
+		}
+		rec := &d.claim.Record
+		rec.Status, rec.Scheme, rec.Token = idem.Status(*status), uint32(*scheme), idem.Token(*token)
+		copy(rec.Fingerprint[:], fp)
+		out.Status = rec.Status
+		out.ErrCode, out.ErrMessage = string(code), string(msg)
+		rec.Outcome = out
+		d.kind = decideFinal
+		return d, false, nil
+	case 3, 4:
+		return decision{kind: decideLocked}, *busy == 3, nil
+	}
+	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
+	if *busy == 2 {
+		for i := range p.Record.Fingerprint {
+			p.Record.Fingerprint[i] ^= 0xff
+		}
+	}
+	return decision{kind: decideBusy, claim: p}, false, nil
+}
+
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
-// of their prepared statements.
+// of their prepared statements. On the plain table, decide is probe and fast
+// the insert (see probeSQL); in a nested claim, decide and the fast claim
+// statement.
 type txQueries struct{ decide, fast, claim, begin, savepoint string }
 
 // names returns the names ClaimTx prepares q's statements under: idemgen_
