@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -44,7 +45,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	e := &benchEnv{pool: pool, lease: pgstore.New(pool, pgstore.WithTable(table)),
 		tx: pgstore.NewTx(pool, pgstore.WithTable(table)), prefix: randHex(4)}
 	e.claim, e.done, _ = e.lease.SQL()
-	e.claimTx, e.decide = e.lease.TxSQL()
+	e.decide, e.claimTx, _ = e.lease.PlainTxSQL()
 	return e
 }
 
@@ -125,8 +126,8 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	}
 	args := rawClaimArgs(id)
 	b := &pgx.Batch{}
-	b.Queue(e.decide, args[1], args[0], int32(1), int32(2)).Query(scanDecide)
-	b.Queue(e.claimTx, args...).Query(scanRaw)
+	b.Queue(e.decide, args[1], args[0], int32(1), int32(2)).Query(scanProbe)
+	b.Queue(e.claimTx, args...).Exec(func(pgconn.CommandTag) error { return nil })
 	b.Queue("BEGIN")
 	b.Queue(pgstore.SavepointSQL)
 	err = conn.SendBatch(ctx, b).Close()
@@ -145,10 +146,18 @@ func (e *benchEnv) rawTx(id string, first bool) error {
 	return conn.SendBatch(ctx, b).Close()
 }
 
-// scanDecide reads decide's reply: the claim's columns and busy.
-func scanDecide(rows pgx.Rows) error {
-	var busy int16
-	return scanRawWith(rows, &busy)
+// scanProbe reads probe's reply: the record's columns and busy.
+func scanProbe(rows pgx.Rows) error {
+	var (
+		status         *int16
+		fp, body, meta []byte
+		scheme         *int32
+		token          *int64
+		code, msg      []byte
+		busy           *int16
+	)
+	_, err := pgx.ForEachRow(rows, []any{&status, &fp, &scheme, &token, &body, &code, &msg, &meta, &busy}, func() error { return nil })
+	return err
 }
 
 func run(b *testing.B, callers int, fn func(i int64) error) {

@@ -18,10 +18,6 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 	return s.sql.fast, s.sql.complete, s.sql.sweep
 }
 
-// TxSQL returns the transactional first claim and decide statements.
-func (s *Store) TxSQL() (claim, decide string) {
-	return s.sql.fastTx, s.sql.decide
-}
 
 // Exported for the baselines.
 const SavepointSQL = savepointSQL
