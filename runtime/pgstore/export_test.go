@@ -18,7 +18,6 @@ func (s *Store) SQL() (claim, complete, sweep string) {
 	return s.sql.fast, s.sql.complete, s.sql.sweep
 }
 
-
 // Exported for the baselines.
 const SavepointSQL = savepointSQL
 

@@ -122,12 +122,7 @@ func scanFinal(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 	if err := rows.Err(); err != nil {
 		return c, false, err
 	}
-	rec := &c.Record
-	rec.Status, rec.Scheme, rec.Token = idem.Status(status), uint32(scheme), idem.Token(token)
-	copy(rec.Fingerprint[:], fp)
-	out.Status = rec.Status
-	out.ErrCode, out.ErrMessage = string(code), string(msg)
-	rec.Outcome = out
+	c.Record = record(status, fp, scheme, token, out, code, msg)
 	return c, true, nil
 }
 

@@ -504,20 +504,26 @@ func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, e
 	if c.Claimed {
 		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, claimAnswered, nil
 	}
-	rec := &c.Record
-	rec.Status = idem.Status(status)
-	copy(rec.Fingerprint[:], fp)
-	rec.Scheme = uint32(scheme)
-	rec.Token = idem.Token(token)
-	if rec.Status == idem.StatusProcessing {
+	c.Record = record(status, fp, scheme, token, out, code, msg)
+	if c.Record.Status == idem.StatusProcessing {
 		left := time.Duration(leaseLeft.Microseconds)*time.Microsecond + time.Duration(leaseLeft.Days)*24*time.Hour
-		rec.LeaseLeft = max(left, 0)
-	} else {
+		c.Record.LeaseLeft = max(left, 0)
+	}
+	return c, claimAnswered, nil
+}
+
+// record builds a record from its columns as the statements return them:
+// out holds the body and meta; a final record's outcome gets its status,
+// code and message.
+func record(status int16, fp []byte, scheme int32, token int64, out idem.Outcome, code, msg []byte) idem.Record {
+	rec := idem.Record{Status: idem.Status(status), Scheme: uint32(scheme), Token: idem.Token(token)}
+	copy(rec.Fingerprint[:], fp)
+	if rec.Status != idem.StatusProcessing {
 		out.Status = rec.Status
 		out.ErrCode, out.ErrMessage = string(code), string(msg)
 		rec.Outcome = out
 	}
-	return c, claimAnswered, nil
+	return rec
 }
 
 // Claim implements idem.Store. It runs one statement for the usual cases:

@@ -526,12 +526,7 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 		if status == nil || scheme == nil || token == nil {
 			return d, false, errors.New("probe answered a record without its status")
 		}
-		rec := &d.claim.Record
-		rec.Status, rec.Scheme, rec.Token = idem.Status(*status), uint32(*scheme), idem.Token(*token)
-		copy(rec.Fingerprint[:], fp)
-		out.Status = rec.Status
-		out.ErrCode, out.ErrMessage = string(code), string(msg)
-		rec.Outcome = out
+		d.claim.Record = record(*status, fp, *scheme, *token, out, code, msg)
 		d.kind = decideFinal
 		return d, false, nil
 	case 3, 4:
