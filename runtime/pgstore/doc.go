@@ -153,15 +153,17 @@
 //
 // A replay is cheapest when the store saw the key's record final before
 // (it stored the outcome, or answered a claim with it): a store remembers
-// that for up to 8,192 keys, in 64 KiB allocated once, and claims such a
-// key with one plain SELECT of its live final record, in either mode, with
-// no transaction and no lock. Only when that finds none (the record
+// that for up to 8,192 keys, in 64 KiB allocated on the first, and claims
+// such a key with one plain SELECT of its live final record, in either
+// mode, with no transaction and no lock. Only when that finds none (the record
 // expired, was swept or forgotten meanwhile) does the claim run as above,
 // one round trip later; the hint is then dropped. It picks the plan, never
 // the answer: both plans read the database. A replay in a process that
 // never saw the key final (a retry that reaches another instance) runs the
 // claim above; that process then remembers the key. Partitioned stores
-// keep no such hint.
+// keep no such hint. The hint, like the waits of duplicates in
+// transactional mode, lives in the store value: create one store per
+// table and process, and share it.
 //
 // Only the rare paths add a round trip: a claim that takes an expired record
 // or a lapsed lease over, or repeats the caller's own claim (the first

@@ -27,41 +27,49 @@ const finalSlots = 1 << 13
 // changes what the claim answers, since both plans answer from the
 // database.
 //
-// It is a table of fixed size, allocated once, of two-slot buckets: a slot
-// holds a 64-bit tag of a key hinted there, or 0. A key's bucket is chosen
-// by the first 8 bytes of its ID (a SHA-256 that covers tenant and
-// operation) and its tag is the next 8: a third key of a bucket evicts
-// one of the two (chosen by its tag), and a tag matches another key with
-// probability 2⁻⁶³, which would cost that key's first call a round trip.
-// Memory does not grow with keys, tenants or traffic.
+// It is a table of fixed size, allocated on the first hint, of two-slot
+// buckets: a slot holds a 64-bit tag of a key hinted there, or 0. A key's
+// bucket is chosen by the first 8 bytes of its ID (a SHA-256 that covers
+// tenant and operation) and its tag is the next 8: a third key of a bucket
+// evicts one of the two (chosen by its tag), and a tag matches another key
+// with probability 2⁻⁶³, which would cost that key's first call a round
+// trip. Memory does not grow with keys, tenants or traffic. A store that
+// never stores or replays an outcome (an operator's tool) allocates none.
 type finals struct {
-	slots []atomic.Uint64
+	on    bool // a plain-table store's; a partitioned one keeps no hints
+	table atomic.Pointer[[finalSlots]atomic.Uint64]
 }
 
-func newFinals() finals { return finals{slots: make([]atomic.Uint64, finalSlots)} }
+func newFinals() finals { return finals{on: true} }
 
-// bucket returns k's two slots and its tag (never 0).
-func (f *finals) bucket(k idem.Key) (*[2]atomic.Uint64, uint64) {
+// bucket returns k's two slots in t and its tag (never 0).
+func bucket(t *[finalSlots]atomic.Uint64, k idem.Key) (*[2]atomic.Uint64, uint64) {
 	i := binary.BigEndian.Uint64(k.ID[:8]) % (finalSlots / 2) * 2
-	return (*[2]atomic.Uint64)(f.slots[i : i+2]), binary.BigEndian.Uint64(k.ID[8:16]) | 1
+	return (*[2]atomic.Uint64)(t[i : i+2]), binary.BigEndian.Uint64(k.ID[8:16]) | 1
 }
 
 // has reports whether k is hinted final.
 func (f *finals) has(k idem.Key) bool {
-	if f.slots == nil {
+	t := f.table.Load()
+	if t == nil {
 		return false
 	}
-	b, tag := f.bucket(k)
+	b, tag := bucket(t, k)
 	return b[0].Load() == tag || b[1].Load() == tag
 }
 
 // add hints that k's record is final: in an empty slot of its bucket if
 // there is one, else in the slot its tag picks.
 func (f *finals) add(k idem.Key) {
-	if f.slots == nil {
+	if !f.on {
 		return
 	}
-	b, tag := f.bucket(k)
+	t := f.table.Load()
+	if t == nil {
+		f.table.CompareAndSwap(nil, new([finalSlots]atomic.Uint64))
+		t = f.table.Load()
+	}
+	b, tag := bucket(t, k)
 	x, y := b[0].Load(), b[1].Load()
 	switch {
 	case x == tag || y == tag:
@@ -76,10 +84,11 @@ func (f *finals) add(k idem.Key) {
 
 // forget drops k's hint, if its bucket still holds it.
 func (f *finals) forget(k idem.Key) {
-	if f.slots == nil {
+	t := f.table.Load()
+	if t == nil {
 		return
 	}
-	b, tag := f.bucket(k)
+	b, tag := bucket(t, k)
 	b[0].CompareAndSwap(tag, 0)
 	b[1].CompareAndSwap(tag, 0)
 }

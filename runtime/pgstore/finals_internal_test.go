@@ -11,8 +11,8 @@ import (
 // TestFinalsSlots: two keys of a bucket are both hinted; a third evicts the
 // one in the slot its tag picks, never both; forgetting a key leaves the
 // others' hints; a key whose tag bytes are all zero is hinted too (0 marks
-// an empty slot); only a final record is a hint; a partitioned store keeps
-// none.
+// an empty slot); only a final record is a hint; the table is allocated on
+// the first hint; a partitioned store keeps none.
 func TestFinalsSlots(t *testing.T) {
 	withID := func(bucket, tag byte, high bool) idem.Key {
 		var k idem.Key
@@ -47,6 +47,11 @@ func TestFinalsSlots(t *testing.T) {
 	assert.True(t, f.has(a), "a final error is final")
 	f.noteClaim(b, idem.Claim{Claimed: true})
 	assert.False(t, f.has(b), "a claim is no hint")
+
+	unused := newFinals()
+	assert.False(t, unused.has(a))
+	unused.forget(a)
+	assert.Nil(t, unused.table.Load(), "no table until the first hint")
 
 	var none finals // a partitioned store's
 	none.add(a)

@@ -541,8 +541,9 @@ func record(status int16, fp []byte, scheme int32, token int64, out idem.Outcome
 // a claim answered with it) is read first with a plain SELECT of its live
 // final record, the cheapest replay; only when there is none any more
 // (expired, forgotten) does the claim run as above, one round trip later.
-// The hint is kept for at most 8,192 keys, in 64 KiB allocated once, and
-// never changes an answer (see finals). Partitioned stores keep none.
+// The hint is kept for at most 8,192 keys, in 64 KiB allocated on the
+// first, and never changes an answer (see finals). Partitioned stores keep
+// none.
 //
 // When a statement was sent but its reply did not arrive (ctx expired, the
 // connection broke), the claim may have committed after all, and the caller
