@@ -141,7 +141,10 @@
 // claim (a probe, which answers a replay or a busy key or tries the key's
 // lock, the claim statement, BEGIN and the savepoint) and the outcome with
 // COMMIT in another (two for a first call, plus the method's own
-// statements; one for a replay, a duplicate or a mismatch). No statement
+// statements; one for a replay or a decided mismatch, two for a duplicate
+// of a call that another process runs: the second asks which payload the
+// holder runs; none for a duplicate of a call of the same store, which
+// waits in memory). No statement
 // of a replay, a duplicate or a mismatch fails on the server, in any mode:
 // they leave no ERROR in the server's log. The transaction of a batch that
 // claimed nothing wrote nothing; its connection is kept for the next claim

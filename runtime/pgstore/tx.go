@@ -121,15 +121,16 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 // one query string). probe returns the key's final record when one is
 // visible (a replay, which takes no lock), or else tries the key's
 // transaction-scoped advisory lock without waiting: when another
-// transaction holds it, probe answers "busy", and whether the holder runs
-// the same payload (from the shared advisory lock the holder takes beside
-// the key's). The claim statement claims only under the key's lock. No statement fails on purpose and none
-// waits for a lock: a replay, a duplicate and a payload mismatch leave no
-// error on the server. When the key is claimed, the returned Txn owns the
-// transaction and its connection, and the lock is held until it ends.
-// When it is not, the caller has its answer after that one round trip, and
-// the transaction (which wrote nothing) is committed off the caller's path,
-// by a goroutine that then returns the connection to the pool.
+// transaction holds it, probe answers "busy" (decide also tells whether the
+// holder runs the same payload; after probe a second round trip asks it,
+// from the shared advisory lock the holder takes beside the key's). The
+// claim statement claims only under the key's lock. No statement fails on
+// purpose and none waits for a lock: a replay, a duplicate and a payload
+// mismatch leave no error on the server. When the key is claimed, the
+// returned Txn owns the transaction and its connection, and the lock is
+// held until it ends. When it is not, the caller has its answer after that
+// round trip (two for a key held by another process), and the transaction
+// (which wrote nothing) is committed off the caller's path.
 //
 // A duplicate whose holder runs in another process (or another store
 // value) is answered PROCESSING at once when wait is 0; otherwise it waits,
@@ -294,6 +295,14 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	br := conn.SendBatch(ctx, b)
 	tx = br.Tx()
 	err = br.Close()
+	if err == nil && d.kind == decideBusy {
+		var other bool
+		if other, err = otherPayload(ctx, conn, req); other {
+			for i := range d.claim.Record.Fingerprint {
+				d.claim.Record.Fingerprint[i] ^= 0xff
+			}
+		}
+	}
 	if err == nil && d.kind == decideLocked {
 		switch {
 		case inserted:
@@ -462,24 +471,47 @@ FROM k WHERE k.v IS NULL`, t, live)
 // 'fresh' when the key has no row at all (the insert of the batch claims it)
 // or 'on' when it has one (expired, or PROCESSING: the full claim statement
 // decides), and answers 3 or 4; when another transaction holds the key's
-// lock it answers 2 if the holder holds another payload lock of the key and
-// not this one (pg_locks, read on this path only), else 1.
+// lock it answers 1, busy, and ClaimTx asks busySQL which payload the
+// holder runs. (A pg_locks test inside probe, even on a branch that never
+// runs, cost every first call the set-up of its function scans: about 50µs
+// of the round trip on the bench machine.)
 func probeSQL(t string) string {
-	holds := func(cmp string) string {
-		return `SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
-			WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-				AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
-				AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $3::int::oid
-				AND p.objid ` + cmp + ` $4::int::oid`
-	}
 	return fmt.Sprintf(`SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta,
 	CASE WHEN c.status <> 1 AND c.expires_at > %[2]s THEN 0
 		WHEN pg_advisory_xact_lock_shared($3::int, $4::int)::text IS NULL THEN NULL
 		WHEN pg_try_advisory_xact_lock($1::bigint) THEN
 			CASE WHEN set_config('idemgen.key_locked', CASE WHEN c.key IS NULL THEN 'fresh' ELSE 'on' END, true) = 'fresh' THEN 3 ELSE 4 END
-		WHEN EXISTS (%[3]s) AND NOT EXISTS (%[4]s) THEN 2
 		ELSE 1 END::smallint
-FROM (SELECT) one LEFT JOIN %[1]s c ON c.key = $2::bytea`, t, ts, holds("<>"), holds("="))
+FROM (SELECT) one LEFT JOIN %[1]s c ON c.key = $2::bytea`, t, ts)
+}
+
+// busySQL tells, for a key whose lock another transaction holds (probe
+// answered 1), whether the holder runs another payload: 2 when the holder
+// holds another payload lock of the key ($2: the key's, $3 this payload's;
+// see payloadLock) and not this one, else 1. $1 is the key's lock. It reads
+// pg_locks; it runs only on this path, in the transaction of the claim.
+const busySQL = `SELECT CASE WHEN EXISTS (
+	SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid AND p.objid <> $3::int::oid
+) AND NOT EXISTS (
+	SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid AND p.objid = $3::int::oid
+) THEN 2 ELSE 1 END::smallint`
+
+// otherPayload asks, in conn's transaction, whether the holder of req's
+// key runs another payload (see busySQL): one round trip, on the busy path
+// only.
+func otherPayload(ctx context.Context, conn *pgxpool.Conn, req idem.ClaimRequest) (bool, error) {
+	pa, pb := payloadLock(req.Key, req.Fingerprint)
+	var busy int16
+	if err := conn.QueryRow(ctx, busySQL, keyLock(req.Key), pa, pb).Scan(&busy); err != nil {
+		return false, err
+	}
+	return busy == 2, nil
 }
 
 // insertSQL returns the claim of ClaimTx's batch for a key probe found
@@ -497,7 +529,9 @@ ON CONFLICT (key) DO NOTHING`, t, ts, us("$7"), us("$8"))
 }
 
 // scanProbe reads probe's reply (see probeSQL). A locked key is
-// decideLocked with fresh reporting whether it had no row.
+// decideLocked with fresh reporting whether it had no row; a busy one is a
+// PROCESSING record with req's fingerprint (the caller asks otherPayload
+// whether the holder's differs).
 func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, err error) {
 	defer rows.Close()
 	if !rows.Next() {
@@ -532,12 +566,9 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 	case 3, 4:
 		return decision{kind: decideLocked}, *busy == 3, nil
 	}
+	// Busy: a PROCESSING record of req's payload, until otherPayload
+	// tells (see claimTxPlain).
 	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	if *busy == 2 {
-		for i := range p.Record.Fingerprint {
-			p.Record.Fingerprint[i] ^= 0xff
-		}
-	}
 	return decision{kind: decideBusy, claim: p}, false, nil
 }
 
