@@ -130,6 +130,9 @@ func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.Claim
 	})
 	b.Queue(q.savepoint)
 	err := tx.SendBatch(ctx, b).Close()
+	if err == nil && d.kind == decideBusy {
+		err = busyPayload(ctx, tx, req, &d)
+	}
 	if err == nil && d.kind == decideLocked && res != claimAnswered {
 		claim, err = s.claimLocked(ctx, tx, q, args, res)
 	}

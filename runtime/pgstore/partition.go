@@ -715,5 +715,8 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 		}
 		err = br.Close()
 	}
+	if err == nil && d.kind == decideBusy {
+		err = busyPayload(ctx, conn, req, &d)
+	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
 }

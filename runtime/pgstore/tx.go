@@ -296,12 +296,7 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	tx = br.Tx()
 	err = br.Close()
 	if err == nil && d.kind == decideBusy {
-		var other bool
-		if other, err = otherPayload(ctx, conn, req); other {
-			for i := range d.claim.Record.Fingerprint {
-				d.claim.Record.Fingerprint[i] ^= 0xff
-			}
-		}
+		err = busyPayload(ctx, conn, req, &d)
 	}
 	if err == nil && d.kind == decideLocked {
 		switch {
@@ -397,10 +392,9 @@ const (
 
 // scanDecision reads decide's reply: no row (locked), or one row of the
 // claim's eleven columns and a twelfth, busy: 0 for the final record, 1 for
-// a key held by the same payload (or by nobody any more), 2 for a key held
-// by another payload. A busy answer is a PROCESSING record with req's
-// fingerprint, or, for another payload, one that differs from it (the
-// holder's own is not visible).
+// a key held by another transaction. A busy answer is a PROCESSING record
+// with req's fingerprint; the caller asks otherPayload whether the
+// holder's differs (the holder's own is not visible).
 func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
 	var busy int16
 	c, res, err := scanClaimRow(rows, &busy)
@@ -411,28 +405,24 @@ func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
 		return decision{kind: decideFinal, claim: c}, nil
 	}
 	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	if busy == 2 {
-		for i := range p.Record.Fingerprint {
-			p.Record.Fingerprint[i] ^= 0xff
-		}
-	}
 	return decision{kind: decideBusy, claim: p}, nil
 }
 
 // decideSQL returns decide, the statement that opens the batch of a
 // partitioned or nested claim (ClaimTx on the plain table runs probe, its
-// one-statement form: see probeSQL), for table t, where live is the condition of a live record c: $1 the key's
-// lock, $2 key ID, $3 and $4 the lock that names the claimer's payload (see
-// payloadLock). In one statement, without waiting and without an error:
-// when a final record is visible (f: a replay) it returns it and locks
-// nothing; otherwise it takes the payload lock, shared (nobody takes it
-// exclusively: it never waits), so that whoever holds the key's lock also
-// holds its payload's, and tries the key's lock (l). When it gets it, it
-// marks it in idemgen.key_locked for the claim statement and returns no
-// row (k: the last branch reads k, which it never returns, so that k
-// runs). When another transaction holds it, it returns a busy row, and
-// whether the holder holds another payload lock of this key and not this
-// one (pg_locks; only on this path).
+// one-statement form: see probeSQL), for table t, where live is the
+// condition of a live record c: $1 the key's lock, $2 key ID, $3 and $4 the
+// lock that names the claimer's payload (see payloadLock). In one
+// statement, without waiting and without an error: when a final record is
+// visible (f: a replay) it returns it and locks nothing; otherwise it takes
+// the payload lock, shared (nobody takes it exclusively: it never waits),
+// so that whoever holds the key's lock also holds its payload's, and tries
+// the key's lock (l). When it gets it, it marks it in idemgen.key_locked
+// for the claim statement and returns no row (k: the last branch reads k,
+// which it never returns, so that k runs). When another transaction holds
+// it, it returns a busy row; busySQL then tells which payload the holder
+// runs (a pg_locks test here would cost every claim the set-up of its
+// function scans).
 func decideSQL(t, live string) string {
 	return fmt.Sprintf(`WITH f AS MATERIALIZED (
 	SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta
@@ -443,18 +433,11 @@ func decideSQL(t, live string) string {
 	WHERE NOT EXISTS (SELECT 1 FROM f)
 ), k AS MATERIALIZED (
 	SELECT set_config('idemgen.key_locked', 'on', true) AS v FROM l WHERE l.locked
-), h AS (
-	SELECT p.objid = $4::int::oid AS same
-	FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
-	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
-		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $3::int::oid
 )
 SELECT false, false, status, fingerprint, scheme, token, interval '0', body, err_code, err_message, meta, 0::smallint
 FROM f
 UNION ALL
-SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea,
-	CASE WHEN EXISTS (SELECT 1 FROM h WHERE NOT h.same) AND NOT EXISTS (SELECT 1 FROM h WHERE h.same) THEN 2 ELSE 1 END::smallint
+SELECT false, false, 1::smallint, NULL::bytea, 0, 0::bigint, interval '0', NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, 1::smallint
 FROM l WHERE NOT l.locked
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
@@ -502,16 +485,34 @@ const busySQL = `SELECT CASE WHEN EXISTS (
 		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid AND p.objid = $3::int::oid
 ) THEN 2 ELSE 1 END::smallint`
 
-// otherPayload asks, in conn's transaction, whether the holder of req's
-// key runs another payload (see busySQL): one round trip, on the busy path
+// rowQuerier is what otherPayload needs of a connection or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// otherPayload asks, in db's transaction, whether the holder of req's key
+// runs another payload (see busySQL): one round trip, on the busy path
 // only.
-func otherPayload(ctx context.Context, conn *pgxpool.Conn, req idem.ClaimRequest) (bool, error) {
+func otherPayload(ctx context.Context, db rowQuerier, req idem.ClaimRequest) (bool, error) {
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var busy int16
-	if err := conn.QueryRow(ctx, busySQL, keyLock(req.Key), pa, pb).Scan(&busy); err != nil {
+	if err := db.QueryRow(ctx, busySQL, keyLock(req.Key), pa, pb).Scan(&busy); err != nil {
 		return false, err
 	}
 	return busy == 2, nil
+}
+
+// busyPayload completes the answer of a busy decision d: when the holder
+// runs another payload (otherPayload), the PROCESSING record's fingerprint
+// is made to differ from req's.
+func busyPayload(ctx context.Context, db rowQuerier, req idem.ClaimRequest, d *decision) error {
+	other, err := otherPayload(ctx, db, req)
+	if other {
+		for i := range d.claim.Record.Fingerprint {
+			d.claim.Record.Fingerprint[i] ^= 0xff
+		}
+	}
+	return err
 }
 
 // insertSQL returns the claim of ClaimTx's batch for a key probe found
