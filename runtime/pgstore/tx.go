@@ -49,9 +49,10 @@ type flightHooks struct {
 // It is a separate constructor, not an option of New, because the executor
 // chooses transactional mode by the store's type (idem.TxStore).
 func NewTx(pool *pgxpool.Pool, opts ...Option) *TxStore {
+	cfg := pool.Config() // a copy
 	s := &TxStore{Store: New(pool, opts...),
-		prepare: pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
-	s.parking.max, s.parking.idle = max(1, int(pool.Config().MaxConns)/4), parkIdle
+		prepare: cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement}
+	s.parking.max, s.parking.idle = max(1, int(cfg.MaxConns)/4), parkIdle
 	return s
 }
 
@@ -456,8 +457,8 @@ FROM k WHERE k.v IS NULL`, t, live)
 // decides), and answers 3 or 4; when another transaction holds the key's
 // lock it answers 1, busy, and ClaimTx asks busySQL which payload the
 // holder runs. (A pg_locks test inside probe, even on a branch that never
-// runs, cost every first call the set-up of its function scans: about 50µs
-// of the round trip on the bench machine.)
+// runs, cost every first call the set-up of its function scans: see
+// docs/decisions/pgstore-hot-paths.md §7 and bench/README.md.)
 func probeSQL(t string) string {
 	return fmt.Sprintf(`SELECT c.status, c.fingerprint, c.scheme, c.token, c.body, c.err_code, c.err_message, c.meta,
 	CASE WHEN c.status <> 1 AND c.expires_at > %[2]s THEN 0
@@ -471,19 +472,14 @@ FROM (SELECT) one LEFT JOIN %[1]s c ON c.key = $2::bytea`, t, ts)
 // busySQL tells, for a key whose lock another transaction holds (probe
 // answered 1), whether the holder runs another payload: 2 when the holder
 // holds another payload lock of the key ($2: the key's, $3 this payload's;
-// see payloadLock) and not this one, else 1. $1 is the key's lock. It reads
-// pg_locks; it runs only on this path, in the transaction of the claim.
-const busySQL = `SELECT CASE WHEN EXISTS (
-	SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
-	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
-		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid AND p.objid <> $3::int::oid
-) AND NOT EXISTS (
-	SELECT 1 FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
-	WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
-		AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
-		AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid AND p.objid = $3::int::oid
-) THEN 2 ELSE 1 END::smallint`
+// see payloadLock) and not this one, else 1 (also when the holder is gone:
+// bool_or of no rows is NULL). $1 is the key's lock. It reads pg_locks
+// once; it runs only on this path, in the transaction of the claim.
+const busySQL = `SELECT CASE WHEN bool_or(p.objid <> $3::int::oid) AND NOT bool_or(p.objid = $3::int::oid) THEN 2 ELSE 1 END::smallint
+FROM pg_locks x JOIN pg_locks p ON p.pid = x.pid
+WHERE x.locktype = 'advisory' AND x.granted AND x.mode = 'ExclusiveLock' AND x.objsubid = 1
+	AND x.classid = (($1::bigint >> 32) & 4294967295)::oid AND x.objid = ($1::bigint & 4294967295)::oid
+	AND p.locktype = 'advisory' AND p.granted AND p.objsubid = 2 AND p.classid = $2::int::oid`
 
 // rowQuerier is what otherPayload needs of a connection or a transaction.
 type rowQuerier interface {
