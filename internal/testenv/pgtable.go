@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -40,4 +42,29 @@ func PGStoreTable(t testing.TB, prefix string) (*pgxpool.Pool, string) {
 		}
 	})
 	return pool, table
+}
+
+// BreakPGTx is idemtest's Options.BreakTx for pgstore.NewTx and the stores
+// built on it: it terminates, from another connection of pool, the backend
+// of the transaction ctx carries (pgstore.TxFrom), and waits until it is
+// gone.
+func BreakPGTx(pool *pgxpool.Pool) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tx, ok := pgstore.TxFrom(ctx)
+		if !ok {
+			return errors.New("testenv: no pgstore transaction in the method's context")
+		}
+		var pid int
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return err
+		}
+		var done bool
+		if err := pool.QueryRow(ctx, "SELECT pg_terminate_backend($1, 30000)", pid).Scan(&done); err != nil {
+			return err
+		}
+		if !done {
+			return fmt.Errorf("testenv: backend %d not terminated", pid)
+		}
+		return nil
+	}
 }

@@ -45,7 +45,11 @@
 //     schema was never migrated (Options.Unmigrated) runs no method, and
 //     its error wraps idem.ErrStoreUnavailable (and idem.ErrStoreSchema,
 //     naming Migrate, not retried), names the operation and the key's hex
-//     ID once.
+//     ID once;
+//   - through idem.Do, a transactional call whose database session ends
+//     while its method runs (Options.BreakTx) did not happen, however the
+//     method ends: no panic but the method's own, nothing stored, a retry
+//     that runs once.
 package idemtest
 
 import (
@@ -107,6 +111,16 @@ type Options struct {
 	// Migrate and is not retried. Leave it nil for a store without a
 	// schema: the case is then skipped.
 	Unmigrated func(t *testing.T) idem.Store
+	// BreakTx, for a Transactional store, ends the database session of
+	// the transaction ctx carries (ctx is the method's context), as a
+	// failover, a server restart or an operator's KILL would: the
+	// DoTxSessionLost case calls it inside the method, ends the method in
+	// each way a method can end (success, final error, transient error,
+	// panic), and checks that the call did not happen: no panic but the
+	// method's own, an error, nothing stored, a retry that runs once. Leave
+	// it nil for a store whose transaction has no session to lose (an
+	// in-process database): the case is then skipped.
+	BreakTx func(ctx context.Context) error
 }
 
 type suite struct {
@@ -174,6 +188,7 @@ func Run(t *testing.T, o Options) {
 		{"DoLostCompleteReply", (*suite).doLostCompleteReply},
 		{"DoStoreDown", (*suite).doStoreDown},
 		{"DoStoreUnmigrated", (*suite).doStoreUnmigrated},
+		{"DoTxSessionLost", (*suite).doTxSessionLost}, // sessionlost.go
 	}
 	cases = append(cases, adminCases...) // admin.go
 	for _, c := range cases {

@@ -1,12 +1,14 @@
 package mysqlstore_test
 
 import (
+	"context"
 	"database/sql"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
@@ -31,6 +33,10 @@ func conformance(t *testing.T, newStore func(*sql.DB, ...mysqlstore.Option) idem
 	db := newDB(t, 80)
 	tables := caseTables{db: db, byCase: map[string]string{}}
 	down, unmigrated := unusable(db, newStore)
+	var breakTx func(context.Context) error
+	if tx {
+		breakTx = mysqlenv.BreakTx(db)
+	}
 	idemtest.Run(t, idemtest.Options{
 		NewStore:      func(t *testing.T) idem.Store { return newStore(db, mysqlstore.WithTable(tables.of(t))) },
 		Transactional: tx,
@@ -39,6 +45,7 @@ func conformance(t *testing.T, newStore func(*sql.DB, ...mysqlstore.Option) idem
 		Sweep:         sweepOf,
 		Down:          down,
 		Unmigrated:    unmigrated,
+		BreakTx:       breakTx,
 	})
 }
 

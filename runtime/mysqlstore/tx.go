@@ -324,8 +324,11 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	tx := t.tx.tx
 	err := func() error {
 		if discardWrites {
-			var err error
-			if tx, err = t.reclaim(ctx); err != nil {
+			again, err := t.reclaim(ctx)
+			if again != nil {
+				tx = again // the one to roll back if a later step fails
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -360,7 +363,8 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 // reclaim rolls the call's transaction back (the method's writes and the
 // claim) and claims the key again in a new transaction on the same
 // connection, which still holds the key's lock, so that no other claim
-// came between.
+// came between. It returns the new transaction, if it began, also with an
+// error: nil when the session failed before it (a killed connection).
 func (t *txn) reclaim(ctx context.Context) (*sql.Tx, error) {
 	if err := t.tx.tx.Rollback(); err != nil {
 		return nil, err

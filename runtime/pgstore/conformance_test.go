@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -77,6 +78,7 @@ func TestConformanceTx(t *testing.T) {
 		Sweep:         sweepOf,
 		Down:          down,
 		Unmigrated:    unmigrated,
+		BreakTx:       testenv.BreakPGTx(pool),
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -78,6 +79,10 @@ func TestPartitionConformance(t *testing.T) {
 				newStore = newTx
 			}
 			down, unmigrated := unusable(pool, newStore, pgstore.WithPartitions(wideInterval))
+			var breakTx func(context.Context) error
+			if mode == "tx" {
+				breakTx = testenv.BreakPGTx(pool)
+			}
 			idemtest.Run(t, idemtest.Options{
 				NewStore: func(t *testing.T) idem.Store {
 					if mode == "tx" {
@@ -90,6 +95,7 @@ func TestPartitionConformance(t *testing.T) {
 				Unit:          conformanceUnit,
 				Down:          down,
 				Unmigrated:    unmigrated,
+				BreakTx:       breakTx,
 			})
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -52,6 +53,7 @@ func TestConformanceTx(t *testing.T) {
 			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pg)
 		},
 		Transactional: true,
+		BreakTx:       testenv.BreakPGTx(pg.Pool()),
 		Down: func(t *testing.T) idem.Store {
 			return tiered.NewTx(redisstore.New(c, redisstore.WithPrefix("tiered-tx:")), pgstore.NewTx(downPool(t)))
 		},

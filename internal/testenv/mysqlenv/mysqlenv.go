@@ -9,7 +9,11 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 
@@ -45,4 +49,40 @@ func StoreTable(t testing.TB, prefix string) (*sql.DB, *mysql.Config, string) {
 		}
 	})
 	return db, cfg, table
+}
+
+// BreakTx is idemtest's Options.BreakTx for mysqlstore.NewTx: it kills,
+// from another connection of db, the session of the transaction ctx
+// carries (mysqlstore.TxFrom), and waits until the server has ended it.
+func BreakTx(db *sql.DB) func(context.Context) error {
+	return func(ctx context.Context) error {
+		tx, ok := mysqlstore.TxFrom(ctx)
+		if !ok {
+			return errors.New("mysqlenv: no mysqlstore transaction in the method's context")
+		}
+		var id int64
+		if err := tx.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			return err
+		}
+		if _, err := db.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10)); err != nil {
+			return err
+		}
+		// KILL marks the session; its thread ends it (and frees its
+		// locks) on its own. Wait for that, so that the call's next
+		// statement meets a closed session.
+		for {
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", id).Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("mysqlenv: session %d still there after KILL: %w", id, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
