@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -67,4 +69,42 @@ func BreakPGTx(pool *pgxpool.Pool) func(context.Context) error {
 		}
 		return nil
 	}
+}
+
+// PostgresAddr returns the test PostgreSQL server's address (host:port),
+// for a proxy in front of it.
+func PostgresAddr(t testing.TB) string {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+}
+
+// PGPoolVia returns a pool of at most maxConns connections to the test
+// PostgreSQL database that connects through addr (a proxy's host:port);
+// it is closed when the test ends.
+func PGPoolVia(t testing.TB, addr string, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
