@@ -76,27 +76,33 @@ func ok(v string) func() (string, error) { return func() (string, error) { retur
 func declined() (string, error) { return "", fmt.Errorf("charge: %w", errDeclined) }
 
 // Run loses each request's reply of a call through s in turn, for each
-// way the method can end, in subtests named ending/n.
+// way the method can end, in subtests named ending/lost/n.
 func Run(t *testing.T, s Store) {
 	for _, end := range endings {
 		t.Run(end.name, func(t *testing.T) {
 			n := requests(t, s, end)
-			dropped := 0
-			for i := 1; i <= n; i++ {
-				t.Run(strconv.Itoa(i), func(t *testing.T) {
-					if lose(t, s, end, i) {
-						dropped++
-					}
-				})
-			}
+			var dropped atomic.Int32
+			// The losses are independent (a proxy, a store and a key
+			// each): they run in parallel, within -test.parallel, in a
+			// group that ends before the count is checked.
+			t.Run("lost", func(t *testing.T) {
+				for i := 1; i <= n; i++ {
+					t.Run(strconv.Itoa(i), func(t *testing.T) {
+						t.Parallel()
+						if lose(t, s, end, i) {
+							dropped.Add(1)
+						}
+					})
+				}
+			})
 			// The count is of a clean call on a fresh store, and every
 			// lossy call runs on a fresh store too: they send the same
 			// requests, so every reply but those of work done in the
 			// background is lost once.
-			if dropped < (n+1)/2 {
+			if dropped := int(dropped.Load()); dropped < (n+1)/2 {
 				t.Errorf("only %d of %d requests lost their reply: the count is not of the lossy calls' requests", dropped, n)
 			}
-			t.Logf("%d requests, %d replies lost", n, dropped)
+			t.Logf("%d requests, %d replies lost", n, dropped.Load())
 		})
 	}
 }
