@@ -108,3 +108,39 @@ func PGPoolVia(t testing.TB, addr string, maxConns int32) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// PGLedger creates a business table of the test's own on pool (dropped
+// when the test ends) and returns a method's write of one row for id (in
+// the call's pgstore transaction when tx, on pool otherwise) and the count
+// of id's committed rows: everystep.Store's Write and Rows.
+func PGLedger(t testing.TB, pool *pgxpool.Pool, tx bool) (write func(ctx context.Context, id string) error, rows func(t *testing.T, id string) int) {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	table := pgx.Identifier{"ledger_" + hex.EncodeToString(b)}.Sanitize()
+	if _, err := pool.Exec(context.Background(), "CREATE TABLE "+table+" (id text NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	insert := "INSERT INTO " + table + " (id) VALUES ($1)"
+	write = func(ctx context.Context, id string) error {
+		if !tx {
+			_, err := pool.Exec(ctx, insert, id)
+			return err
+		}
+		t, ok := pgstore.TxFrom(ctx)
+		if !ok {
+			return errors.New("testenv: no pgstore transaction in the method's context")
+		}
+		_, err := t.Exec(ctx, insert, id)
+		return err
+	}
+	rows = func(t *testing.T, id string) int {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE id = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return write, rows
+}

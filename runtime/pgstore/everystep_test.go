@@ -1,13 +1,8 @@
 package pgstore_test
 
 import (
-	"context"
-	"errors"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/lossyproxy/everystep"
 	"github.com/idemgen/idemgen/internal/testenv"
@@ -33,10 +28,7 @@ func TestLostReplyEveryStep(t *testing.T) {
 					table := newPartTable(t, direct, wideInterval, time.Hour)
 					opts = append(opts, pgstore.WithTable(table), pgstore.WithPartitions(wideInterval))
 				}
-				ledger := pgx.Identifier{"everystep_" + randHex(6)}.Sanitize()
-				_, err := direct.Exec(t.Context(), "CREATE TABLE "+ledger+" (id text NOT NULL)")
-				require.NoError(t, err)
-				t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+ledger) })
+				write, rows := testenv.PGLedger(t, direct, mode == "tx")
 				everystep.Run(t, everystep.Store{
 					Upstream: testenv.PostgresAddr(t),
 					Open: func(t *testing.T, addr string) idem.Store {
@@ -46,24 +38,8 @@ func TestLostReplyEveryStep(t *testing.T) {
 						}
 						return pgstore.New(pool, opts...)
 					},
-					Write: func(ctx context.Context, id string) error {
-						insert := "INSERT INTO " + ledger + " (id) VALUES ($1)"
-						if mode == "lease" {
-							_, err := direct.Exec(ctx, insert, id)
-							return err
-						}
-						tx, ok := pgstore.TxFrom(ctx)
-						if !ok {
-							return errors.New("no transaction in the method's context")
-						}
-						_, err := tx.Exec(ctx, insert, id)
-						return err
-					},
-					Rows: func(t *testing.T, id string) int {
-						var n int
-						require.NoError(t, direct.QueryRow(t.Context(), "SELECT count(*) FROM "+ledger+" WHERE id = $1", id).Scan(&n))
-						return n
-					},
+					Write: write,
+					Rows:  rows,
 				})
 			})
 		}

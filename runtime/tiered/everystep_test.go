@@ -1,13 +1,10 @@
 package tiered_test
 
 import (
-	"context"
-	"errors"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -54,23 +51,7 @@ func TestLostReplyEveryStep(t *testing.T) {
 					var ledger everystep.Ledger
 					s.Write, s.Rows = ledger.Write, ledger.Rows
 				} else {
-					ledger := pgx.Identifier{"tiered_everystep_" + strconv.FormatInt(time.Now().UnixNano(), 36)}.Sanitize()
-					_, err := direct.Exec(t.Context(), "CREATE TABLE "+ledger+" (id text NOT NULL)")
-					require.NoError(t, err)
-					t.Cleanup(func() { _, _ = direct.Exec(context.Background(), "DROP TABLE IF EXISTS "+ledger) })
-					s.Write = func(ctx context.Context, id string) error {
-						tx, ok := pgstore.TxFrom(ctx)
-						if !ok {
-							return errors.New("no transaction in the method's context")
-						}
-						_, err := tx.Exec(ctx, "INSERT INTO "+ledger+" (id) VALUES ($1)", id)
-						return err
-					}
-					s.Rows = func(t *testing.T, id string) int {
-						var n int
-						require.NoError(t, direct.QueryRow(t.Context(), "SELECT count(*) FROM "+ledger+" WHERE id = $1", id).Scan(&n))
-						return n
-					}
+					s.Write, s.Rows = testenv.PGLedger(t, direct, true)
 				}
 				everystep.Run(t, s)
 			})
