@@ -54,7 +54,8 @@ func TestLostReplyEveryStep(t *testing.T) {
 					_, err := tx.ExecContext(ctx, insert, id)
 					return err
 				},
-				Rows: func(t *testing.T, id string) int { return rows(t, direct, ledger, id) },
+				Rows:   func(t *testing.T, id string) int { return rows(t, direct, ledger, id) },
+				Layers: mode == "tx",
 			})
 		})
 	}

@@ -38,8 +38,9 @@ func TestLostReplyEveryStep(t *testing.T) {
 						}
 						return pgstore.New(pool, opts...)
 					},
-					Write: write,
-					Rows:  rows,
+					Write:  write,
+					Rows:   rows,
+					Layers: mode == "tx",
 				})
 			})
 		}

@@ -36,11 +36,20 @@ type joinable interface {
 	// joined returns the raw transaction and the store that opened it, and
 	// whether the claim is still open.
 	joined() (pgx.Tx, *TxStore, bool)
+	// keep adds final records that calls nested in this claim stored
+	// (keep.go).
+	keep(...keptFinal)
+	// top returns the top-level claim, which owns the connection.
+	top() *txn
 }
 
 func (t *txn) joined() (pgx.Tx, *TxStore, bool) { return t.mtx.Tx, t.store, !t.done.Load() }
 
 func (t *nestedTxn) joined() (pgx.Tx, *TxStore, bool) { return t.tx, t.store, !t.done.Load() }
+
+func (t *txn) top() *txn { return t }
+
+func (t *nestedTxn) top() *txn { return t.parent.top() }
 
 // ErrOuterTxDone is returned by a nested claim whose enclosing call has
 // already ended its transaction (a wrapped method called after the
@@ -87,7 +96,7 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for {
-		c, t, busy, err := s.claimNestedOnce(ctx, tx, req)
+		c, t, busy, err := s.claimNestedOnce(ctx, j, tx, req)
 		if t != nil {
 			return c, t, true, nil
 		}
@@ -106,7 +115,7 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 // claim where the fast one left the record to it (as claimTxPlain does), and
 // the savepoint undone unless the key was claimed. busy reports a key held
 // by another transaction.
-func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
+func (s *TxStore) claimNestedOnce(ctx context.Context, parent joinable, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
 	args := claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q := s.sql.nestText
@@ -137,7 +146,7 @@ func (s *TxStore) claimNestedOnce(ctx context.Context, tx pgx.Tx, req idem.Claim
 		claim, err = s.claimLocked(ctx, tx, q, args, res)
 	}
 	if err == nil && d.kind == decideLocked && claim.Claimed {
-		t := &nestedTxn{store: s, tx: tx, key: req.Key, token: req.Token}
+		t := &nestedTxn{store: s, tx: tx, parent: parent, req: req, key: req.Key, token: req.Token}
 		t.mtx = &methodTx{Tx: tx}
 		return claim, t, false, nil
 	}
@@ -165,12 +174,15 @@ func undoNested(ctx context.Context, tx pgx.Tx) error {
 
 // nestedTxn is a claim held inside an enclosing claim's transaction.
 type nestedTxn struct {
-	store *TxStore
-	tx    pgx.Tx // the enclosing claim's transaction
-	mtx   *methodTx
-	key   idem.Key
-	token idem.Token
-	done  atomic.Bool
+	store  *TxStore
+	tx     pgx.Tx   // the enclosing claim's transaction
+	parent joinable // the enclosing claim
+	req    idem.ClaimRequest
+	mtx    *methodTx
+	key    idem.Key
+	token  idem.Token
+	done   atomic.Bool
+	keeper // the final records of calls nested in this one (keep.go)
 }
 
 // Context implements idem.Txn: ctx carrying the (shared) transaction for
@@ -180,11 +192,14 @@ func (t *nestedTxn) Context(ctx context.Context) context.Context {
 }
 
 // Complete implements idem.Txn: in one round trip it rolls back to the
-// method's savepoint (with discardWrites), stores out in the claimed row
+// method's savepoint (with discardWrites, writing the final records of the
+// calls nested in this one again: keep.go), stores out in the claimed row
 // and releases the savepoint idem_nested. Nothing is committed: the
 // enclosing claim's Complete commits the record with everything else, and
-// its Release rolls it back. When it fails, it rolls back to the savepoint
-// (no inner record, no inner write) if the transaction is still usable.
+// its Release rolls it back; a final error's record, and those this call
+// kept, are kept by the enclosing claim in turn. When it fails, it rolls
+// back to the savepoint (no inner record, no inner write) if the
+// transaction is still usable.
 func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
 	if !t.done.CompareAndSwap(false, true) {
 		return fail("complete", t.key, errTxnDone)
@@ -195,9 +210,10 @@ func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Dur
 		_ = undoNested(ctx, t.tx)
 		return err
 	}
+	kept := t.list()
 	b := &pgx.Batch{}
 	if discardWrites {
-		b.Queue(rollbackToSQL)
+		queueDiscard(b, t.store.sql.reapply, kept, &t.top().mayHoldSessionLocks)
 	}
 	b.Queue(t.store.sql.complete, args...).Exec(func(ct pgconn.CommandTag) error {
 		if ct.RowsAffected() != 1 {
@@ -210,6 +226,10 @@ func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Dur
 		_ = undoNested(ctx, t.tx)
 		return fail("complete", t.key, err)
 	}
+	if f, ok := finalKept(t.req, out, ttl); ok {
+		kept = append(kept[:len(kept):len(kept)], f)
+	}
+	t.parent.keep(kept...)
 	return nil
 }
 

@@ -159,6 +159,7 @@ type statements struct {
 	// prepares them under on each connection (see TxStore.batchQueries).
 	txNames, txText       txQueries
 	nestText              txQueries // ClaimNested's (see claimNestedOnce)
+	reapply               string    // a kept nested final record written again (see keptFinal)
 	table, index, archive string    // sanitized identifiers
 	indexName             string    // unquoted
 }
@@ -341,6 +342,24 @@ FROM cur`
 	// A claim nested in a caller's transaction runs decide and the fast
 	// claim statement (see claimNestedOnce).
 	st.nestText = txQueries{decide: st.decide, fast: st.fastTx, claim: st.claimTx, begin: beginSQL, savepoint: savepointSQL}
+	// reapply writes a nested call's final record again after an
+	// enclosing call's final error rolled its method's writes back (see
+	// keptFinal), under the key's lock held across that rollback: into a
+	// row that is absent, expired or a lapsed claim, never over a live one.
+	// $1 key, $2 token, $3 tenant, $4 op, $5 key text, $6 fingerprint,
+	// $7 scheme, $8 status, $9 body, $10 code, $11 message, $12 meta,
+	// $13 TTL µs.
+	st.reapply = fmt.Sprintf(`INSERT INTO %[1]s AS r (key, tenant, op, key_text, fingerprint, scheme, status, token,
+	body, err_code, err_message, meta, lease_until, created_at, expires_at, sweep_at)
+VALUES ($1::bytea, $3::bytea, $4::bytea, $5::bytea, $6::bytea, $7::int, $8::smallint, $2::bigint,
+	$9::bytea, $10::bytea, $11::bytea, $12::bytea, %[2]s, %[2]s, %[2]s + %[3]s, %[2]s + %[3]s)
+ON CONFLICT (key) DO UPDATE SET
+	tenant = excluded.tenant, op = excluded.op, key_text = excluded.key_text,
+	fingerprint = excluded.fingerprint, scheme = excluded.scheme, status = excluded.status,
+	token = excluded.token, body = excluded.body, err_code = excluded.err_code,
+	err_message = excluded.err_message, meta = excluded.meta, lease_until = excluded.lease_until,
+	created_at = excluded.created_at, expires_at = excluded.expires_at, sweep_at = excluded.sweep_at
+WHERE r.expires_at <= %[2]s OR (r.status = 1 AND r.lease_until <= %[2]s)`, t, ts, us("$13"))
 	// Complete: $3 status, $4 body, $5 code, $6 message, $7 meta, $8 TTL µs.
 	// sweep_at only ever moves earlier here (an outcome that expires sooner
 	// than the claim), so the usual Complete changes no indexed column.

@@ -724,6 +724,23 @@ type txn struct {
 	key    idem.Key
 	token  idem.Token
 	done   atomic.Bool
+	keeper // the final records of nested calls (keep.go)
+	// mayHoldSessionLocks is set while a discard that rewrites kept
+	// records may have left session-level locks on the connection (see
+	// queueDiscard): the connection is then closed, not pooled.
+	mayHoldSessionLocks atomic.Bool
+}
+
+// endConn ends the transaction (rolling back what is left) and gives the
+// connection back to the pool, or closes it when it may still hold
+// session-level locks.
+func (t *txn) endConn(ctx context.Context) {
+	if t.mayHoldSessionLocks.Load() {
+		_ = t.conn.Conn().Close(context.WithoutCancel(ctx))
+		t.conn.Release()
+		return
+	}
+	end(ctx, t.conn)
 }
 
 // endFlight ends the key's flight, once the transaction has ended: the
@@ -751,13 +768,13 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	t.store.open.Delete(t.token)
 	args, err := completeArgs(t.key, t.token, out, ttl)
 	if err != nil {
-		end(ctx, t.conn)
+		t.endConn(ctx)
 		t.endFlight()
 		return err
 	}
 	b := &pgx.Batch{}
 	if discardWrites {
-		b.Queue(rollbackToSQL)
+		queueDiscard(b, t.store.sql.reapply, t.list(), &t.mayHoldSessionLocks)
 	}
 	var updated, committed bool
 	t.store.queuePlanGeneric(b)
@@ -776,7 +793,7 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		return nil
 	})
 	err = t.conn.SendBatch(ctx, b).Close()
-	end(ctx, t.conn)
+	t.endConn(ctx)
 	defer t.endFlight()
 	if err != nil && uncertain(err) && t.store.committed(ctx, t.key, t.token) {
 		// The COMMIT was sent and its reply lost, but it committed.
@@ -820,6 +837,11 @@ func (t *txn) Release(ctx context.Context) error {
 	defer t.endFlight()
 	defer t.conn.Release()
 	if t.conn.Conn().IsClosed() {
+		return nil
+	}
+	if t.mayHoldSessionLocks.Load() {
+		// Closing the session ends its transaction and every lock it holds.
+		_ = t.conn.Conn().Close(context.WithoutCancel(ctx))
 		return nil
 	}
 	if _, err := t.conn.Exec(ctx, rollbackSQL); err != nil {

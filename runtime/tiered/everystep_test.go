@@ -53,6 +53,7 @@ func TestLostReplyEveryStep(t *testing.T) {
 				} else {
 					s.Write, s.Rows = testenv.PGLedger(t, direct, true)
 				}
+				s.Layers = mode == "tx" && lossy == "postgres"
 				everystep.Run(t, s)
 			})
 		}

@@ -51,6 +51,15 @@ type Store struct {
 	Write func(ctx context.Context, id string) error
 	// Rows counts the committed business rows of id.
 	Rows func(t *testing.T, id string) int
+	// Layers runs every ending a second time with two idempotent calls
+	// stacked (subtests layered/ending/lost/n): the outer call's method
+	// makes the inner call, whose method writes the business row, as an
+	// edge layer over a wrapped method, or a wrapped method calling
+	// another, do. A store that joins the outer transaction
+	// (idem.NestingTxStore) commits both records with the row; another
+	// commits the inner call first. Either way the guarantees hold for the
+	// outer call, and the inner key replays its own answer.
+	Layers bool
 }
 
 var errDeclined = errors.New("card declined")
@@ -78,9 +87,16 @@ func declined() (string, error) { return "", fmt.Errorf("charge: %w", errDecline
 // Run loses each request's reply of a call through s in turn, for each
 // way the method can end, in subtests named ending/lost/n.
 func Run(t *testing.T, s Store) {
+	run(t, s, false)
+	if s.Layers {
+		t.Run("layered", func(t *testing.T) { run(t, s, true) })
+	}
+}
+
+func run(t *testing.T, s Store, layered bool) {
 	for _, end := range endings {
 		t.Run(end.name, func(t *testing.T) {
-			n := requests(t, s, end)
+			n := requests(t, s, end, layered)
 			var dropped atomic.Int32
 			// The losses are independent (a proxy, a store and a key
 			// each): they run in parallel, within -test.parallel, in a
@@ -89,7 +105,7 @@ func Run(t *testing.T, s Store) {
 				for i := 1; i <= n; i++ {
 					t.Run(strconv.Itoa(i), func(t *testing.T) {
 						t.Parallel()
-						if lose(t, s, end, i) {
+						if lose(t, s, end, i, layered) {
 							dropped.Add(1)
 						}
 					})
@@ -108,11 +124,11 @@ func Run(t *testing.T, s Store) {
 }
 
 // requests counts the requests of one clean call.
-func requests(t *testing.T, s Store, end ending) int {
+func requests(t *testing.T, s Store, end ending, layered bool) int {
 	p := lossyproxy.New(t, s.Upstream)
 	var n atomic.Int32
 	p.DropNextReplyTo(func([]byte) bool { n.Add(1); return false })
-	c := newCaller(t, s, p)
+	c := newCaller(t, s, p, layered)
 	if _, err := c.call(end.first); err != nil && !errors.Is(err, errDeclined) && !errors.Is(err, errReset) {
 		t.Fatalf("clean call: %v", err)
 	}
@@ -124,46 +140,63 @@ func requests(t *testing.T, s Store, end ending) int {
 
 // caller makes the calls of one key.
 type caller struct {
-	t    *testing.T
-	s    Store
-	ex   *idem.Executor
-	m    idem.Method
-	id   string
-	tx   bool // the store is transactional
-	runs atomic.Int32
+	t  *testing.T
+	s  Store
+	ex *idem.Executor
+	m  idem.Method
+	id string
+	tx bool // the store is transactional
+	// layered: the method of m makes the call of inner, whose method
+	// writes the row (Store.Layers).
+	layered bool
+	inner   idem.Method
+	runs    atomic.Int32 // of the method that writes the row
 }
 
-func newCaller(t *testing.T, s Store, p *lossyproxy.Proxy) *caller {
+func newCaller(t *testing.T, s Store, p *lossyproxy.Proxy, layered bool) *caller {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	c := &caller{t: t, s: s, id: "everystep-" + hex.EncodeToString(b[:])}
+	c := &caller{t: t, s: s, id: "everystep-" + hex.EncodeToString(b[:]), layered: layered}
 	store := s.Open(t, p.Addr())
 	_, c.tx = store.(idem.TxStore)
 	c.ex = idem.NewExecutor(store, idem.SingleTenant())
 	c.m = idem.Method{Op: "everystep.Charge", TTL: time.Hour, Lease: 5 * time.Second,
 		Final: []idem.FinalError{{Name: "errDeclined", Err: errDeclined}}}
+	c.inner = c.m
+	c.inner.Op = "everystep.ChargeInner"
 	return c
 }
 
 // call runs one call whose method writes the business row and ends with
-// result. A panic of the store fails the test.
+// result (layered: through an inner call). A panic of the store fails the
+// test.
 func (c *caller) call(result func() (string, error)) (v string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			c.t.Fatalf("the store panicked: %v", p)
 		}
 	}()
-	var k idem.KeyParts
-	k.String("id", c.id)
-	var h idem.Hasher
-	h.Int(100)
-	return idem.Do(c.t.Context(), c.ex, &c.m, &k, &h, func(ctx context.Context) (string, error) {
+	method := func(ctx context.Context) (string, error) {
 		c.runs.Add(1)
 		if err := c.s.Write(ctx, c.id); err != nil {
 			return "", err
 		}
 		return result()
-	})
+	}
+	if c.layered {
+		write := method
+		method = func(ctx context.Context) (string, error) { return c.do(ctx, &c.inner, write) }
+	}
+	return c.do(c.t.Context(), &c.m, method)
+}
+
+// do is one idem.Do of m on the caller's key.
+func (c *caller) do(ctx context.Context, m *idem.Method, fn func(context.Context) (string, error)) (string, error) {
+	var k idem.KeyParts
+	k.String("id", c.id)
+	var h idem.Hasher
+	h.Int(100)
+	return idem.Do(ctx, c.ex, m, &k, &h, fn)
 }
 
 // settled reports whether err is an answer of the method's (its result or
@@ -176,8 +209,13 @@ func settled(err error) bool { return err == nil || errors.Is(err, errDeclined) 
 // moment is no answer yet. The deadline bounds a hang only; it never
 // decides the outcome.
 func (c *caller) settle(result func() (string, error)) (string, error) {
+	return c.until(func() (string, error) { return c.call(result) })
+}
+
+// until repeats call until its answer settles (see settle).
+func (c *caller) until(call func() (string, error)) (string, error) {
 	for deadline := time.Now().Add(time.Minute); ; {
-		v, err := c.call(result)
+		v, err := call()
 		if settled(err) {
 			return v, err
 		}
@@ -191,11 +229,11 @@ func (c *caller) settle(result func() (string, error)) (string, error) {
 // lose runs the first call with the reply to its i-th request lost, then
 // retries until an answer settles, and checks the guarantees. It reports
 // whether a reply was lost.
-func lose(t *testing.T, s Store, end ending, i int) bool {
+func lose(t *testing.T, s Store, end ending, i int, layered bool) bool {
 	p := lossyproxy.New(t, s.Upstream)
 	var seen atomic.Int32
 	p.DropNextReplyTo(func([]byte) bool { return seen.Add(1) == int32(i) })
-	c := newCaller(t, s, p)
+	c := newCaller(t, s, p, layered)
 	first, firstErr := c.call(end.first)
 	firstRuns := c.runs.Load()
 	if firstRuns > 1 {
@@ -221,6 +259,15 @@ func lose(t *testing.T, s Store, end ending, i int) bool {
 	again, againErr := c.settle(func() (string, error) { return "must not run", nil })
 	if c.runs.Load() != runs || again != v || errors.Is(againErr, errDeclined) != errors.Is(err, errDeclined) {
 		t.Errorf("the settled answer (%q, %v) is not replayed: (%q, %v), %d runs before, %d after", v, err, again, againErr, runs, c.runs.Load())
+	}
+	if c.layered {
+		// The inner call's record holds the same answer.
+		inner, innerErr := c.until(func() (string, error) {
+			return c.do(t.Context(), &c.inner, func(context.Context) (string, error) { return "must not run", nil })
+		})
+		if inner != v || errors.Is(innerErr, errDeclined) != errors.Is(err, errDeclined) || !settled(innerErr) {
+			t.Errorf("the inner call answers (%q, %v), the outer (%q, %v)", inner, innerErr, v, err)
+		}
 	}
 	rows := s.Rows(t, c.id)
 	tx := c.tx
