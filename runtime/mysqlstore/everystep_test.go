@@ -55,7 +55,7 @@ func TestLostReplyEveryStep(t *testing.T) {
 					return err
 				},
 				Rows:   func(t *testing.T, id string) int { return rows(t, direct, ledger, id) },
-				Layers: mode == "tx",
+				Layers: true,
 			})
 		})
 	}

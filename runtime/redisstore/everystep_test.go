@@ -28,7 +28,8 @@ func TestLostReplyEveryStep(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			return redisstore.New(c, redisstore.WithPrefix(prefix))
 		},
-		Write: ledger.Write,
-		Rows:  ledger.Rows,
+		Write:  ledger.Write,
+		Rows:   ledger.Rows,
+		Layers: true,
 	})
 }
