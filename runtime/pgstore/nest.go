@@ -146,7 +146,7 @@ func (s *TxStore) claimNestedOnce(ctx context.Context, parent joinable, tx pgx.T
 		claim, err = s.claimLocked(ctx, tx, q, args, res)
 	}
 	if err == nil && d.kind == decideLocked && claim.Claimed {
-		t := &nestedTxn{store: s, tx: tx, parent: parent, req: req, key: req.Key, token: req.Token}
+		t := &nestedTxn{store: s, tx: tx, parent: parent, req: req}
 		t.mtx = &methodTx{Tx: tx}
 		return claim, t, false, nil
 	}
@@ -175,12 +175,10 @@ func undoNested(ctx context.Context, tx pgx.Tx) error {
 // nestedTxn is a claim held inside an enclosing claim's transaction.
 type nestedTxn struct {
 	store  *TxStore
-	tx     pgx.Tx   // the enclosing claim's transaction
-	parent joinable // the enclosing claim
-	req    idem.ClaimRequest
+	tx     pgx.Tx            // the enclosing claim's transaction
+	parent joinable          // the enclosing claim
+	req    idem.ClaimRequest // the claim: its key and token
 	mtx    *methodTx
-	key    idem.Key
-	token  idem.Token
 	done   atomic.Bool
 	keeper // the final records of calls nested in this one (keep.go)
 }
@@ -202,10 +200,10 @@ func (t *nestedTxn) Context(ctx context.Context) context.Context {
 // transaction is still usable.
 func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration, discardWrites bool) error {
 	if !t.done.CompareAndSwap(false, true) {
-		return fail("complete", t.key, errTxnDone)
+		return fail("complete", t.req.Key, errTxnDone)
 	}
 	t.mtx.closed.Store(true)
-	args, err := completeArgs(t.key, t.token, out, ttl)
+	args, err := completeArgs(t.req.Key, t.req.Token, out, ttl)
 	if err != nil {
 		_ = undoNested(ctx, t.tx)
 		return err
@@ -224,12 +222,14 @@ func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Dur
 	b.Queue(nestReleaseSQL)
 	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
 		_ = undoNested(ctx, t.tx)
-		return fail("complete", t.key, err)
+		return fail("complete", t.req.Key, err)
 	}
 	if f, ok := finalKept(t.req, out, ttl); ok {
 		kept = append(kept[:len(kept):len(kept)], f)
 	}
-	t.parent.keep(kept...)
+	if len(kept) > 0 {
+		t.parent.keep(kept...)
+	}
 	return nil
 }
 
@@ -238,11 +238,11 @@ func (t *nestedTxn) Complete(ctx context.Context, out idem.Outcome, ttl time.Dur
 // enclosing transaction goes on.
 func (t *nestedTxn) Release(ctx context.Context) error {
 	if !t.done.CompareAndSwap(false, true) {
-		return fail("release", t.key, errTxnDone)
+		return fail("release", t.req.Key, errTxnDone)
 	}
 	t.mtx.closed.Store(true)
 	if err := undoNested(ctx, t.tx); err != nil {
-		return fail("release", t.key, err)
+		return fail("release", t.req.Key, err)
 	}
 	return nil
 }
