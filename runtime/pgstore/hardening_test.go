@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -224,19 +223,8 @@ func TestMigrateUpgradesV01(t *testing.T) {
 // proxied returns a pool whose connections go through a lossy proxy in
 // front of the test server.
 func proxied(t *testing.T, maxConns int32) (*pgxpool.Pool, *lossyproxy.Proxy) {
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
-	require.NoError(t, err)
-	p := lossyproxy.New(t, net.JoinHostPort(cfg.ConnConfig.Host, fmt.Sprint(cfg.ConnConfig.Port)))
-	host, port, err := net.SplitHostPort(p.Addr())
-	require.NoError(t, err)
-	cfg.ConnConfig.Host = host
-	_, err = fmt.Sscan(port, &cfg.ConnConfig.Port)
-	require.NoError(t, err)
-	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool, p
+	p := lossyproxy.New(t, testenv.PostgresAddr(t))
+	return testenv.PGPoolVia(t, p.Addr(), maxConns), p
 }
 
 // TestClaimReplyLost: a lease-mode claim reaches the server and commits,

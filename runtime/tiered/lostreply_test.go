@@ -3,13 +3,11 @@ package tiered_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,18 +36,8 @@ func newLossyTiers(t *testing.T) *lossyTiers {
 	t.Cleanup(func() { _ = c.Close() })
 	lt.fast = redisstore.New(c, redisstore.WithPrefix("tiered-lossy:"))
 
-	cfg, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
-	require.NoError(t, err)
-	lt.pg = lossyproxy.New(t, net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
-	host, port, err := net.SplitHostPort(lt.pg.Addr())
-	require.NoError(t, err)
-	p, err := strconv.Atoi(port)
-	require.NoError(t, err)
-	cfg.ConnConfig.Host, cfg.ConnConfig.Port = host, uint16(p)
-	cfg.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	lt.pg = lossyproxy.New(t, testenv.PostgresAddr(t))
+	pool := testenv.PGPoolVia(t, lt.pg.Addr(), 4)
 	durable := pgstore.New(pool, pgstore.WithTable("idem_tiered_test"))
 	require.NoError(t, durable.Migrate(t.Context()))
 
