@@ -41,17 +41,14 @@ find_bin() {
 }
 
 install_mariadb() {
-	[[ $(id -u) -eq 0 ]] || die "MariaDB is not installed and this is not root: install the mariadb-server package"
 	log "installing MariaDB (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update >&2
-	apt-get install -y --no-install-recommends mariadb-server mariadb-client >&2
+	apt_install mariadb-server mariadb-client || die "apt-get install mariadb-server failed"
 	# The package may start the system's own server: this script does not
 	# use it, and leaves it as the package set it up.
 }
 
 # shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port, bind_failed, apt_install
 
 # client runs the command-line client against the server of DIR.
 client() {
@@ -91,27 +88,41 @@ start() {
 	0 | "") ;;
 	*) die "IDEM_MYSQL_DURABLE=$IDEM_MYSQL_DURABLE: want 1 (durable server) or 0 (fast test server)" ;;
 	esac
-	port=${MARIADB_PORT:-$(free_port)}
-	local args=(--no-defaults --datadir="$data" --bind-address=127.0.0.1 --port="$port"
-		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log"
-		--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=256M
-		--innodb-log-file-size=1G --max-allowed-packet=1G --max-connections=300
-		--character-set-server=utf8mb4 --skip-log-bin)
-	[[ $(id -u) -eq 0 ]] && args+=(--user=mysql)
-	"$bin" "${args[@]}" >/dev/null 2>&1 &
-	local pid=$!
-	echo "$pid" >"$dir/mariadb.pid"
-	local i
-	for i in $(seq 1 300); do
-		if client "$dir" -e 'SELECT 1' >/dev/null 2>&1; then
-			break
+	# A port another server took after free_port checked it: start again on
+	# another one (lib.sh's bind_failed), up to 5 times; a MARIADB_PORT given
+	# is used as it is.
+	local attempt offset pid i ready
+	for attempt in 1 2 3 4 5; do
+		port=${MARIADB_PORT:-$(free_port)}
+		local args=(--no-defaults --datadir="$data" --bind-address=127.0.0.1 --port="$port"
+			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log"
+			--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=256M
+			--innodb-log-file-size=1G --max-allowed-packet=1G --max-connections=300
+			--character-set-server=utf8mb4 --skip-log-bin)
+		[[ $(id -u) -eq 0 ]] && args+=(--user=mysql)
+		offset=$(stat -c %s "$dir/mariadb.log" 2>/dev/null || echo 0)
+		"$bin" "${args[@]}" >/dev/null 2>&1 &
+		pid=$!
+		echo "$pid" >"$dir/mariadb.pid"
+		ready=0
+		for i in $(seq 1 300); do
+			if client "$dir" -e 'SELECT 1' >/dev/null 2>&1; then
+				ready=1
+				break
+			fi
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+		[[ $ready -eq 1 ]] && break
+		tail -c +"$((offset + 1))" "$dir/mariadb.log" | tail -n 30 >&2 || true
+		if kill -0 "$pid" 2>/dev/null; then
+			kill -KILL "$pid" 2>/dev/null || true
+			die "server did not become ready"
 		fi
-		if ! kill -0 "$pid" 2>/dev/null; then
-			tail -n 30 "$dir/mariadb.log" >&2 || true
-			die "mariadbd exited"
-		fi
-		[[ $i -eq 300 ]] && { tail -n 30 "$dir/mariadb.log" >&2 || true; die "server did not become ready"; }
-		sleep 0.1
+		wait "$pid" 2>/dev/null || true
+		rm -f "$dir/mariadb.pid"
+		bind_failed "$dir/mariadb.log" "$offset" && [[ -z ${MARIADB_PORT:-} && $attempt -lt 5 ]] || die "mariadbd exited"
+		log "port $port was taken; starting again on another"
 	done
 	# The tests connect over TCP as root without a password: only this
 	# loopback server, and only while it lives.

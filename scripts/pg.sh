@@ -43,15 +43,12 @@ find_bin() {
 }
 
 install_pg() {
-	[[ $(id -u) -eq 0 ]] || die "PostgreSQL is not installed and this is not root: install the postgresql package"
 	log "installing PostgreSQL (apt-get)"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update >&2
-	apt-get install -y --no-install-recommends postgresql >&2
+	apt_install postgresql || die "apt-get install postgresql failed"
 }
 
 # shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port, bind_failed, apt_install
 
 # as_owner runs a command as the postgres user when we are root.
 as_owner() {
@@ -90,25 +87,31 @@ start() {
 		as_owner "$bin/initdb" -D "$data" -U "$user" -A trust -E UTF8 --no-locale >"$dir/initdb.log" 2>&1 ||
 			{ cat "$dir/initdb.log" >&2; die "initdb failed"; }
 	fi
-	port=$(free_port)
-	local opts="-c listen_addresses=127.0.0.1 -p $port -k $dir" durability
+	local common=" -c max_connections=200 -c shared_buffers=128MB" durability
 	case "${IDEM_PG_DURABLE:-0}" in
 	1) durability="durable: fsync, synchronous_commit and full_page_writes on"
-		opts+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
+		common+=" -c fsync=on -c synchronous_commit=on -c full_page_writes=on" ;;
 	0 | "") durability="fast, not crash-safe: fsync, synchronous_commit and full_page_writes off"
-		opts+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
+		common+=" -c fsync=off -c synchronous_commit=off -c full_page_writes=off" ;;
 	*) die "IDEM_PG_DURABLE=$IDEM_PG_DURABLE: want 1 (durable server) or 0 (fast test server)" ;;
 	esac
-	opts+=" -c max_connections=200 -c shared_buffers=128MB"
 	# pg_stat_statements, when installed (postgresql-contrib), lets the
 	# benchmarks report server time per statement (internal/benchcmp).
 	if [[ -e "$bin/../lib/pg_stat_statements.so" ]]; then
-		opts+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
+		common+=" -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track_planning=on"
 	fi
-	if ! as_owner "$bin/pg_ctl" -D "$data" -l "$dir/postgres.log" -w -t 60 -o "$opts" start >&2; then
-		tail -n 30 "$dir/postgres.log" >&2 || true
-		die "pg_ctl start failed"
-	fi
+	# A port another server took after free_port checked it: start again on
+	# another one (lib.sh's bind_failed), up to 5 times.
+	local attempt offset opts
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		opts="-c listen_addresses=127.0.0.1 -p $port -k $dir$common"
+		offset=$(stat -c %s "$dir/postgres.log" 2>/dev/null || echo 0)
+		as_owner "$bin/pg_ctl" -D "$data" -l "$dir/postgres.log" -w -t 60 -o "$opts" start >&2 && break
+		tail -c +"$((offset + 1))" "$dir/postgres.log" | tail -n 30 >&2 || true
+		bind_failed "$dir/postgres.log" "$offset" && [[ $attempt -lt 5 ]] || die "pg_ctl start failed"
+		log "port $port was taken; starting again on another"
+	done
 	head -n 1 "$data/postmaster.pid" >"$dir/pg.pid"
 	local i
 	for i in $(seq 1 100); do

@@ -6,17 +6,12 @@
 #   scripts/promtool.sh test rules deploy/prometheus/idem-rules.test.yml
 set -euo pipefail
 
+die() { echo "promtool.sh: $*" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # apt_install
+
 if ! command -v promtool >/dev/null 2>&1; then
-	[[ $(id -u) -eq 0 ]] || { echo "promtool.sh: promtool is not installed and this is not root: install the prometheus package" >&2; exit 1; }
 	echo "promtool.sh: installing promtool (apt-get install prometheus)" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	for i in 1 2 3 4 5 6; do
-		# another apt-get may hold the lock for a while
-		if apt-get update >&2 && apt-get install -y --no-install-recommends prometheus >&2; then
-			break
-		fi
-		[[ $i -lt 6 ]] || exit 1
-		sleep 10
-	done
+	apt_install prometheus || die "apt-get install prometheus failed"
 fi
 exec promtool "$@"

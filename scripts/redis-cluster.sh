@@ -4,7 +4,9 @@
 #   scripts/redis-cluster.sh start DIR [MASTERS [REPLICAS]]
 #       install redis-server if absent (as root), start MASTERS×(1+REPLICAS)
 #       cluster-enabled redis-servers (default 3 masters, 1 replica each) on
-#       free 127.0.0.1 ports whose cluster bus port (port+10000) is free too,
+#       free 127.0.0.1 ports whose cluster bus port (port+10000) is free too
+#       (lib.sh's free_ports: below the ephemeral range; a node whose port
+#       was taken before it bound it starts again on another),
 #       without persistence, each in DIR/PORT (its nodes.conf, its log
 #       DIR/PORT/redis.log, its PID in DIR/PORT/redis.pid); join them with
 #       `redis-cli --cluster create` (or, for one master, CLUSTER
@@ -35,38 +37,12 @@ timeout_ms=${REDIS_CLUSTER_NODE_TIMEOUT:-2000}
 
 install_redis() {
 	command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && return 0
-	[ "$(id -u)" = 0 ] || die "redis-server/redis-cli are not installed and this is not root: apt-get install -y redis-server"
 	echo "redis-cluster.sh: installing redis-server" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update >&2 && apt-get install -y redis-server >&2 || die "apt-get install redis-server failed"
+	apt_install redis-server || die "apt-get install redis-server failed"
 	command -v redis-cli >/dev/null 2>&1 || die "redis-cli still not found after install"
 }
 
-# free_ports N prints N distinct free ports P (one a line) such that P+10000
-# is free too (the cluster bus).
-free_ports() {
-	command -v python3 >/dev/null 2>&1 || die "python3 is needed to find free ports"
-	python3 - "$1" <<'EOF'
-import socket, sys
-n, out, held = int(sys.argv[1]), [], []
-while len(out) < n:
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]
-    held.append(s)
-    if p + 10000 > 65535 or p in out:
-        continue
-    b = socket.socket()
-    try:
-        b.bind(("127.0.0.1", p + 10000))
-    except OSError:
-        continue
-    finally:
-        b.close()
-    out.append(p)
-for s in held:
-    s.close()
-print("\n".join(map(str, out)))
-EOF
-}
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_ports, bind_failed, apt_install
 
 cli() { local port=$1; shift; redis-cli -h 127.0.0.1 -p "$port" "$@"; }
 
@@ -103,13 +79,36 @@ start_node() {
 
 wait_ping() {
 	local port=$1
+	# The node must be alive first: on a port another server took, the
+	# PING reaches that server, which may never answer it (hence timeout).
 	for _ in $(seq 1 100); do
-		[ "$(cli "$port" PING 2>/dev/null)" = PONG ] && return 0
-		kill -0 "$(cat "$dir/$port/redis.pid")" 2>/dev/null || break
+		kill -0 "$(cat "$dir/$port/redis.pid")" 2>/dev/null || return 1
+		[ "$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" PING 2>/dev/null)" = PONG ] && return 0
 		sleep 0.1
 	done
-	tail -n 5 "$dir/$port/redis.log" >&2 || true
 	return 1
+}
+
+# start_nodes starts a node on each port of the array ports, and starts a
+# node whose port another server took since free_ports checked it again on
+# a new port (ports is updated), up to 5 times.
+start_nodes() {
+	local i p attempt
+	for p in "${ports[@]}"; do start_node "$p"; done
+	for i in "${!ports[@]}"; do
+		for attempt in 1 2 3 4 5; do
+			p=${ports[$i]}
+			wait_ping "$p" && break
+			tail -n 5 "$dir/$p/redis.log" >&2 || true
+			kill "$(cat "$dir/$p/redis.pid")" 2>/dev/null || true
+			bind_failed "$dir/$p/redis.log" && [ $attempt -lt 5 ] || die "redis-server on port $p did not answer"
+			rm -rf "${dir:?}/$p"
+			p=$(free_ports 1 10000 "${ports[@]}")
+			echo "redis-cluster.sh: port ${ports[$i]} was taken; starting that node on $p" >&2
+			ports[i]=$p
+			start_node "$p"
+		done
+	done
 }
 
 # cluster_ok PORT...: every node says cluster_state:ok and knows every node,
@@ -134,9 +133,9 @@ start() {
 	started=0
 	trap '[ "$started" = 1 ] || stop' EXIT
 	local total=$((masters * (1 + replicas))) ports=() p
-	mapfile -t ports < <(free_ports "$total")
-	for p in "${ports[@]}"; do start_node "$p"; done
-	for p in "${ports[@]}"; do wait_ping "$p" || die "redis-server on port $p did not answer"; done
+	mapfile -t ports < <(free_ports "$total" 10000)
+	[ ${#ports[@]} -eq "$total" ] || die "could not find $total free ports"
+	start_nodes
 	local addrs=()
 	for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); done
 	if [ "$masters" -ge 3 ]; then
@@ -150,7 +149,9 @@ start() {
 		id=$(cli "${ports[0]}" CLUSTER MYID)
 		for p in "${ports[@]:1}"; do
 			for _ in $(seq 1 100); do
-				cli "$p" CLUSTER REPLICATE "$id" >/dev/null 2>&1 && break
+				# redis-cli exits 0 on an error reply ("Unknown node" until MEET
+				# has reached the node): only OK counts.
+				[ "$(cli "$p" CLUSTER REPLICATE "$id" 2>/dev/null | tr -d "\r")" = OK ] && break
 				sleep 0.1
 			done
 		done

@@ -20,15 +20,13 @@ dir=$2
 
 install_redis() {
 	command -v redis-server >/dev/null 2>&1 && return 0
-	[ "$(id -u)" = 0 ] || die "redis-server is not installed and this is not root: apt-get install -y redis-server"
 	echo "redis.sh: installing redis-server" >&2
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update >&2 && apt-get install -y redis-server >&2 || die "apt-get install redis-server failed"
+	apt_install redis-server || die "apt-get install redis-server failed"
 	command -v redis-server >/dev/null 2>&1 || die "redis-server still not found after install"
 }
 
 # shellcheck source=scripts/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" # free_port, apt_install
 
 ping() {
 	# PING over /dev/tcp so that redis-cli is not required.

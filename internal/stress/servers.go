@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/idemgen/idemgen/internal/freeport"
 )
 
 // ErrMissingServer is wrapped by the error of a scenario that needs a server
@@ -165,14 +167,10 @@ func redisPing(addr string) bool {
 	return err == nil && strings.HasPrefix(line, "+PONG")
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort is a port below the kernel's ephemeral range (freeport.Pick),
+// so that no outgoing connection takes it while Restart has the server
+// down.
+func freePort() (int, error) { return freeport.Pick(0) }
 
 // PGServer is a PostgreSQL server the harness started with scripts/pg.sh in
 // a directory of its own (DIR/pgdata, socket and log in DIR, the

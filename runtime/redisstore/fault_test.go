@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"net"
 	"os/exec"
 	"strconv"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/freeport"
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/redisstore"
@@ -156,11 +156,10 @@ func TestRedisFull(t *testing.T) {
 	if err != nil {
 		t.Skip("redis-server is not installed (scripts/redis.sh installs it)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Pick(0)
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	_, port, _ := net.SplitHostPort(addr)
+	port := strconv.Itoa(p)
+	addr := "127.0.0.1:" + port
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	require.NoError(t, cmd.Start())

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/internal/freeport"
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -91,10 +93,11 @@ func startRedis(t testing.TB, args ...string) *redisServer {
 		}
 		t.Skip(msg)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// Below the ephemeral range: Start restarts the server on its port,
+	// and no outgoing connection may take it meanwhile.
+	p, err := freeport.Pick(0)
 	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := "127.0.0.1:" + strconv.Itoa(p)
 	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), args: args, Addr: addr}
 	r.Start()
 	t.Cleanup(r.Kill)

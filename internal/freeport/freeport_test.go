@@ -1,0 +1,165 @@
+package freeport_test
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idemgen/idemgen/internal/freeport"
+)
+
+// checkPorts asserts the policy on ports picked with gap and taken: each
+// is at least Low, below the ephemeral range with its gap, bindable with its
+// gap, distinct, and none of taken.
+func checkPorts(t *testing.T, ports []int, gap int, taken ...int) {
+	t.Helper()
+	eph := freeport.EphemeralLow()
+	seen := map[int]bool{}
+	for _, p := range ports {
+		assert.GreaterOrEqual(t, p, freeport.Low)
+		assert.Less(t, p+gap, eph, "port %d (+%d) is in the ephemeral range, from %d on", p, gap, eph)
+		assert.False(t, seen[p], "port %d twice", p)
+		assert.NotContains(t, taken, p)
+		seen[p] = true
+	}
+}
+
+func TestPick(t *testing.T) {
+	for _, gap := range []int{0, 10000} {
+		t.Run(strconv.Itoa(gap), func(t *testing.T) {
+			var ports []int
+			for range 50 {
+				p, err := freeport.Pick(gap, ports...)
+				require.NoError(t, err)
+				assert.True(t, freeport.Bindable(p))
+				if gap > 0 {
+					assert.True(t, freeport.Bindable(p+gap))
+				}
+				ports = append(ports, p)
+			}
+			checkPorts(t, ports, gap)
+		})
+	}
+	_, err := freeport.Pick(-1)
+	assert.Error(t, err)
+}
+
+// TestPickSkipsHeld: a port a listener holds is never picked.
+func TestPickSkipsHeld(t *testing.T) {
+	var held []int
+	for range 20 {
+		p, err := freeport.Pick(0, held...)
+		require.NoError(t, err)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = l.Close() })
+		held = append(held, p)
+	}
+	for range 200 {
+		p, err := freeport.Pick(0)
+		require.NoError(t, err)
+		assert.NotContains(t, held, p)
+	}
+}
+
+func scripts(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs("../../scripts")
+	require.NoError(t, err)
+	return dir
+}
+
+func bash(t *testing.T, env []string, script string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{"-c", script, "bash"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Logf("stderr: %s", stderr.String())
+	}
+	return string(out), err
+}
+
+func ints(t *testing.T, out string) []int {
+	t.Helper()
+	var ps []int
+	for _, f := range strings.Fields(out) {
+		p, err := strconv.Atoi(f)
+		require.NoError(t, err, "%q", out)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// TestScriptFreePorts: scripts/lib.sh's free_ports keeps the same policy,
+// with python3 and with bash alone.
+func TestScriptFreePorts(t *testing.T) {
+	lib := filepath.Join(scripts(t), "lib.sh")
+	noPy := t.TempDir()
+	for _, tool := range []string{"seq", "bash"} {
+		p, err := exec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(noPy, tool)))
+	}
+	for name, env := range map[string][]string{"python3": nil, "bash": {"PATH=" + noPy}} {
+		t.Run(name, func(t *testing.T) {
+			if name == "python3" {
+				if _, err := exec.LookPath("python3"); err != nil {
+					t.Skip("python3 is not installed")
+				}
+			}
+			for _, gap := range []int{0, 10000} {
+				taken := []int{}
+				for p := freeport.Low; p < freeport.Low+40; p++ {
+					taken = append(taken, p)
+				}
+				args := []string{lib, "8", strconv.Itoa(gap)}
+				for _, p := range taken {
+					args = append(args, strconv.Itoa(p))
+				}
+				out, err := bash(t, env, `die() { echo "$*" >&2; exit 1; }; . "$1"; shift; free_ports "$@"`, args...)
+				require.NoError(t, err)
+				ps := ints(t, out)
+				require.Len(t, ps, 8)
+				checkPorts(t, ps, gap, taken...)
+			}
+			out, err := bash(t, env, `die() { echo "$*" >&2; exit 1; }; . "$1"; free_port`, lib)
+			require.NoError(t, err)
+			require.Len(t, ints(t, out), 1)
+		})
+	}
+}
+
+// TestScriptBindFailed: lib.sh's bind_failed knows each server's words for
+// a port it could not bind, and reads only from the offset given.
+func TestScriptBindFailed(t *testing.T) {
+	lib := filepath.Join(scripts(t), "lib.sh")
+	for _, tc := range []struct {
+		name, log string
+		offset    int
+		want      bool
+	}{
+		{"redis", "# Warning: Could not create server TCP listening socket 127.0.0.1:54251: bind: Address already in use\n", 0, true},
+		{"postgres", "LOG:  could not bind IPv4 address \"127.0.0.1\": Address already in use\nFATAL:  could not create any TCP/IP sockets\n", 0, true},
+		{"mariadb", "[ERROR] Can't start server: Bind on TCP/IP port. Got error: 98: Address already in use\n[ERROR] Do you already have another server running on port: 3306 ?\n", 0, true},
+		{"other failure", "FATAL:  data directory \"/x\" has invalid permissions\n", 0, false},
+		{"an earlier attempt's", "bind: Address already in use\nready to accept connections\n", len("bind: Address already in use\n"), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "log")
+			require.NoError(t, os.WriteFile(f, []byte(tc.log), 0o644))
+			_, err := bash(t, nil, `. "$1"; bind_failed "$2" "$3"`, lib, f, strconv.Itoa(tc.offset))
+			assert.Equal(t, tc.want, err == nil, "%v", err)
+		})
+	}
+}
