@@ -3,31 +3,50 @@
 
 # free_ports N [GAP [TAKEN...]] prints N distinct TCP ports of 127.0.0.1, one
 # a line, that can be bound now (and, with GAP, so can port+GAP: a Redis
-# Cluster node's bus), none of them in TAKEN. They are drawn at random from
-# below the kernel's ephemeral range (net.ipv4.ip_local_port_range), never
-# from it: a port the kernel hands out for bind(0) is also one it hands out
-# as the local port of an outgoing connection, and on a machine running many
-# tests one of their connections took such a port between the check and the
-# server's bind (CI: "bind: Address already in use"). Below the range only
-# another server can take the port; the scripts start again on new ports
-# when that happens. When the range leaves no room below it, the kernel
-# picks (bind to port 0). Without python3, ports are probed with bash's
-# /dev/tcp (nothing answers on them).
+# Cluster node's bus), none of them in TAKEN, and reserves them for the
+# script's parent process. Two hazards made "bind to port 0, close, start
+# the server" fail on a machine running many tests (internal/freeport, which
+# keeps the same policy and reservations, says more):
+#   - bind(0) hands out ports of the kernel's ephemeral range
+#     (net.ipv4.ip_local_port_range), as it does for the local port of every
+#     outgoing connection, and one of the tests' connections took such a port
+#     before the server bound it (CI: "bind: Address already in use"). The
+#     ports are drawn at random from below that range instead.
+#   - The test harnesses restart a server on its port after an outage, and
+#     meanwhile the port looks free. Every port handed out is reserved in
+#     $IDEM_PORTS_DIR (default /tmp/idemgen-ports: a file per port holding
+#     the owner's PID; the pickers take DIR/.lock in turn) for the script's
+#     parent, the process that restarts or stops the server (the harness, or
+#     with-services.sh), and no picker hands it out while that process
+#     lives.
+# A server that still loses its port starts again on another (bind_failed).
+# IDEM_PORTS_RANGE=LO-HI draws from that range instead. When the range
+# leaves no room below it, the kernel picks. Without
+# python3, ports are probed with bash's /dev/tcp and reserved without the
+# lock.
 free_ports() {
-	local n=$1 gap=${2:-0}
+	local n=$1 gap=${2:-0} owner=${IDEM_PORT_OWNER:-$PPID} pdir=${IDEM_PORTS_DIR:-/tmp/idemgen-ports}
 	shift $(($# < 2 ? $# : 2))
+	mkdir -p "$pdir" && chmod 1777 "$pdir" 2>/dev/null || true
 	if command -v python3 >/dev/null 2>&1; then
-		python3 - "$n" "$gap" "$@" <<'PY'
-import random, socket, sys
+		python3 - "$n" "$gap" "$owner" "$pdir" "$@" <<'PY'
+import fcntl, os, random, socket, sys
 
-n, gap = int(sys.argv[1]), int(sys.argv[2])
-taken = {int(p) for p in sys.argv[3:]}
-try:
-    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-        eph = int(f.read().split()[0])
-except (OSError, ValueError, IndexError):
-    eph = 32768
-lo, hi = 10000, eph - 1 - gap
+n, gap, owner, pdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+taken = {int(p) for p in sys.argv[5:]}
+if os.environ.get("IDEM_PORTS_RANGE"):
+    try:
+        lo, hi = (int(x) for x in os.environ["IDEM_PORTS_RANGE"].split("-"))
+        assert 1 <= lo <= hi <= 65535
+    except (ValueError, AssertionError):
+        sys.exit("free_ports: IDEM_PORTS_RANGE=%r: want LO-HI, 1 <= LO <= HI <= 65535" % os.environ["IDEM_PORTS_RANGE"])
+else:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = 10000, int(f.read().split()[0]) - 1
+    except (OSError, ValueError, IndexError):
+        lo, hi = 10000, 32767
+hi -= gap
 
 
 def bindable(p):
@@ -41,40 +60,79 @@ def bindable(p):
         s.close()
 
 
+def reserved(p):
+    try:
+        with open(os.path.join(pdir, str(p))) as f:
+            pid = int(f.read().strip())
+    except (OSError, ValueError):
+        return False
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+lock = open(os.path.join(pdir, ".lock"), "a")
+fcntl.flock(lock, fcntl.LOCK_EX)
+# Every port of the range once, from a random one on; when the range
+# leaves no room below it, the kernel's picks.
+size = hi - lo + 1
+start = random.randrange(size) if size >= 100 else 0
 out = []
-for _ in range(100000):
+for i in range(size if size >= 100 else 1000):
     if len(out) == n:
         break
-    if hi - lo >= 100 * n:
-        p = random.randint(lo, hi)
+    if size >= 100:
+        p = lo + (start + i) % size
     else:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         p = s.getsockname()[1]
         s.close()
-    if p in taken or p in out or p + gap > 65535:
+    if p in taken or p in out or p + gap > 65535 or reserved(p) or (gap and reserved(p + gap)):
         continue
     if bindable(p) and (gap == 0 or bindable(p + gap)):
         out.append(p)
 if len(out) < n:
     sys.exit("free_ports: found %d free ports of %d" % (len(out), n))
+for p in out + ([p + gap for p in out] if gap else []):
+    with open(os.path.join(pdir, str(p)), "w") as f:
+        f.write("%d\n" % owner)
 print("\n".join(map(str, out)))
 PY
 		return
 	fi
-	local p out=() t ok span=$((32768 - 10000 - gap))
-	[ "$span" -gt 0 ] || die "free_ports: no port below 32768 leaves room for a gap of $gap"
+	local p out=() t ok pid lo=10000 hi=32767 span
+	if [ -n "${IDEM_PORTS_RANGE:-}" ]; then
+		[[ $IDEM_PORTS_RANGE =~ ^([0-9]+)-([0-9]+)$ ]] || die "free_ports: IDEM_PORTS_RANGE=$IDEM_PORTS_RANGE: want LO-HI"
+		lo=${BASH_REMATCH[1]} hi=${BASH_REMATCH[2]}
+	fi
+	span=$((hi - gap - lo + 1))
+	[ "$span" -gt 0 ] || die "free_ports: no port of $lo-$hi leaves room for a gap of $gap"
 	for _ in $(seq 1 10000); do
 		[ ${#out[@]} -ge "$n" ] && break
-		p=$((10000 + RANDOM % span))
+		p=$((lo + (RANDOM * 32768 + RANDOM) % span))
 		ok=1
 		for t in "$@" "${out[@]}"; do [ "$t" = "$p" ] && ok=0; done
+		for t in "$p" $([ "$gap" = 0 ] || echo $((p + gap))); do
+			pid=$(cat "$pdir/$t" 2>/dev/null || true)
+			[[ $pid =~ ^[1-9][0-9]*$ ]] && { kill -0 "$pid" 2>/dev/null || [ -d "/proc/$pid" ]; } && ok=0
+		done
 		[ $ok = 1 ] || continue
 		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
 		[ "$gap" = 0 ] || ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + gap))") 2>/dev/null || continue
 		out+=("$p")
 	done
 	[ ${#out[@]} -ge "$n" ] || die "no free port found"
+	for p in "${out[@]}"; do
+		echo "$owner" >"$pdir/$p"
+		[ "$gap" = 0 ] || echo "$owner" >"$pdir/$((p + gap))"
+	done
 	printf '%s\n' "${out[@]}"
 }
 

@@ -2,12 +2,16 @@ package freeport_test
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -162,4 +166,88 @@ func TestScriptBindFailed(t *testing.T) {
 			assert.Equal(t, tc.want, err == nil, "%v", err)
 		})
 	}
+}
+
+// deadPID is the PID of a process that has ended.
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	require.NoError(t, cmd.Run())
+	return cmd.Process.Pid
+}
+
+// fillReservations reserves every port Pick may hand out, by a live
+// process (PID 1), but free ones, which a process that has ended reserved.
+// It returns the reservations' directory.
+func fillReservations(t *testing.T, free []int) string {
+	t.Helper()
+	dir := t.TempDir()
+	dead := strconv.Itoa(deadPID(t)) + "\n"
+	lo, hi, err := freeport.Range()
+	require.NoError(t, err)
+	for p := lo; p <= hi; p++ {
+		owner := "1\n"
+		if slices.Contains(free, p) {
+			owner = dead
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(p)), []byte(owner), 0o644))
+	}
+	return dir
+}
+
+// TestReservations: a port a live process reserved is never handed out,
+// though it can be bound (its server is down for a restart); a port whose
+// owner has ended is; a port handed out is reserved for the process that
+// asked, by Pick and by scripts/lib.sh's free_ports alike.
+func TestReservations(t *testing.T) {
+	if err := syscall.Kill(1, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		t.Skip("no process 1 to own reservations")
+	}
+	// A range of 300 ports, 4 of them free (the scan covers a range of at
+	// least 100 ports; a smaller one is left to the kernel).
+	q, err := freeport.Pick(0)
+	require.NoError(t, err)
+	freeport.Release(q)
+	lo := min(q, freeport.EphemeralLow()-300)
+	var free []int
+	for p := lo; p < lo+300 && len(free) < 4; p += 7 {
+		if !freeport.Reserved(p) && freeport.Bindable(p) {
+			free = append(free, p)
+		}
+	}
+	require.Len(t, free, 4)
+	t.Setenv("IDEM_PORTS_RANGE", fmt.Sprintf("%d-%d", lo, lo+299))
+	t.Run("Pick", func(t *testing.T) {
+		dir := fillReservations(t, free)
+		t.Setenv("IDEM_PORTS_DIR", dir)
+		var got []int
+		for range free {
+			p, err := freeport.Pick(0)
+			require.NoError(t, err)
+			assert.True(t, freeport.Reserved(p), "port %d handed out but not reserved", p)
+			got = append(got, p)
+		}
+		assert.ElementsMatch(t, free, got)
+		_, err := freeport.Pick(0)
+		assert.Error(t, err, "every port is reserved")
+		freeport.Release(got...)
+		for _, p := range got {
+			assert.False(t, freeport.Reserved(p), "port %d still reserved after Release", p)
+		}
+	})
+	t.Run("free_ports", func(t *testing.T) {
+		if _, err := exec.LookPath("python3"); err != nil {
+			t.Skip("python3 is not installed")
+		}
+		dir := fillReservations(t, free)
+		out, err := bash(t, []string{"IDEM_PORTS_DIR=" + dir, "IDEM_PORT_OWNER=" + strconv.Itoa(os.Getpid())},
+			`die() { echo "$*" >&2; exit 1; }; . "$1"; free_ports 4`, filepath.Join(scripts(t), "lib.sh"))
+		require.NoError(t, err)
+		assert.ElementsMatch(t, free, ints(t, out))
+		t.Setenv("IDEM_PORTS_DIR", dir)
+		for _, p := range free {
+			assert.True(t, freeport.Reserved(p), "port %d handed out but not reserved", p)
+		}
+		freeport.Release(free...)
+	})
 }

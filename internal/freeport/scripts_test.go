@@ -70,7 +70,7 @@ func TestStartOnTakenPort(t *testing.T) {
 			require.NoError(t, err)
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(held))
 			require.NoError(t, err)
-			t.Cleanup(func() { _ = l.Close() })
+			t.Cleanup(func() { _ = l.Close(); freeport.Release(held, held+10000) })
 
 			// The postgres and mysql users must reach the directory.
 			dir, err := os.MkdirTemp("", "idem-freeport-")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,14 @@ func (s *ClusterServer) Addrs() []string { return s.addrs }
 func (s *ClusterServer) Stop() {
 	_ = exec.Command(s.script, "stop", s.dir).Run()
 	_ = os.RemoveAll(s.dir)
+	for _, a := range s.addrs {
+		if _, port, err := net.SplitHostPort(a); err == nil {
+			releasePort(port)
+			if p, err := strconv.Atoi(port); err == nil {
+				releasePort(strconv.Itoa(p + 10000)) // the cluster bus
+			}
+		}
+	}
 }
 
 type clusterNode struct {

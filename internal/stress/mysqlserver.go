@@ -115,4 +115,5 @@ func (s *MySQLServer) Stop() {
 	defer s.mu.Unlock()
 	_, _ = s.run(context.Background(), "stop", nil)
 	_ = os.RemoveAll(s.dir)
+	releasePort(s.port)
 }

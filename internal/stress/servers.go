@@ -59,6 +59,7 @@ func StartRedis(ctx context.Context) (*RedisServer, error) {
 		if err = s.start(ctx); err == nil {
 			return s, nil
 		}
+		freeport.Release(s.port)
 	}
 	_ = os.RemoveAll(dir)
 	return nil, err
@@ -151,6 +152,7 @@ func (s *RedisServer) Stop() {
 	s.mu.Unlock()
 	s.Kill()
 	_ = os.RemoveAll(s.dir)
+	freeport.Release(s.port)
 }
 
 func redisPing(addr string) bool {
@@ -287,6 +289,15 @@ func (s *PGServer) Stop() {
 	cmd := exec.Command(s.script, "stop", s.dir)
 	_ = cmd.Run()
 	_ = os.RemoveAll(s.dir)
+	releasePort(s.port)
+}
+
+// releasePort ends this process's reservation of a port scripts/*.sh
+// picked for it (lib.sh's free_ports reserves for the script's parent).
+func releasePort(port string) {
+	if p, err := strconv.Atoi(port); err == nil {
+		freeport.Release(p)
+	}
 }
 
 // pgBin finds the directory of pg_ctl the way scripts/pg.sh does: $PG_BIN,

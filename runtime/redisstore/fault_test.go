@@ -158,6 +158,7 @@ func TestRedisFull(t *testing.T) {
 	}
 	p, err := freeport.Pick(0)
 	require.NoError(t, err)
+	t.Cleanup(func() { freeport.Release(p) })
 	port := strconv.Itoa(p)
 	addr := "127.0.0.1:" + port
 	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",

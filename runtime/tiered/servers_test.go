@@ -97,6 +97,7 @@ func startRedis(t testing.TB, args ...string) *redisServer {
 	// and no outgoing connection may take it meanwhile.
 	p, err := freeport.Pick(0)
 	require.NoError(t, err)
+	t.Cleanup(func() { freeport.Release(p) })
 	addr := "127.0.0.1:" + strconv.Itoa(p)
 	r := &redisServer{t: t, bin: bin, dir: t.TempDir(), args: args, Addr: addr}
 	r.Start()
