@@ -147,7 +147,8 @@ bind_failed() {
 }
 
 # apt_install PKG... installs Debian packages, as root: apt-get update,
-# then apt-get install --no-install-recommends. with-services.sh starts its
+# then apt-get install --no-install-recommends --no-upgrade (a package
+# installed already is left as it is). with-services.sh starts its
 # four servers at once, so on a new machine up to three scripts install at
 # once, and a second apt-get fails at once on dpkg's lock ("Could not get
 # lock /var/lib/dpkg/lock-frontend"). Every install of these scripts holds
@@ -158,11 +159,11 @@ apt_install() {
 	export DEBIAN_FRONTEND=noninteractive
 	local lock=/tmp/idemgen-apt.lock wait=(-o DPkg::Lock::Timeout=300)
 	if ! command -v flock >/dev/null 2>&1; then
-		apt-get "${wait[@]}" update >&2 && apt-get "${wait[@]}" install -y --no-install-recommends "$@" >&2
+		apt-get "${wait[@]}" update >&2 && apt-get "${wait[@]}" install -y --no-install-recommends --no-upgrade "$@" >&2
 		return
 	fi
 	(
 		flock -w 900 9 || { echo "waited 15 minutes for another install ($lock)" >&2; exit 1; }
-		apt-get "${wait[@]}" update >&2 && apt-get "${wait[@]}" install -y --no-install-recommends "$@" >&2
+		apt-get "${wait[@]}" update >&2 && apt-get "${wait[@]}" install -y --no-install-recommends --no-upgrade "$@" >&2
 	) 9>"$lock"
 }
