@@ -21,15 +21,15 @@
 #     lives.
 # A server that still loses its port starts again on another (bind_failed).
 # IDEM_PORTS_RANGE=LO-HI draws from that range instead. When the range
-# leaves no room below it, the kernel picks. Without
-# python3, ports are probed with bash's /dev/tcp and reserved without the
-# lock.
+# leaves no room below it, the kernel picks. python3 does the picking (as
+# internal/freeport does in Go; TestReservations holds both to one
+# expectation).
 free_ports() {
 	local n=$1 gap=${2:-0} owner=${IDEM_PORT_OWNER:-$PPID} pdir=${IDEM_PORTS_DIR:-/tmp/idemgen-ports}
 	shift $(($# < 2 ? $# : 2))
 	mkdir -p "$pdir" && chmod 1777 "$pdir" 2>/dev/null || true
-	if command -v python3 >/dev/null 2>&1; then
-		python3 - "$n" "$gap" "$owner" "$pdir" "$@" <<'PY'
+	command -v python3 >/dev/null 2>&1 || die "python3 is needed to find free ports"
+	python3 - "$n" "$gap" "$owner" "$pdir" "$@" <<'PY'
 import fcntl, os, random, socket, sys
 
 n, gap, owner, pdir = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
@@ -105,35 +105,6 @@ for p in out + ([p + gap for p in out] if gap else []):
         f.write("%d\n" % owner)
 print("\n".join(map(str, out)))
 PY
-		return
-	fi
-	local p out=() t ok pid lo=10000 hi=32767 span
-	if [ -n "${IDEM_PORTS_RANGE:-}" ]; then
-		[[ $IDEM_PORTS_RANGE =~ ^([0-9]+)-([0-9]+)$ ]] || die "free_ports: IDEM_PORTS_RANGE=$IDEM_PORTS_RANGE: want LO-HI"
-		lo=${BASH_REMATCH[1]} hi=${BASH_REMATCH[2]}
-	fi
-	span=$((hi - gap - lo + 1))
-	[ "$span" -gt 0 ] || die "free_ports: no port of $lo-$hi leaves room for a gap of $gap"
-	for _ in $(seq 1 10000); do
-		[ ${#out[@]} -ge "$n" ] && break
-		p=$((lo + (RANDOM * 32768 + RANDOM) % span))
-		ok=1
-		for t in "$@" "${out[@]}"; do [ "$t" = "$p" ] && ok=0; done
-		for t in "$p" $([ "$gap" = 0 ] || echo $((p + gap))); do
-			pid=$(cat "$pdir/$t" 2>/dev/null || true)
-			[[ $pid =~ ^[1-9][0-9]*$ ]] && { kill -0 "$pid" 2>/dev/null || [ -d "/proc/$pid" ]; } && ok=0
-		done
-		[ $ok = 1 ] || continue
-		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-		[ "$gap" = 0 ] || ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + gap))") 2>/dev/null || continue
-		out+=("$p")
-	done
-	[ ${#out[@]} -ge "$n" ] || die "no free port found"
-	for p in "${out[@]}"; do
-		echo "$owner" >"$pdir/$p"
-		[ "$gap" = 0 ] || echo "$owner" >"$pdir/$((p + gap))"
-	done
-	printf '%s\n' "${out[@]}"
 }
 
 # free_port prints one port as free_ports does.

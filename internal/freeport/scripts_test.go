@@ -1,6 +1,7 @@
 package freeport_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -8,7 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -132,7 +135,7 @@ func installed(script string) bool {
 // its servers at once, and each script installs its server when it is
 // missing) all succeed: without lib.sh's lock, two of three apt-gets fail
 // on dpkg's lock. The package is one make test has installed already, so
-// nothing changes on the machine.
+// nothing changes on the machine (aptConfig: no network either).
 func TestAptInstallConcurrent(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("apt_install installs as root only")
@@ -144,10 +147,12 @@ func TestAptInstallConcurrent(t *testing.T) {
 		t.Skip("redis-server is not installed")
 	}
 	lib := filepath.Join(scripts(t), "lib.sh")
+	conf := aptConfig(t)
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
 			cmd := exec.Command("bash", "-c", `die() { echo "$*" >&2; exit 1; }; . "$1"; apt_install redis-server`, "bash", lib)
+			cmd.Env = append(os.Environ(), "APT_CONFIG="+conf)
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				err = fmt.Errorf("%w\n%s", err, out)
@@ -158,4 +163,58 @@ func TestAptInstallConcurrent(t *testing.T) {
 	for range 3 {
 		assert.NoError(t, <-errs)
 	}
+}
+
+// TestAptInstallWaitsForLock: apt_install waits for the install lock
+// (/tmp/idemgen-apt.lock) before its apt-get update, whose lists lock
+// apt-get does not wait for (DPkg::Lock::Timeout covers dpkg's lock only:
+// three plain `apt-get update` at once fail two of three), and runs once
+// the lock is free. apt is pointed at the test's own empty lists.
+func TestAptInstallWaitsForLock(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("apt_install installs as root only")
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		t.Skip("no apt-get")
+	}
+	if !installed("redis.sh") {
+		t.Skip("redis-server is not installed")
+	}
+	f, err := os.OpenFile("/tmp/idemgen-apt.lock", os.O_CREATE|os.O_RDWR, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
+	cmd := exec.Command("bash", "-c", `die() { echo "$*" >&2; exit 1; }; . "$1"; apt_install redis-server`, "bash", filepath.Join(scripts(t), "lib.sh"))
+	cmd.Env = append(os.Environ(), "APT_CONFIG="+aptConfig(t))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("apt_install ran while another install held the lock: %v\n%s", err, out.String())
+	case <-time.After(time.Second): // a blocked install stays blocked, however loaded the machine
+	}
+	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_UN))
+	require.NoError(t, <-done, "%s", out.String())
+}
+
+// aptConfig writes an APT_CONFIG that points apt at no sources and at
+// package lists and a cache of the test's own: no network, and the
+// machine's lists are left alone. dpkg's lock is still the machine's.
+func aptConfig(t *testing.T) string {
+	t.Helper()
+	apt := t.TempDir()
+	for _, d := range []string{"sources.list.d", "lists/partial", "cache/archives/partial"} {
+		require.NoError(t, os.MkdirAll(filepath.Join(apt, d), 0o755))
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(apt, "sources.list"), nil, 0o644))
+	conf := filepath.Join(apt, "apt.conf")
+	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil, `Dir::Etc::sourcelist "%[1]s/sources.list";
+Dir::Etc::sourceparts "%[1]s/sources.list.d";
+Dir::State::lists "%[1]s/lists/";
+Dir::Cache "%[1]s/cache/";
+`, apt), 0o644))
+	return conf
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/freeport"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/runtime/redisstore"
@@ -117,11 +119,9 @@ func (s *ClusterServer) Stop() {
 	_ = exec.Command(s.script, "stop", s.dir).Run()
 	_ = os.RemoveAll(s.dir)
 	for _, a := range s.addrs {
-		if _, port, err := net.SplitHostPort(a); err == nil {
-			releasePort(port)
-			if p, err := strconv.Atoi(port); err == nil {
-				releasePort(strconv.Itoa(p + 10000)) // the cluster bus
-			}
+		_, port, _ := net.SplitHostPort(a)
+		if p, err := strconv.Atoi(port); err == nil {
+			freeport.Release(p, p+10000) // and the cluster bus
 		}
 	}
 }
