@@ -77,7 +77,19 @@ def reserved(p):
     return True
 
 
-lock = open(os.path.join(pdir, ".lock"), "a")
+def reserve(p):
+    f = os.path.join(pdir, str(p))
+    try:
+        with open(f, "w") as w:
+            w.write("%d\n" % owner)
+        os.chmod(f, 0o666)  # every user's, past the umask
+        return True
+    except OSError:
+        return False
+
+
+# Read-only: flock needs no more, and another user may have created it.
+lock = os.open(os.path.join(pdir, ".lock"), os.O_RDONLY | os.O_CREAT, 0o666)
 fcntl.flock(lock, fcntl.LOCK_EX)
 # Every port of the range once, from a random one on; when the range
 # leaves no room below it, the kernel's picks.
@@ -96,13 +108,15 @@ for i in range(size if size >= 100 else 1000):
         s.close()
     if p in taken or p in out or p + gap > 65535 or reserved(p) or (gap and reserved(p + gap)):
         continue
-    if bindable(p) and (gap == 0 or bindable(p + gap)):
-        out.append(p)
+    # A reservation this user may not write (another user's ended one, in
+    # the shared directory) passes the port over.
+    if bindable(p) and (gap == 0 or bindable(p + gap)) and reserve(p):
+        if gap == 0 or reserve(p + gap):
+            out.append(p)
+        else:
+            os.remove(os.path.join(pdir, str(p)))
 if len(out) < n:
     sys.exit("free_ports: found %d free ports of %d" % (len(out), n))
-for p in out + ([p + gap for p in out] if gap else []):
-    with open(os.path.join(pdir, str(p)), "w") as f:
-        f.write("%d\n" % owner)
 print("\n".join(map(str, out)))
 PY
 }

@@ -88,16 +88,13 @@ func Pick(gap int, taken ...int) (int, error) {
 		if p+gap > 65535 || slices.Contains(taken, p) || Reserved(p) || (gap > 0 && Reserved(p+gap)) {
 			continue
 		}
-		if Bindable(p) && (gap == 0 || Bindable(p+gap)) {
-			if err := reserve(p); err != nil {
-				return 0, err
+		// A reservation this process may not write (another user's
+		// ended one, in the shared directory) passes the port over.
+		if Bindable(p) && (gap == 0 || Bindable(p+gap)) && reserve(p) == nil {
+			if gap == 0 || reserve(p+gap) == nil {
+				return p, nil
 			}
-			if gap > 0 {
-				if err := reserve(p + gap); err != nil {
-					return 0, err
-				}
-			}
-			return p, nil
+			Release(p)
 		}
 	}
 	return 0, errors.New("freeport: no free port found")
@@ -129,9 +126,15 @@ func Reserved(port int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
+// reserve writes port's reservation file, readable and writable by every
+// user (the directory is shared), for this process.
 func reserve(port int) error {
 	f := filepath.Join(Dir(), strconv.Itoa(port))
-	if err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o666); err != nil {
+	err := os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o666)
+	if err == nil {
+		err = os.Chmod(f, 0o666) // past the umask
+	}
+	if err != nil {
 		return fmt.Errorf("freeport: reserve %d: %w", port, err)
 	}
 	return nil
@@ -145,7 +148,9 @@ func lock() (func(), error) {
 		return nil, fmt.Errorf("freeport: %w", err)
 	}
 	_ = os.Chmod(d, 0o777|os.ModeSticky)
-	f, err := os.OpenFile(filepath.Join(d, ".lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	// Read-only: flock needs no more, and another user may have created
+	// the file.
+	f, err := os.OpenFile(filepath.Join(d, ".lock"), os.O_CREATE|os.O_RDONLY, 0o666)
 	if err != nil {
 		return nil, fmt.Errorf("freeport: %w", err)
 	}

@@ -249,3 +249,53 @@ func TestReservations(t *testing.T) {
 		freeport.Release(free...)
 	})
 }
+
+// TestReservationsOtherUser: a user other than the one who reserved ports
+// before (root's `make test`, then a developer's own) picks too: the lock
+// file and the ended reservations it may not write are root's, and the
+// ports of those are passed over, not a failure.
+func TestReservationsOtherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run free_ports as another user")
+	}
+	runuser, err := exec.LookPath("runuser")
+	if err != nil {
+		t.Skip("no runuser")
+	}
+	dir, err := os.MkdirTemp("", "idem-ports-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	require.NoError(t, os.Chmod(dir, 0o777|os.ModeSticky))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".lock"), nil, 0o644))
+	q, err := freeport.Pick(0)
+	require.NoError(t, err)
+	freeport.Release(q)
+	lo := min(q, freeport.EphemeralLow()-300)
+	// Root's ended reservations, read-only to others, on 5 ports of 6.
+	dead := strconv.Itoa(deadPID(t)) + "\n"
+	readOnly := map[int]bool{}
+	for p := lo; p < lo+300; p++ {
+		if p%6 != 0 {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, strconv.Itoa(p)), []byte(dead), 0o644))
+			readOnly[p] = true
+		}
+	}
+	// A copy nobody can read, wherever the checkout is.
+	b, err := os.ReadFile(filepath.Join(scripts(t), "lib.sh"))
+	require.NoError(t, err)
+	lib := filepath.Join(dir, "lib.sh")
+	require.NoError(t, os.WriteFile(lib, b, 0o644))
+	cmd := exec.Command(runuser, "-u", "nobody", "--", "bash", "-c", `die() { echo "$*" >&2; exit 1; }; . "$1"; free_ports 4`, "bash", lib)
+	cmd.Env = append(os.Environ(), "IDEM_PORTS_DIR="+dir, fmt.Sprintf("IDEM_PORTS_RANGE=%d-%d", lo, lo+299),
+		"IDEM_PORT_OWNER="+strconv.Itoa(os.Getpid()))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ps := ints(t, string(out))
+	require.Len(t, ps, 4)
+	for _, p := range ps {
+		assert.False(t, readOnly[p], "port %d: root's read-only reservation handed out", p)
+		b, err := os.ReadFile(filepath.Join(dir, strconv.Itoa(p)))
+		require.NoError(t, err)
+		assert.Equal(t, strconv.Itoa(os.Getpid()), strings.TrimSpace(string(b)), "port %d not reserved", p)
+	}
+}
