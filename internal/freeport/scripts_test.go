@@ -137,17 +137,8 @@ func installed(script string) bool {
 // on dpkg's lock. The package is one make test has installed already, so
 // nothing changes on the machine (aptConfig: no network either).
 func TestAptInstallConcurrent(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("apt_install installs as root only")
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("no apt-get")
-	}
-	if !installed("redis.sh") {
-		t.Skip("redis-server is not installed")
-	}
-	lib := filepath.Join(scripts(t), "lib.sh")
 	conf := aptConfig(t)
+	lib := filepath.Join(scripts(t), "lib.sh")
 	errs := make(chan error, 3)
 	for range 3 {
 		go func() {
@@ -171,21 +162,13 @@ func TestAptInstallConcurrent(t *testing.T) {
 // three plain `apt-get update` at once fail two of three), and runs once
 // the lock is free. apt is pointed at the test's own empty lists.
 func TestAptInstallWaitsForLock(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("apt_install installs as root only")
-	}
-	if _, err := exec.LookPath("apt-get"); err != nil {
-		t.Skip("no apt-get")
-	}
-	if !installed("redis.sh") {
-		t.Skip("redis-server is not installed")
-	}
+	conf := aptConfig(t)
 	f, err := os.OpenFile("/tmp/idemgen-apt.lock", os.O_CREATE|os.O_RDWR, 0o644)
 	require.NoError(t, err)
 	defer f.Close()
 	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
 	cmd := exec.Command("bash", "-c", `die() { echo "$*" >&2; exit 1; }; . "$1"; apt_install redis-server`, "bash", filepath.Join(scripts(t), "lib.sh"))
-	cmd.Env = append(os.Environ(), "APT_CONFIG="+aptConfig(t))
+	cmd.Env = append(os.Environ(), "APT_CONFIG="+conf)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
@@ -202,9 +185,20 @@ func TestAptInstallWaitsForLock(t *testing.T) {
 
 // aptConfig writes an APT_CONFIG that points apt at no sources and at
 // package lists and a cache of the test's own: no network, and the
-// machine's lists are left alone. dpkg's lock is still the machine's.
+// machine's lists are left alone. dpkg's lock is still the machine's. It
+// skips the test unless this is root, with apt-get and redis-server (the
+// package the tests install again, which changes nothing).
 func aptConfig(t *testing.T) string {
 	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("apt_install installs as root only")
+	}
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		t.Skip("no apt-get")
+	}
+	if !installed("redis.sh") {
+		t.Skip("redis-server is not installed")
+	}
 	apt := t.TempDir()
 	for _, d := range []string{"sources.list.d", "lists/partial", "cache/archives/partial"} {
 		require.NoError(t, os.MkdirAll(filepath.Join(apt, d), 0o755))
