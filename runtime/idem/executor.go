@@ -316,10 +316,16 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 	return e
 }
 
-// Tenant returns the tenant the executor reads from ctx (see WithTenant).
-// Generated wrappers call it for a `tenant` key part; every key is already
-// scoped by tenant, so such a part only makes an empty tenant ErrMissingKey.
-func (ex *Executor) Tenant(ctx context.Context) string { return ex.tenant(ctx) }
+// Tenant returns the tenant of a call on the executor with ctx: the
+// context's (ContextWithTenant) or the WithTenant function's, "" when there
+// is none or the two conflict (Do then fails with ErrMissingTenant or
+// ErrTenantConflict). Generated wrappers call it for a `tenant` key part;
+// every key is already scoped by tenant, so such a part only makes an empty
+// tenant ErrMissingKey.
+func (ex *Executor) Tenant(ctx context.Context) string {
+	t, _ := ex.callTenant(ctx)
+	return t
+}
 
 func (ex *Executor) token() Token {
 	for {

@@ -1,0 +1,72 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// ErrMissingTenant: the executor's tenancy was chosen (WithTenant), or a
+// door put a tenant in the call's context (ContextWithTenant), but no tenant
+// is named for this call: the WithTenant function returned "" and no door
+// named one, or a door named "". Nothing was claimed and the method was not
+// called. An empty tenant is never the shared key space: that is said with
+// SingleTenant, in the code.
+var ErrMissingTenant = errors.New("idem: no tenant for the call")
+
+// ErrTenantConflict: the executor's WithTenant function and the door that
+// put a tenant in the call's context (ContextWithTenant) name two different
+// tenants for one call. Nothing was claimed and the method was not called:
+// one of the two layers reads the wrong caller.
+var ErrTenantConflict = errors.New("idem: the executor and the door name different tenants")
+
+type tenantKey struct{}
+
+// ContextWithTenant returns a copy of ctx that names the caller's tenant.
+// The door that authenticates a caller (idemhttp, the framework adapters,
+// idemgrpc, the consumer, the gateway) calls it once; every executor, wrapper
+// and nested call below it scopes its records by that tenant:
+//
+//   - under SingleTenant, the executor takes the context's tenant when one
+//     is there (a single-tenant executor behind a tenant-scoped door keeps
+//     the door's tenants apart), and the shared tenant "" otherwise;
+//   - under WithTenant(f), f's tenant and the context's must agree: f
+//     returning "" takes the context's, and two different names fail with
+//     ErrTenantConflict.
+//
+// A tenant of "" fails every call below it with ErrMissingTenant.
+func ContextWithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantFromContext returns the tenant a door put in ctx with
+// ContextWithTenant, and whether one did.
+func TenantFromContext(ctx context.Context) (string, bool) {
+	t, ok := ctx.Value(tenantKey{}).(string)
+	return t, ok
+}
+
+// callTenant is the tenant of a call on ex: see ContextWithTenant. The
+// error wraps ErrMissingTenant or ErrTenantConflict.
+func (ex *Executor) callTenant(ctx context.Context) (string, error) {
+	door, fromDoor := TenantFromContext(ctx)
+	if ex.single {
+		if fromDoor && door == "" {
+			return "", fmt.Errorf("%w: the door's context names the empty tenant", ErrMissingTenant)
+		}
+		return door, nil
+	}
+	t := ex.tenant(ctx)
+	switch {
+	case !fromDoor && t == "":
+		return "", fmt.Errorf("%w: the executor's WithTenant function returned \"\"", ErrMissingTenant)
+	case !fromDoor:
+		return t, nil
+	case door == "":
+		return "", fmt.Errorf("%w: the door's context names the empty tenant", ErrMissingTenant)
+	case t == "" || t == door:
+		return door, nil
+	default:
+		return "", fmt.Errorf("%w: the executor's WithTenant function names %.64q, the door %.64q", ErrTenantConflict, t, door)
+	}
+}

@@ -1,0 +1,91 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
+)
+
+type tenantCtxKey struct{}
+
+// TestTenantMatrix runs the same business key for two callers through every
+// tenancy of the executor and every way a door can name (or fail to name)
+// the caller, and asserts the class of issue 33: no caller is ever answered
+// with another's outcome, and a missing tenant runs nothing.
+func TestTenantMatrix(t *testing.T) {
+	type door struct {
+		name string
+		ctx  func(ctx context.Context, caller string) context.Context
+	}
+	doors := []door{
+		{"no door", func(ctx context.Context, _ string) context.Context { return ctx }},
+		{"door names caller", func(ctx context.Context, c string) context.Context { return idem.ContextWithTenant(ctx, c) }},
+		{"door names empty", func(ctx context.Context, _ string) context.Context { return idem.ContextWithTenant(ctx, "") }},
+	}
+	type tenancy struct {
+		name string
+		opt  idem.Option
+	}
+	tenancies := []tenancy{
+		{"SingleTenant", idem.SingleTenant()},
+		{"WithTenant(caller)", idem.WithTenant(func(ctx context.Context) string { s, _ := ctx.Value(tenantCtxKey{}).(string); return s })},
+		{"WithTenant(empty)", idem.WithTenant(func(context.Context) string { return "" })},
+		{"WithTenant(other)", idem.WithTenant(func(context.Context) string { return "someone-else" })},
+	}
+	m := &idem.Method{Op: "t.Pay", TTL: time.Hour}
+	for _, d := range doors {
+		for _, tn := range tenancies {
+			t.Run(d.name+"/"+tn.name, func(t *testing.T) {
+				ex := idem.NewExecutor(memstore.New(), tn.opt)
+				runs := 0
+				pay := func(caller string) (string, error) {
+					ctx := context.WithValue(context.Background(), tenantCtxKey{}, caller)
+					ctx = d.ctx(ctx, caller)
+					return call(ctx, ex, m, "order-1", func(context.Context) (string, error) {
+						runs++
+						return "receipt of " + caller, nil
+					})
+				}
+				a, errA := pay("acme")
+				g, errG := pay("globex")
+				switch {
+				case d.name == "door names empty":
+					for _, err := range []error{errA, errG} {
+						if !errors.Is(err, idem.ErrMissingTenant) {
+							t.Fatalf("err = %v, want ErrMissingTenant", err)
+						}
+					}
+					if runs != 0 {
+						t.Fatalf("runs = %d, want 0", runs)
+					}
+				case tn.name == "WithTenant(empty)" && d.name == "no door":
+					if !errors.Is(errA, idem.ErrMissingTenant) || !errors.Is(errG, idem.ErrMissingTenant) || runs != 0 {
+						t.Fatalf("errs %v, %v, runs %d: want ErrMissingTenant and no run", errA, errG, runs)
+					}
+				case tn.name == "WithTenant(other)" && d.name == "door names caller":
+					if !errors.Is(errA, idem.ErrTenantConflict) || !errors.Is(errG, idem.ErrTenantConflict) || runs != 0 {
+						t.Fatalf("errs %v, %v, runs %d: want ErrTenantConflict and no run", errA, errG, runs)
+					}
+				case tn.name == "SingleTenant" && d.name == "no door",
+					tn.name == "WithTenant(other)" && d.name == "no door":
+					// One key space, said in the code: the second caller is
+					// answered from the first's record.
+					if errA != nil || errG != nil || runs != 1 || g != a {
+						t.Fatalf("shared key space: %q %v, %q %v, runs %d", a, errA, g, errG, runs)
+					}
+				default:
+					if errA != nil || errG != nil {
+						t.Fatalf("errs %v, %v", errA, errG)
+					}
+					if a != "receipt of acme" || g != "receipt of globex" || runs != 2 {
+						t.Fatalf("a caller got another's outcome: acme %q, globex %q, runs %d", a, g, runs)
+					}
+				}
+			})
+		}
+	}
+}
