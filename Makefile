@@ -15,7 +15,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
-.PHONY: test-rules demo test generate check fmt-check vet staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
+.PHONY: test-rules demo test generate check fmt-check vet modules-listed staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
@@ -83,8 +83,21 @@ fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^testdata/')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-vet:
+# Every module of the repository is vetted: the root's packages here, the
+# nested modules in `nested`, and the modules only README targets build
+# (bench: `make bench`) here too, so that a README target cannot rot unseen.
+# modules-listed fails when a go.mod is in none of these lists.
+vet: modules-listed
 	$(GO) vet $(PKGS)
+	cd bench && $(GO) vet ./...
+
+# The modules each target reaches: the root, NESTED, bench, tools (the pinned
+# tools alone). A new go.mod must join one of them.
+modules-listed:
+	@known=" . $(NESTED) bench tools "; \
+	for m in $$(git ls-files --cached --others --exclude-standard '*go.mod' | grep -v '/testdata/'); do \
+		d=$$(dirname $$m); case "$$known" in *" $$d "*) ;; \
+		*) echo "modules-listed: $$d/go.mod is in none of NESTED, bench, tools (Makefile)"; exit 1;; esac; done
 
 # Every module's `go` line is the floor its dependencies force, no higher
 # (docs/decisions/go-version.md): go vet's stdversion analyzer and the
