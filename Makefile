@@ -24,8 +24,8 @@ demo:
 # The simulator's short run is 10^4 schedules without the race detector
 # (seconds); under -race, in the full run, it runs 10^3.
 test: fmt-check vet staticcheck go-floor check test-rules
-	$(GO) test -count=1 -run '^TestSchedules$$' ./internal/sim/
-	scripts/with-services.sh sh -c '$(GO) test -race -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
+	$(GO) test -tags idemmutant -count=1 -run '^TestSchedules$$' ./internal/sim/
+	scripts/with-services.sh sh -c '$(GO) test -race -tags idemmutant -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
 	$(MAKE) --no-print-directory test-golangci
 
 # The idemvet golangci-lint plugin, built by golangci-lint custom (the
@@ -89,6 +89,7 @@ fmt-check:
 # modules-listed fails when a go.mod is in none of these lists.
 vet: modules-listed
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags idemmutant ./runtime/idem ./runtime/memstore ./internal/mutant ./internal/sim/...
 	cd bench && $(GO) vet ./...
 
 # The modules each target reaches: the root, NESTED, bench, tools (the pinned
@@ -160,4 +161,4 @@ stress:
 # alternating by seed. Replay one: go run ./internal/sim/cmd/sim -seed N -store K -v
 SIM_SEEDS ?= 1000000
 sim:
-	$(GO) run ./internal/sim/cmd/sim -seeds $(SIM_SEEDS)
+	$(GO) run -tags idemmutant ./internal/sim/cmd/sim -seeds $(SIM_SEEDS)

@@ -1,8 +1,12 @@
 // Package mutant switches on known mistakes in the runtime, so that tests can
 // show that the simulator (internal/sim) finds them. A mutation travels in a
-// context: only a test that builds the context with With turns one on, and
-// the production path pays at most one ctx.Value lookup, and only on the
-// branch a mutation changes.
+// context: only a test that builds the context with With turns one on.
+//
+// The runtime consults mutations only when built with the tag idemmutant
+// (make test and make sim pass it): runtime/idem and runtime/memstore keep
+// their hooks in files of that tag, so a shipped binary neither imports this
+// package nor pays a lookup for it (TestShippedImportsNoMutant). Without
+// the tag, Planted is false and the hooks are the constant false.
 //
 // It is internal to the module: no user of idemgen can switch one on.
 package mutant

@@ -65,6 +65,10 @@ func (f Faults) String() string {
 
 // ParseMutations reads mutation names joined by '+' or ',' ("none" for
 // none), as mutant.Flag.String writes them.
+//
+// Mutations are compiled into the runtime only with the build tag
+// idemmutant: without it, naming one is an error, not a run that cannot
+// fail.
 func ParseMutations(s string) (mutant.Flag, error) {
 	var f mutant.Flag
 	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '+' || r == ',' }) {
@@ -81,6 +85,9 @@ func ParseMutations(s string) (mutant.Flag, error) {
 		if !found {
 			return 0, fmt.Errorf("sim: unknown mutation %q", part)
 		}
+	}
+	if f != 0 && !mutant.Planted {
+		return 0, fmt.Errorf("sim: mutation %v: this build has none compiled in: build with -tags idemmutant", f)
 	}
 	return f, nil
 }

@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"slices"
 	"time"
-
-	"github.com/idemgen/idemgen/internal/mutant"
 )
 
 // Do runs fn at most once per key: it claims the key built from parts (scoped
@@ -525,7 +523,7 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 		c.until = t
 	}
 	out, decided, notStored := c.outcome(v, err)
-	if decided && out.Status == StatusFailedFinal && notStored == nil && mutant.On(ctx, mutant.ReleaseAfterFinal) {
+	if decided && out.Status == StatusFailedFinal && notStored == nil && mutated(ctx, mReleaseAfterFinal) {
 		decided = false // a known mistake, switched on only by the simulator's tests
 	}
 	err = markFinal(decided, err)
@@ -700,7 +698,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 			}
 			return keptStored
 		}
-		if mutant.On(ctx, mutant.LostCompleteReplyAsLeaseLost) {
+		if mutated(ctx, mLostCompleteReplyAsLeaseLost) {
 			err = ErrLeaseLost // a known mistake, switched on only by the simulator's tests
 		}
 		if errors.Is(err, ErrLeaseLost) {
@@ -725,7 +723,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 				continue
 			}
 		}
-		if !now.Before(c.until) || mutant.On(ctx, mutant.QuickCompleteGiveUp) && k.attempts >= c.ex.attempts {
+		if !now.Before(c.until) || mutated(ctx, mQuickCompleteGiveUp) && k.attempts >= c.ex.attempts {
 			// The claim cannot be live any more: a retry may take the key
 			// over and run the method again.
 			c.emit(EventStoreError, fmt.Errorf("idem: complete key %s: not stored within the claim's lease (tried %d times for %v): %w",

@@ -67,7 +67,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/idemgen/idemgen/internal/mutant"
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
@@ -570,7 +569,7 @@ func (s *Store) claim(ctx context.Context, req *idem.ClaimRequest, c *idem.Claim
 		c.Claimed = true
 		return admitted
 	case r.status == idem.StatusProcessing && now >= r.leaseUntil &&
-		(r.fp == req.Fingerprint || mutant.On(ctx, mutant.TakeoverWithoutFingerprint)): // a known mistake, for the simulator's tests
+		(r.fp == req.Fingerprint || mutated(ctx, mTakeoverWithoutFingerprint)): // a known mistake, for the simulator's tests
 		r.token = req.Token
 		r.scheme = req.Scheme
 		r.leaseUntil = after(now, req.Lease)
@@ -653,7 +652,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 	case r == nil:
 		return errorf("complete", key, idem.ErrLeaseLost)
 	case r.token == token && r.status == idem.StatusProcessing: // the common case, before the context's values are asked
-	case mutant.On(ctx, mutant.CompleteWithoutFencing): // a known mistake, for the simulator's tests
+	case mutated(ctx, mCompleteWithoutFencing): // a known mistake, for the simulator's tests
 	case r.token != token:
 		return errorf("complete", key, idem.ErrLeaseLost)
 	case r.status != idem.StatusProcessing:
