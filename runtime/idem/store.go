@@ -220,3 +220,16 @@ type BoundedStore interface {
 	// retries). False when the store cannot tell.
 	BoundedBy(d time.Duration) bool
 }
+
+// StoreEvent is an event a store reports of its own workings, beside the
+// executor's Events: tiered's fast tier failing, degraded, recovered or
+// repaired (tiered.Event). Observers that count store events
+// (idemotel.TieredObserver) take any store's event type through it, so that
+// an observer package imports the core, not the store.
+type StoreEvent interface {
+	// StoreOperation is the store call the event happened in: "claim",
+	// "complete", "release", "renew", "seed".
+	StoreOperation() string
+	// StoreEventName is the event's name, in snake case ("degraded").
+	StoreEventName() string
+}

@@ -114,7 +114,7 @@ func TestKeysStayOut(t *testing.T) {
 // errors and degradation.
 func TestTieredEvents(t *testing.T) {
 	tm := newTelemetry()
-	observe, err := idemotel.TieredObserver(tm.opts...)
+	observe, err := idemotel.TieredObserver[tiered.Event](tm.opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

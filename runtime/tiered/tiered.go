@@ -162,6 +162,14 @@ type Event struct {
 	Err error
 }
 
+// StoreOperation returns ev.Op (idem.StoreEvent).
+func (ev Event) StoreOperation() string { return ev.Op }
+
+// StoreEventName returns ev.Kind's name (idem.StoreEvent).
+func (ev Event) StoreEventName() string { return ev.Kind.String() }
+
+var _ idem.StoreEvent = Event{}
+
 // Store is an idem.Store in two tiers. It is safe for concurrent use.
 type Store struct {
 	fast      idem.Store
