@@ -181,6 +181,13 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // nothing runs: an empty tenant would share one key space among every
 // such call. UnaryServerInterceptor requires either WithTenant or
 // SingleTenant. The executor's own tenant function applies too.
+//
+// The tenant reaches the handler: its context carries it
+// (idem.ContextWithTenant), so a generated wrapper or idem.Do the handler
+// calls scopes its records by it, on a SingleTenant executor too, and an
+// executor whose WithTenant function names another tenant fails with
+// idem.ErrTenantConflict instead of answering one client with another's
+// outcome.
 func WithTenant(f func(ctx context.Context) string) Option {
 	return func(c *config) {
 		if f == nil {

@@ -148,7 +148,13 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	var ran *run
 	out, err := idem.Do(hctx, s.ex, &method, &parts, &h, func(ctx context.Context) (outcome, error) {
 		var cell idem.Decisions // what the wrapped methods the handler calls decide
-		resp, herr := handler(idem.WithDecisions(ctx, &cell), req)
+		ctx = idem.WithDecisions(ctx, &cell)
+		if ev.Tenant != "" {
+			// The door's tenant reaches every wrapper the handler calls
+			// (issue 33): a SingleTenant executor below scopes by it.
+			ctx = idem.ContextWithTenant(ctx, ev.Tenant)
+		}
+		resp, herr := handler(ctx, req)
 		ran = &run{resp: resp, err: herr}
 		return s.settle(resp, herr, cell.Verdict())
 	})
