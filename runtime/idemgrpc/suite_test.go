@@ -46,6 +46,7 @@ func runSuite(t *testing.T, tr transport, newStore newStoreFunc) {
 		{"StreamingPassesThrough", testStreaming},
 		{"ChainABC", testChain},
 		{"TenantReachesWrapper", testTenantReachesWrapper},
+		{"DownstreamSequence", testDownstreamSequence},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
