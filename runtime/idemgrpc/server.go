@@ -110,7 +110,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	case problem != "":
 		ev.Kind, ev.Code = EventKeyInvalid, codes.InvalidArgument
 		s.cfg.observe(ev)
-		return nil, status.Error(codes.InvalidArgument, "idempotency-key is invalid: "+problem)
+		return nil, refusalStatus(codes.InvalidArgument, ReasonKeyInvalid, "idempotency-key is invalid: "+problem).Err()
 	case !present && s.cfg.optional:
 		ev.Kind = EventKeyMissing
 		s.cfg.observe(ev)
@@ -118,21 +118,21 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	case !present:
 		ev.Kind, ev.Code = EventKeyMissing, codes.InvalidArgument
 		s.cfg.observe(ev)
-		return nil, status.Error(codes.InvalidArgument, "idempotency-key is missing: "+info.FullMethod+
-			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it")
+		return nil, refusalStatus(codes.InvalidArgument, ReasonKeyMissing, "idempotency-key is missing: "+info.FullMethod+
+			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it").Err()
 	}
 	ev.Key = key
 	if s.cfg.tenant != nil {
 		if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant == "" {
 			ev.Kind, ev.Code = EventTenantMissing, codes.Unauthenticated
 			s.cfg.observe(ev)
-			return nil, status.Error(codes.Unauthenticated, "the call has no tenant: "+info.FullMethod+
-				" scopes idempotency-keys by client, and this call names none (it is not authenticated); nothing was processed")
+			return nil, refusalStatus(codes.Unauthenticated, ReasonTenantMissing, "the call has no tenant: "+info.FullMethod+
+				" scopes idempotency-keys by client, and this call names none (it is not authenticated); nothing was processed").Err()
 		}
 	}
 	var h idem.Hasher
 	if err := s.cfg.fingerprint(ctx, info.FullMethod, req, &h); err != nil {
-		return nil, status.Error(codes.InvalidArgument, "request cannot be fingerprinted: "+err.Error())
+		return nil, refusalStatus(codes.InvalidArgument, ReasonRequestInvalid, "request cannot be fingerprinted: "+err.Error()).Err()
 	}
 	var parts idem.KeyParts
 	if ev.Tenant != "" {
@@ -162,7 +162,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		ev.Code, ev.Err = status.Code(ran.err), err
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrNotStored):
+		case errors.Is(err, ErrNotStored), errors.Is(err, ErrDownstreamRefused):
 			ev.Kind = EventNotStored
 			s.cfg.observe(ev)
 		case errors.Is(err, ErrResponseTooLarge), errors.Is(err, ErrNotProto):
@@ -178,7 +178,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			// were rolled back, so its response must not reach the client.
 			ev.Kind, ev.Code = EventStoreError, codes.Unavailable
 			s.cfg.observe(ev)
-			return nil, status.Error(codes.Unavailable, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error())
+			return nil, refusalStatus(codes.Unavailable, ReasonNotCommitted, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error()).Err()
 		}
 		return ran.resp, ran.err
 	}
@@ -206,6 +206,9 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 // that releases the key. verdict is what the wrapped methods the handler
 // called decided (see stores).
 func (s *server) settle(resp any, herr error, verdict idem.Decision) (outcome, error) {
+	if reason, refused := Refusal(herr); refused {
+		return outcome{}, fmt.Errorf("%w (%s): %w", ErrDownstreamRefused, reason, herr)
+	}
 	if herr != nil {
 		st, _ := status.FromError(herr) // a non-status error is Unknown
 		if err := s.stores(st.Code(), verdict); err != nil {
@@ -276,17 +279,17 @@ func (s *server) replay(ctx context.Context, out outcome) (any, error) {
 	if out.Status != nil {
 		var sp spb.Status
 		if err := proto.Unmarshal(out.Status, &sp); err != nil {
-			return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable outcome: "+err.Error())
+			return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable outcome: "+err.Error()).Err()
 		}
 		return nil, status.ErrorProto(&sp)
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(out.Type))
 	if err != nil {
-		return nil, status.Error(codes.Internal, "idemgrpc: stored response type "+out.Type+" is not linked into this server: "+err.Error())
+		return nil, refusalStatus(codes.Internal, ReasonOutcomeUndecodable, "idemgrpc: stored response type "+out.Type+" is not linked into this server: "+err.Error()).Err()
 	}
 	m := mt.New().Interface()
 	if err := proto.Unmarshal(out.Response, m); err != nil {
-		return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable response: "+err.Error())
+		return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable response: "+err.Error()).Err()
 	}
 	return m, nil
 }
@@ -320,30 +323,31 @@ func StatusFor(err error) *status.Status {
 	rules := []struct {
 		target error
 		code   codes.Code
+		reason string
 		msg    string
 	}{
-		{idem.ErrPayloadMismatch, codes.FailedPrecondition,
+		{idem.ErrPayloadMismatch, codes.FailedPrecondition, ReasonKeyReused,
 			"idempotency-key reused with a different request: a key identifies one call and must not be reused for another"},
-		{idem.ErrInProgress, codes.Aborted,
+		{idem.ErrInProgress, codes.Aborted, ReasonInProgress,
 			"a call with this idempotency-key is in progress: retry after the delay in RetryInfo to get its outcome"},
-		{idem.ErrMissingKey, codes.InvalidArgument, "idempotency-key is missing"},
-		{idem.ErrStoreBusy, codes.Unavailable,
+		{idem.ErrMissingKey, codes.InvalidArgument, ReasonKeyMissing, "idempotency-key is missing"},
+		{idem.ErrStoreBusy, codes.Unavailable, ReasonStoreBusy,
 			"idempotency store is busy (its connections are all in use by running calls): the call was not processed; retry shortly with the same idempotency-key"},
-		{idem.ErrStoreFull, codes.ResourceExhausted,
+		{idem.ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull,
 			"idempotency store is full: the call was not processed; retry later with the same idempotency-key"},
-		{idem.ErrTooLarge, codes.InvalidArgument,
+		{idem.ErrTooLarge, codes.InvalidArgument, ReasonScopeTooLarge,
 			"the call's scope (tenant or method name) exceeds what the idempotency store accepts: the call was not processed"},
-		{idem.ErrOutcomeNotStored, codes.Internal,
+		{idem.ErrOutcomeNotStored, codes.Internal, ReasonOutcomeNotStored,
 			"the call with this idempotency-key ran, but its response could not be stored: it cannot be replayed, and it will not run again"},
-		{idem.ErrUndecodable, codes.Internal,
+		{idem.ErrUndecodable, codes.Internal, ReasonOutcomeUndecodable,
 			"the stored response of this idempotency-key no longer decodes: it cannot be replayed, and the call will not run again"},
-		{idem.ErrMisconfigured, codes.Internal, "the server's idempotency configuration is invalid"},
+		{idem.ErrMisconfigured, codes.Internal, ReasonMisconfigured, "the server's idempotency configuration is invalid"},
 	}
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
-			return status.New(r.code, r.msg)
+			return refusalStatus(r.code, r.reason, r.msg)
 		}
 	}
-	return status.New(codes.Unavailable,
+	return refusalStatus(codes.Unavailable, ReasonStoreUnavailable,
 		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key: "+err.Error())
 }

@@ -47,6 +47,7 @@ func runSuite(t *testing.T, tr transport, newStore newStoreFunc) {
 		{"ChainABC", testChain},
 		{"TenantReachesWrapper", testTenantReachesWrapper},
 		{"DownstreamSequence", testDownstreamSequence},
+		{"DownstreamRefusal", testDownstreamRefusal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

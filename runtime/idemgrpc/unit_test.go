@@ -48,8 +48,12 @@ func TestStatusFor(t *testing.T) {
 		{fmt.Errorf("idem: op: claim: %w: %w", idem.ErrStoreUnavailable, idem.ErrStoreFull), codes.ResourceExhausted},
 	}
 	for _, tc := range tests {
-		if got := idemgrpc.StatusFor(tc.err).Code(); got != tc.want {
+		st := idemgrpc.StatusFor(tc.err)
+		if got := st.Code(); got != tc.want {
 			t.Errorf("StatusFor(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+		if reason, ok := idemgrpc.Refusal(st.Err()); !ok || reason == "" {
+			t.Errorf("StatusFor(%v) carries no ErrorInfo of %s", tc.err, idemgrpc.ErrorDomain)
 		}
 	}
 }
