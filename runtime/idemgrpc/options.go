@@ -19,6 +19,8 @@ const (
 	// DefaultMaxResponse is the largest response stored, in wire bytes:
 	// 4 MiB, grpc-go's default largest message.
 	DefaultMaxResponse = 4 << 20
+	// DefaultHandlerTimeout bounds a keyed handler's run (WithHandlerTimeout).
+	DefaultHandlerTimeout = time.Minute
 )
 
 // Policy decides from the handler's status code whether its outcome is
@@ -67,6 +69,7 @@ type config struct {
 	policy      Policy
 	maxResponse int
 	cancel      bool
+	handlerMax  time.Duration
 	observe     func(Event)
 	bad         string // the first invalid option, for the panic
 }
@@ -101,6 +104,7 @@ func defaultConfig() config {
 		fingerprint: DefaultFingerprint,
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
+		handlerMax:  DefaultHandlerTimeout,
 		observe:     func(Event) {},
 	}
 }
@@ -266,10 +270,32 @@ func WithMaxResponse(n int) Option {
 }
 
 // WithClientCancellation makes the handler's context end when the client
-// cancels or its deadline passes, as it does without the interceptor. By
-// default the handler of a keyed call runs with context.WithoutCancel: it
-// runs to completion and its outcome is stored for the retry, which is the
-// lost-response case the interceptor exists for. With this option a handler
-// that returns a context error releases the key (Canceled and
-// DeadlineExceeded are not stored by DefaultPolicy).
+// cancels, as it does without the interceptor. By default the handler of a
+// keyed call runs with context.WithoutCancel and the client's deadline
+// re-applied: a client that cancels (or disconnects) does not stop it, so
+// it runs to completion and its outcome is stored for the retry, which is
+// the lost-response case the interceptor exists for; the deadline the
+// client sent still bounds it, and reaches its downstream calls. With this
+// option a handler that returns a context error releases the key (Canceled
+// and DeadlineExceeded are not stored by DefaultPolicy).
 func WithClientCancellation() Option { return func(c *config) { c.cancel = true } }
+
+// WithHandlerTimeout bounds how long a keyed handler runs (default
+// DefaultHandlerTimeout, one minute): its context ends then, or at the
+// client's deadline when that comes first, so that a downstream call that
+// never answers cannot hold the handler, its goroutine and its key forever.
+// A handler that returns a context error answers DeadlineExceeded, which
+// DefaultPolicy does not store: the key is released and a retry runs the
+// handler again. Set it above the handler's longest run; it must be
+// positive. While the handler runs, the interceptor renews its lease where
+// the executor's store can (idem.Executor.CanRenew), so a handler that runs
+// past WithLease keeps its key.
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithHandlerTimeout(%v): the timeout must be > 0", d)
+			return
+		}
+		c.handlerMax = d
+	}
+}

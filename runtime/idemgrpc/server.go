@@ -139,14 +139,25 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
 	}
 	parts.String(MetadataKey, key)
-	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait}
+	// The lease is renewed while the handler runs, where the store can: a
+	// handler that runs past its lease keeps its key (issue 35).
+	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait, Renew: s.ex.CanRenew()}
 
 	hctx := ctx
 	if !s.cfg.cancel {
+		// The client's cancellation is not the handler's, but its deadline
+		// is: the handler and its downstream calls keep the budget.
 		hctx = context.WithoutCancel(ctx)
+		if dl, ok := ctx.Deadline(); ok {
+			var stop context.CancelFunc
+			hctx, stop = context.WithDeadline(hctx, dl)
+			defer stop()
+		}
 	}
 	var ran *run
 	out, err := idem.Do(hctx, s.ex, &method, &parts, &h, func(ctx context.Context) (outcome, error) {
+		ctx, stop := context.WithTimeout(ctx, s.cfg.handlerMax) // WithHandlerTimeout
+		defer stop()
 		var cell idem.Decisions // what the wrapped methods the handler calls decide
 		ctx = idem.WithDecisions(ctx, &cell)
 		if ev.Tenant != "" {
@@ -155,6 +166,9 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			ctx = idem.ContextWithTenant(ctx, ev.Tenant)
 		}
 		resp, herr := handler(ctx, req)
+		if _, isStatus := status.FromError(herr); !isStatus && (errors.Is(herr, context.DeadlineExceeded) || errors.Is(herr, context.Canceled)) {
+			herr = status.FromContextError(herr).Err() // the handler's context ended: not Unknown
+		}
 		ran = &run{resp: resp, err: herr}
 		return s.settle(resp, herr, cell.Verdict())
 	})

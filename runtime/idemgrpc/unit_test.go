@@ -218,6 +218,7 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{"WithWait(-1s)", []idemgrpc.Option{single, idemgrpc.WithWait(-time.Second)}},
 		{"WithMaxRetryAfter(0s)", []idemgrpc.Option{single, idemgrpc.WithMaxRetryAfter(0)}},
 		{"WithMaxResponse(0)", []idemgrpc.Option{single, idemgrpc.WithMaxResponse(0)}},
+		{"WithHandlerTimeout(0s)", []idemgrpc.Option{single, idemgrpc.WithHandlerTimeout(0)}},
 		{"WithMethods(nil)", []idemgrpc.Option{single, idemgrpc.WithMethods(nil)}},
 		{"WithFingerprint(nil)", []idemgrpc.Option{single, idemgrpc.WithFingerprint(nil)}},
 		{"WithPolicy(nil)", []idemgrpc.Option{single, idemgrpc.WithPolicy(nil)}},
