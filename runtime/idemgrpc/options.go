@@ -3,6 +3,7 @@ package idemgrpc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -70,6 +71,7 @@ type config struct {
 	maxResponse int
 	cancel      bool
 	handlerMax  time.Duration
+	log         *slog.Logger
 	observe     func(Event)
 	bad         string // the first invalid option, for the panic
 }
@@ -105,6 +107,7 @@ func defaultConfig() config {
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
 		handlerMax:  DefaultHandlerTimeout,
+		log:         slog.Default(),
 		observe:     func(Event) {},
 	}
 }
@@ -297,5 +300,19 @@ func WithHandlerTimeout(d time.Duration) Option {
 			return
 		}
 		c.handlerMax = d
+	}
+}
+
+// WithLogger sets where the interceptor logs the store errors its clients
+// are answered without (default slog.Default()): a status names the rule,
+// never the store's address, user or database; the log line (WARN, the
+// method, tenant, key and the store's error) has them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.invalid("WithLogger(nil)")
+			return
+		}
+		c.log = l
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -192,7 +193,8 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			// were rolled back, so its response must not reach the client.
 			ev.Kind, ev.Code = EventStoreError, codes.Unavailable
 			s.cfg.observe(ev)
-			return nil, refusalStatus(codes.Unavailable, ReasonNotCommitted, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error()).Err()
+			s.logStoreError(ctx, "the outcome could not be committed", ev, err)
+			return nil, refusalStatus(codes.Unavailable, ReasonNotCommitted, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key").Err()
 		}
 		return ran.resp, ran.err
 	}
@@ -206,14 +208,23 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			ev.Kind = EventInProgress
 		default:
 			ev.Kind = EventStoreError
+			s.logStoreError(ctx, "the call was refused", ev, err)
 		}
 		s.cfg.observe(ev)
 		return nil, st
 	}
-	resp, rerr := s.replay(ctx, out)
+	resp, rerr := s.replay(ctx, ev, out)
 	ev.Kind, ev.Code, ev.Err = EventReplayed, status.Code(rerr), rerr
 	s.cfg.observe(ev)
 	return resp, rerr
+}
+
+// logStoreError logs, at WARN, a store error that the client is answered
+// without its details (see StatusFor).
+func (s *server) logStoreError(ctx context.Context, what string, ev Event, err error) {
+	s.cfg.log.LogAttrs(ctx, slog.LevelWarn, "idemgrpc: store error: "+what,
+		slog.String("method", ev.FullMethod), slog.String("tenant", ev.Tenant), slog.String("key", ev.Key),
+		slog.String("error", err.Error()))
 }
 
 // settle turns the handler's result into the outcome to store, or an error
@@ -286,24 +297,27 @@ func serverFailed(code codes.Code) bool {
 }
 
 // replay answers a call with a stored outcome.
-func (s *server) replay(ctx context.Context, out outcome) (any, error) {
+func (s *server) replay(ctx context.Context, ev Event, out outcome) (any, error) {
 	if err := grpc.SetHeader(ctx, metadata.Pairs(ReplayedKey, "true")); err != nil {
 		return nil, status.Error(codes.Internal, "idemgrpc: set header: "+err.Error())
 	}
 	if out.Status != nil {
 		var sp spb.Status
 		if err := proto.Unmarshal(out.Status, &sp); err != nil {
-			return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable outcome: "+err.Error()).Err()
+			s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+			return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable outcome").Err()
 		}
 		return nil, status.ErrorProto(&sp)
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(out.Type))
 	if err != nil {
-		return nil, refusalStatus(codes.Internal, ReasonOutcomeUndecodable, "idemgrpc: stored response type "+out.Type+" is not linked into this server: "+err.Error()).Err()
+		s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+		return nil, refusalStatus(codes.Internal, ReasonOutcomeUndecodable, "idemgrpc: stored response type "+out.Type+" is not linked into this server").Err()
 	}
 	m := mt.New().Interface()
 	if err := proto.Unmarshal(out.Response, m); err != nil {
-		return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable response: "+err.Error()).Err()
+		s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+		return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable response").Err()
 	}
 	return m, nil
 }
@@ -332,7 +346,11 @@ func (s *server) refusal(err error) error {
 // idem.Do that stopped a call before its handler ran: the first rule whose
 // error matches (errors.Is), else Unavailable (the store could not be
 // used, idem.ErrStoreUnavailable, its schema missing included; or a wait
-// ended). Aborted answers also carry a RetryInfo detail.
+// ended). Aborted answers also carry a RetryInfo detail. Every status
+// carries an ErrorInfo detail (ErrorDomain, a Reason constant). The message
+// is the rule's and never err's text: a store's error names its address,
+// user and database, which are not the client's to read; log err on the
+// server (the interceptor does, WithLogger).
 func StatusFor(err error) *status.Status {
 	rules := []struct {
 		target error
@@ -363,5 +381,5 @@ func StatusFor(err error) *status.Status {
 		}
 	}
 	return refusalStatus(codes.Unavailable, ReasonStoreUnavailable,
-		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key: "+err.Error())
+		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key")
 }
