@@ -20,6 +20,9 @@ const (
 	// DefaultMaxResponse is the largest response stored, in wire bytes:
 	// 4 MiB, grpc-go's default largest message.
 	DefaultMaxResponse = 4 << 20
+	// DefaultExpectedRun is how long a keyed call is expected to run when
+	// WithExpectedRun does not say: the retry delay of an Aborted.
+	DefaultExpectedRun = time.Second
 	// DefaultHandlerTimeout bounds a keyed handler's run (WithHandlerTimeout).
 	DefaultHandlerTimeout = time.Minute
 )
@@ -64,6 +67,7 @@ type config struct {
 	lease       time.Duration
 	wait        time.Duration
 	maxRetry    time.Duration
+	expected    time.Duration
 	tenant      func(context.Context) string // nil with single: one shared tenant
 	single      bool                         // SingleTenant
 	fingerprint func(ctx context.Context, fullMethod string, req any, h *idem.Hasher) error
@@ -107,6 +111,7 @@ func defaultConfig() config {
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
 		handlerMax:  DefaultHandlerTimeout,
+		expected:    DefaultExpectedRun,
 		log:         slog.Default(),
 		observe:     func(Event) {},
 	}
@@ -169,7 +174,7 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithMaxRetryAfter caps the retry delay of the RetryInfo detail sent with
-// Aborted (by default the time until the first call's lease lapses).
+// Aborted (see WithExpectedRun).
 func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -314,5 +319,23 @@ func WithLogger(l *slog.Logger) Option {
 			return
 		}
 		c.log = l
+	}
+}
+
+// WithExpectedRun sets how long the method's calls are expected to run
+// (default DefaultExpectedRun, one second); it must be positive. A call
+// that finds its key in flight is answered Aborted with a RetryInfo whose
+// delay is the smaller of d and the time left on the running call's lease,
+// capped by WithMaxRetryAfter: the lease left says when the key could be
+// taken over, not when the outcome will be there (a lease of 30 s over a
+// call that ends in 2 s), so a client told the lease would wait far longer
+// than it needs. Set d near the method's typical run.
+func WithExpectedRun(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithExpectedRun(%v): the expected run must be > 0", d)
+			return
+		}
+		c.expected = d
 	}
 }

@@ -328,7 +328,12 @@ func (s *server) refusal(err error) error {
 	st := StatusFor(err)
 	var inProgress *idem.InProgressError
 	if errors.As(err, &inProgress) {
-		d := inProgress.RetryAfter
+		// The expected time to the outcome: the method's expected run,
+		// unless the lease ends first (WithExpectedRun).
+		d := s.cfg.expected
+		if left := inProgress.RetryAfter; left > 0 {
+			d = min(d, left)
+		}
 		if s.cfg.maxRetry > 0 {
 			d = min(d, s.cfg.maxRetry)
 		}

@@ -219,6 +219,8 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{"WithMaxRetryAfter(0s)", []idemgrpc.Option{single, idemgrpc.WithMaxRetryAfter(0)}},
 		{"WithMaxResponse(0)", []idemgrpc.Option{single, idemgrpc.WithMaxResponse(0)}},
 		{"WithHandlerTimeout(0s)", []idemgrpc.Option{single, idemgrpc.WithHandlerTimeout(0)}},
+		{"WithExpectedRun(0s)", []idemgrpc.Option{single, idemgrpc.WithExpectedRun(0)}},
+		{"WithLogger(nil)", []idemgrpc.Option{single, idemgrpc.WithLogger(nil)}},
 		{"WithMethods(nil)", []idemgrpc.Option{single, idemgrpc.WithMethods(nil)}},
 		{"WithFingerprint(nil)", []idemgrpc.Option{single, idemgrpc.WithFingerprint(nil)}},
 		{"WithPolicy(nil)", []idemgrpc.Option{single, idemgrpc.WithPolicy(nil)}},
