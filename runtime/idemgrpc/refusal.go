@@ -57,7 +57,7 @@ func Refusal(err error) (reason string, ok bool) {
 	return "", false
 }
 
-// refusal returns the status of a refusal: code, msg and an ErrorInfo
+// refusalStatus returns the status of a refusal: code, msg and an ErrorInfo
 // detail naming reason.
 func refusalStatus(code codes.Code, reason, msg string) *status.Status {
 	st := status.New(code, msg)
