@@ -263,6 +263,12 @@ func WithStoreTimeout(d time.Duration) Option {
 // on the executor's Clock.
 func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 
+// CanRenew reports whether the executor's claims can outlive their lease
+// while a method runs: its store renews leases (Renewer) or holds claims in
+// a transaction (TxStore). Setting Method.Renew is valid only then; a door
+// that runs handlers of unknown length sets it when CanRenew is true.
+func (ex *Executor) CanRenew() bool { return ex.renewer != nil || ex.txStore != nil }
+
 // NewExecutor returns an Executor on store. If store implements TxStore, the
 // claim, the method and the outcome run in one store transaction.
 //

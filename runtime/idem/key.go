@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -340,6 +341,9 @@ func Derive(parent, step string) string {
 type keyContext struct {
 	context.Context
 	id [32]byte
+
+	mu   sync.Mutex
+	vals map[any]any // CallScoped's values, made on first use
 }
 
 // keyContextKey is the Value key under which a keyContext answers itself.
@@ -380,6 +384,38 @@ func KeyFrom(ctx context.Context) (string, bool) {
 			ctx = c.Context // a CallInfo (WithCallInfo) answers the same Value key
 		default:
 			return "", false
+		}
+	}
+}
+
+// CallScoped returns the value kept under key for the idempotent call ctx
+// belongs to (the innermost, as KeyFrom's), making it with mk on first use;
+// ok is false outside an idempotent call. Every run of a call starts with no
+// values (a retry of the call runs in a fresh context), so state kept here
+// restarts on each retry: a door that derives downstream keys keeps its
+// per-call sequence of them here, so that two downstream calls of one call
+// get different keys and a retry of the call gets the same keys again, in
+// the same order. key follows context.WithValue's rules (a comparable
+// unexported type). Safe for concurrent use; mk runs under a lock.
+func CallScoped(ctx context.Context, key any, mk func() any) (v any, ok bool) {
+	for {
+		switch c := ctx.Value(keyContextKey{}).(type) {
+		case *keyContext:
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if v, ok := c.vals[key]; ok {
+				return v, true
+			}
+			if c.vals == nil {
+				c.vals = map[any]any{}
+			}
+			v := mk()
+			c.vals[key] = v
+			return v, true
+		case *infoContext:
+			ctx = c.Context
+		default:
+			return nil, false
 		}
 	}
 }

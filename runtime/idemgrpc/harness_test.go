@@ -44,6 +44,8 @@ type echo struct {
 	// call, when set, runs inside Do before it answers (to call further
 	// services).
 	call func(ctx context.Context) error
+	// reply, when set, answers the request in place of "<request>#<run>".
+	reply func(ctx context.Context, req string) (string, error)
 }
 
 func (e *echo) do(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
@@ -62,6 +64,13 @@ func (e *echo) do(ctx context.Context, req *wrapperspb.StringValue) (*wrapperspb
 		if err := e.call(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if e.reply != nil {
+		v, err := e.reply(ctx, req.GetValue())
+		if err != nil {
+			return nil, err
+		}
+		return wrapperspb.String(v), nil
 	}
 	if name, ok := strings.CutPrefix(req.GetValue(), "fail:"); ok {
 		c := codes.Unknown

@@ -3,6 +3,7 @@ package idemgrpc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,6 +20,11 @@ const (
 	// DefaultMaxResponse is the largest response stored, in wire bytes:
 	// 4 MiB, grpc-go's default largest message.
 	DefaultMaxResponse = 4 << 20
+	// DefaultExpectedRun is how long a keyed call is expected to run when
+	// WithExpectedRun does not say: the retry delay of an Aborted.
+	DefaultExpectedRun = time.Second
+	// DefaultHandlerTimeout bounds a keyed handler's run (WithHandlerTimeout).
+	DefaultHandlerTimeout = time.Minute
 )
 
 // Policy decides from the handler's status code whether its outcome is
@@ -61,12 +67,15 @@ type config struct {
 	lease       time.Duration
 	wait        time.Duration
 	maxRetry    time.Duration
+	expected    time.Duration
 	tenant      func(context.Context) string // nil with single: one shared tenant
 	single      bool                         // SingleTenant
 	fingerprint func(ctx context.Context, fullMethod string, req any, h *idem.Hasher) error
 	policy      Policy
 	maxResponse int
 	cancel      bool
+	handlerMax  time.Duration
+	log         *slog.Logger
 	observe     func(Event)
 	bad         string // the first invalid option, for the panic
 }
@@ -101,6 +110,9 @@ func defaultConfig() config {
 		fingerprint: DefaultFingerprint,
 		policy:      DefaultPolicy,
 		maxResponse: DefaultMaxResponse,
+		handlerMax:  DefaultHandlerTimeout,
+		expected:    DefaultExpectedRun,
+		log:         slog.Default(),
 		observe:     func(Event) {},
 	}
 }
@@ -162,7 +174,7 @@ func WithWait(d time.Duration) Option {
 }
 
 // WithMaxRetryAfter caps the retry delay of the RetryInfo detail sent with
-// Aborted (by default the time until the first call's lease lapses).
+// Aborted (see WithExpectedRun).
 func WithMaxRetryAfter(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -181,6 +193,13 @@ func WithMaxRetryAfter(d time.Duration) Option {
 // nothing runs: an empty tenant would share one key space among every
 // such call. UnaryServerInterceptor requires either WithTenant or
 // SingleTenant. The executor's own tenant function applies too.
+//
+// The tenant reaches the handler: its context carries it
+// (idem.ContextWithTenant), so a generated wrapper or idem.Do the handler
+// calls scopes its records by it, on a SingleTenant executor too, and an
+// executor whose WithTenant function names another tenant fails with
+// idem.ErrTenantConflict instead of answering one client with another's
+// outcome.
 func WithTenant(f func(ctx context.Context) string) Option {
 	return func(c *config) {
 		if f == nil {
@@ -259,10 +278,64 @@ func WithMaxResponse(n int) Option {
 }
 
 // WithClientCancellation makes the handler's context end when the client
-// cancels or its deadline passes, as it does without the interceptor. By
-// default the handler of a keyed call runs with context.WithoutCancel: it
-// runs to completion and its outcome is stored for the retry, which is the
-// lost-response case the interceptor exists for. With this option a handler
-// that returns a context error releases the key (Canceled and
-// DeadlineExceeded are not stored by DefaultPolicy).
+// cancels, as it does without the interceptor. By default the handler of a
+// keyed call runs with context.WithoutCancel and the client's deadline
+// re-applied: a client that cancels (or disconnects) does not stop it, so
+// it runs to completion and its outcome is stored for the retry, which is
+// the lost-response case the interceptor exists for; the deadline the
+// client sent still bounds it, and reaches its downstream calls. With this
+// option a handler that returns a context error releases the key (Canceled
+// and DeadlineExceeded are not stored by DefaultPolicy).
 func WithClientCancellation() Option { return func(c *config) { c.cancel = true } }
+
+// WithHandlerTimeout bounds how long a keyed handler runs (default
+// DefaultHandlerTimeout, one minute): its context ends then, or at the
+// client's deadline when that comes first, so that a downstream call that
+// never answers cannot hold the handler, its goroutine and its key forever.
+// A handler that returns a context error answers DeadlineExceeded, which
+// DefaultPolicy does not store: the key is released and a retry runs the
+// handler again. Set it above the handler's longest run; it must be
+// positive. While the handler runs, the interceptor renews its lease where
+// the executor's store can (idem.Executor.CanRenew), so a handler that runs
+// past WithLease keeps its key.
+func WithHandlerTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithHandlerTimeout(%v): the timeout must be > 0", d)
+			return
+		}
+		c.handlerMax = d
+	}
+}
+
+// WithLogger sets where the interceptor logs the store errors its clients
+// are answered without (default slog.Default()): a status names the rule,
+// never the store's address, user or database; the log line (WARN, the
+// method, tenant, key and the store's error) has them.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l == nil {
+			c.invalid("WithLogger(nil)")
+			return
+		}
+		c.log = l
+	}
+}
+
+// WithExpectedRun sets how long the method's calls are expected to run
+// (default DefaultExpectedRun, one second); it must be positive. A call
+// that finds its key in flight is answered Aborted with a RetryInfo whose
+// delay is the smaller of d and the time left on the running call's lease,
+// capped by WithMaxRetryAfter: the lease left says when the key could be
+// taken over, not when the outcome will be there (a lease of 30 s over a
+// call that ends in 2 s), so a client told the lease would wait far longer
+// than it needs. Set d near the method's typical run.
+func WithExpectedRun(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.invalid("WithExpectedRun(%v): the expected run must be > 0", d)
+			return
+		}
+		c.expected = d
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -110,7 +111,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	case problem != "":
 		ev.Kind, ev.Code = EventKeyInvalid, codes.InvalidArgument
 		s.cfg.observe(ev)
-		return nil, status.Error(codes.InvalidArgument, "idempotency-key is invalid: "+problem)
+		return nil, refusalStatus(codes.InvalidArgument, ReasonKeyInvalid, "idempotency-key is invalid: "+problem).Err()
 	case !present && s.cfg.optional:
 		ev.Kind = EventKeyMissing
 		s.cfg.observe(ev)
@@ -118,37 +119,57 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	case !present:
 		ev.Kind, ev.Code = EventKeyMissing, codes.InvalidArgument
 		s.cfg.observe(ev)
-		return nil, status.Error(codes.InvalidArgument, "idempotency-key is missing: "+info.FullMethod+
-			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it")
+		return nil, refusalStatus(codes.InvalidArgument, ReasonKeyMissing, "idempotency-key is missing: "+info.FullMethod+
+			" is idempotent and requires an idempotency-key metadata value: a unique key per logical call, sent again unchanged on every retry of it").Err()
 	}
 	ev.Key = key
 	if s.cfg.tenant != nil {
 		if ev.Tenant = s.cfg.tenant(ctx); ev.Tenant == "" {
 			ev.Kind, ev.Code = EventTenantMissing, codes.Unauthenticated
 			s.cfg.observe(ev)
-			return nil, status.Error(codes.Unauthenticated, "the call has no tenant: "+info.FullMethod+
-				" scopes idempotency-keys by client, and this call names none (it is not authenticated); nothing was processed")
+			return nil, refusalStatus(codes.Unauthenticated, ReasonTenantMissing, "the call has no tenant: "+info.FullMethod+
+				" scopes idempotency-keys by client, and this call names none (it is not authenticated); nothing was processed").Err()
 		}
 	}
 	var h idem.Hasher
 	if err := s.cfg.fingerprint(ctx, info.FullMethod, req, &h); err != nil {
-		return nil, status.Error(codes.InvalidArgument, "request cannot be fingerprinted: "+err.Error())
+		return nil, refusalStatus(codes.InvalidArgument, ReasonRequestInvalid, "request cannot be fingerprinted: "+err.Error()).Err()
 	}
 	var parts idem.KeyParts
 	if ev.Tenant != "" {
 		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
 	}
 	parts.String(MetadataKey, key)
-	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait}
+	// The lease is renewed while the handler runs, where the store can: a
+	// handler that runs past its lease keeps its key (issue 35).
+	method := idem.Method{Op: info.FullMethod, TTL: s.cfg.ttl, Lease: s.cfg.lease, Wait: s.cfg.wait, Renew: s.ex.CanRenew()}
 
 	hctx := ctx
 	if !s.cfg.cancel {
+		// The client's cancellation is not the handler's, but its deadline
+		// is: the handler and its downstream calls keep the budget.
 		hctx = context.WithoutCancel(ctx)
+		if dl, ok := ctx.Deadline(); ok {
+			var stop context.CancelFunc
+			hctx, stop = context.WithDeadline(hctx, dl)
+			defer stop()
+		}
 	}
 	var ran *run
 	out, err := idem.Do(hctx, s.ex, &method, &parts, &h, func(ctx context.Context) (outcome, error) {
+		ctx, stop := context.WithTimeout(ctx, s.cfg.handlerMax) // WithHandlerTimeout
+		defer stop()
 		var cell idem.Decisions // what the wrapped methods the handler calls decide
-		resp, herr := handler(idem.WithDecisions(ctx, &cell), req)
+		ctx = idem.WithDecisions(ctx, &cell)
+		if ev.Tenant != "" {
+			// The door's tenant reaches every wrapper the handler calls
+			// (issue 33): a SingleTenant executor below scopes by it.
+			ctx = idem.ContextWithTenant(ctx, ev.Tenant)
+		}
+		resp, herr := handler(ctx, req)
+		if _, isStatus := status.FromError(herr); !isStatus && (errors.Is(herr, context.DeadlineExceeded) || errors.Is(herr, context.Canceled)) {
+			herr = status.FromContextError(herr).Err() // the handler's context ended: not Unknown
+		}
 		ran = &run{resp: resp, err: herr}
 		return s.settle(resp, herr, cell.Verdict())
 	})
@@ -156,7 +177,7 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		ev.Code, ev.Err = status.Code(ran.err), err
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrNotStored):
+		case errors.Is(err, ErrNotStored), errors.Is(err, ErrDownstreamRefused):
 			ev.Kind = EventNotStored
 			s.cfg.observe(ev)
 		case errors.Is(err, ErrResponseTooLarge), errors.Is(err, ErrNotProto):
@@ -172,7 +193,8 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			// were rolled back, so its response must not reach the client.
 			ev.Kind, ev.Code = EventStoreError, codes.Unavailable
 			s.cfg.observe(ev)
-			return nil, status.Error(codes.Unavailable, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key: "+err.Error())
+			s.logStoreError(ctx, "the outcome could not be committed", ev, err)
+			return nil, refusalStatus(codes.Unavailable, ReasonNotCommitted, "idempotency store unavailable: the outcome could not be stored and the call's effects were not committed; retry with the same idempotency-key").Err()
 		}
 		return ran.resp, ran.err
 	}
@@ -186,20 +208,32 @@ func (s *server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			ev.Kind = EventInProgress
 		default:
 			ev.Kind = EventStoreError
+			s.logStoreError(ctx, "the call was refused", ev, err)
 		}
 		s.cfg.observe(ev)
 		return nil, st
 	}
-	resp, rerr := s.replay(ctx, out)
+	resp, rerr := s.replay(ctx, ev, out)
 	ev.Kind, ev.Code, ev.Err = EventReplayed, status.Code(rerr), rerr
 	s.cfg.observe(ev)
 	return resp, rerr
+}
+
+// logStoreError logs, at WARN, a store error that the client is answered
+// without its details (see StatusFor).
+func (s *server) logStoreError(ctx context.Context, what string, ev Event, err error) {
+	s.cfg.log.LogAttrs(ctx, slog.LevelWarn, "idemgrpc: store error: "+what,
+		slog.String("method", ev.FullMethod), slog.String("tenant", ev.Tenant), slog.String("key", ev.Key),
+		slog.String("error", err.Error()))
 }
 
 // settle turns the handler's result into the outcome to store, or an error
 // that releases the key. verdict is what the wrapped methods the handler
 // called decided (see stores).
 func (s *server) settle(resp any, herr error, verdict idem.Decision) (outcome, error) {
+	if reason, refused := Refusal(herr); refused {
+		return outcome{}, fmt.Errorf("%w (%s): %w", ErrDownstreamRefused, reason, herr)
+	}
 	if herr != nil {
 		st, _ := status.FromError(herr) // a non-status error is Unknown
 		if err := s.stores(st.Code(), verdict); err != nil {
@@ -263,24 +297,27 @@ func serverFailed(code codes.Code) bool {
 }
 
 // replay answers a call with a stored outcome.
-func (s *server) replay(ctx context.Context, out outcome) (any, error) {
+func (s *server) replay(ctx context.Context, ev Event, out outcome) (any, error) {
 	if err := grpc.SetHeader(ctx, metadata.Pairs(ReplayedKey, "true")); err != nil {
 		return nil, status.Error(codes.Internal, "idemgrpc: set header: "+err.Error())
 	}
 	if out.Status != nil {
 		var sp spb.Status
 		if err := proto.Unmarshal(out.Status, &sp); err != nil {
-			return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable outcome: "+err.Error())
+			s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+			return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable outcome").Err()
 		}
 		return nil, status.ErrorProto(&sp)
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(out.Type))
 	if err != nil {
-		return nil, status.Error(codes.Internal, "idemgrpc: stored response type "+out.Type+" is not linked into this server: "+err.Error())
+		s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+		return nil, refusalStatus(codes.Internal, ReasonOutcomeUndecodable, "idemgrpc: stored response type "+out.Type+" is not linked into this server").Err()
 	}
 	m := mt.New().Interface()
 	if err := proto.Unmarshal(out.Response, m); err != nil {
-		return nil, status.Error(codes.Unavailable, "idempotency store returned an unreadable response: "+err.Error())
+		s.logStoreError(ctx, "the stored outcome could not be replayed", ev, err)
+		return nil, refusalStatus(codes.Unavailable, ReasonOutcomeUndecodable, "idempotency store returned an unreadable response").Err()
 	}
 	return m, nil
 }
@@ -291,7 +328,12 @@ func (s *server) refusal(err error) error {
 	st := StatusFor(err)
 	var inProgress *idem.InProgressError
 	if errors.As(err, &inProgress) {
-		d := inProgress.RetryAfter
+		// The expected time to the outcome: the method's expected run,
+		// unless the lease ends first (WithExpectedRun).
+		d := s.cfg.expected
+		if left := inProgress.RetryAfter; left > 0 {
+			d = min(d, left)
+		}
 		if s.cfg.maxRetry > 0 {
 			d = min(d, s.cfg.maxRetry)
 		}
@@ -309,35 +351,40 @@ func (s *server) refusal(err error) error {
 // idem.Do that stopped a call before its handler ran: the first rule whose
 // error matches (errors.Is), else Unavailable (the store could not be
 // used, idem.ErrStoreUnavailable, its schema missing included; or a wait
-// ended). Aborted answers also carry a RetryInfo detail.
+// ended). Aborted answers also carry a RetryInfo detail. Every status
+// carries an ErrorInfo detail (ErrorDomain, a Reason constant). The message
+// is the rule's and never err's text: a store's error names its address,
+// user and database, which are not the client's to read; log err on the
+// server (the interceptor does, WithLogger).
 func StatusFor(err error) *status.Status {
 	rules := []struct {
 		target error
 		code   codes.Code
+		reason string
 		msg    string
 	}{
-		{idem.ErrPayloadMismatch, codes.FailedPrecondition,
+		{idem.ErrPayloadMismatch, codes.FailedPrecondition, ReasonKeyReused,
 			"idempotency-key reused with a different request: a key identifies one call and must not be reused for another"},
-		{idem.ErrInProgress, codes.Aborted,
+		{idem.ErrInProgress, codes.Aborted, ReasonInProgress,
 			"a call with this idempotency-key is in progress: retry after the delay in RetryInfo to get its outcome"},
-		{idem.ErrMissingKey, codes.InvalidArgument, "idempotency-key is missing"},
-		{idem.ErrStoreBusy, codes.Unavailable,
+		{idem.ErrMissingKey, codes.InvalidArgument, ReasonKeyMissing, "idempotency-key is missing"},
+		{idem.ErrStoreBusy, codes.Unavailable, ReasonStoreBusy,
 			"idempotency store is busy (its connections are all in use by running calls): the call was not processed; retry shortly with the same idempotency-key"},
-		{idem.ErrStoreFull, codes.ResourceExhausted,
+		{idem.ErrStoreFull, codes.ResourceExhausted, ReasonStoreFull,
 			"idempotency store is full: the call was not processed; retry later with the same idempotency-key"},
-		{idem.ErrTooLarge, codes.InvalidArgument,
+		{idem.ErrTooLarge, codes.InvalidArgument, ReasonScopeTooLarge,
 			"the call's scope (tenant or method name) exceeds what the idempotency store accepts: the call was not processed"},
-		{idem.ErrOutcomeNotStored, codes.Internal,
+		{idem.ErrOutcomeNotStored, codes.Internal, ReasonOutcomeNotStored,
 			"the call with this idempotency-key ran, but its response could not be stored: it cannot be replayed, and it will not run again"},
-		{idem.ErrUndecodable, codes.Internal,
+		{idem.ErrUndecodable, codes.Internal, ReasonOutcomeUndecodable,
 			"the stored response of this idempotency-key no longer decodes: it cannot be replayed, and the call will not run again"},
-		{idem.ErrMisconfigured, codes.Internal, "the server's idempotency configuration is invalid"},
+		{idem.ErrMisconfigured, codes.Internal, ReasonMisconfigured, "the server's idempotency configuration is invalid"},
 	}
 	for _, r := range rules {
 		if errors.Is(err, r.target) {
-			return status.New(r.code, r.msg)
+			return refusalStatus(r.code, r.reason, r.msg)
 		}
 	}
-	return status.New(codes.Unavailable,
-		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key: "+err.Error())
+	return refusalStatus(codes.Unavailable, ReasonStoreUnavailable,
+		"idempotency store unavailable: the call was not processed; retry with the same idempotency-key")
 }

@@ -45,6 +45,9 @@ func runSuite(t *testing.T, tr transport, newStore newStoreFunc) {
 		{"TenantIsolation", testTenants},
 		{"StreamingPassesThrough", testStreaming},
 		{"ChainABC", testChain},
+		{"TenantReachesWrapper", testTenantReachesWrapper},
+		{"DownstreamSequence", testDownstreamSequence},
+		{"DownstreamRefusal", testDownstreamRefusal},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

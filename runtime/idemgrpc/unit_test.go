@@ -48,8 +48,12 @@ func TestStatusFor(t *testing.T) {
 		{fmt.Errorf("idem: op: claim: %w: %w", idem.ErrStoreUnavailable, idem.ErrStoreFull), codes.ResourceExhausted},
 	}
 	for _, tc := range tests {
-		if got := idemgrpc.StatusFor(tc.err).Code(); got != tc.want {
+		st := idemgrpc.StatusFor(tc.err)
+		if got := st.Code(); got != tc.want {
 			t.Errorf("StatusFor(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+		if reason, ok := idemgrpc.Refusal(st.Err()); !ok || reason == "" {
+			t.Errorf("StatusFor(%v) carries no ErrorInfo of %s", tc.err, idemgrpc.ErrorDomain)
 		}
 	}
 }
@@ -214,6 +218,9 @@ func TestInvalidOptionsPanic(t *testing.T) {
 		{"WithWait(-1s)", []idemgrpc.Option{single, idemgrpc.WithWait(-time.Second)}},
 		{"WithMaxRetryAfter(0s)", []idemgrpc.Option{single, idemgrpc.WithMaxRetryAfter(0)}},
 		{"WithMaxResponse(0)", []idemgrpc.Option{single, idemgrpc.WithMaxResponse(0)}},
+		{"WithHandlerTimeout(0s)", []idemgrpc.Option{single, idemgrpc.WithHandlerTimeout(0)}},
+		{"WithExpectedRun(0s)", []idemgrpc.Option{single, idemgrpc.WithExpectedRun(0)}},
+		{"WithLogger(nil)", []idemgrpc.Option{single, idemgrpc.WithLogger(nil)}},
 		{"WithMethods(nil)", []idemgrpc.Option{single, idemgrpc.WithMethods(nil)}},
 		{"WithFingerprint(nil)", []idemgrpc.Option{single, idemgrpc.WithFingerprint(nil)}},
 		{"WithPolicy(nil)", []idemgrpc.Option{single, idemgrpc.WithPolicy(nil)}},
