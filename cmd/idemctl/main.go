@@ -29,8 +29,9 @@ package main
 
 import (
 	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 )
 
 func main() {
-	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL})
+	idemctl.Main(storeopen.Openers{"postgres": storeopen.OpenPostgres, "redis": storeopen.OpenRedis, "mysql": storeopen.OpenMySQL})
 }

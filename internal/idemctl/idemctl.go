@@ -1,6 +1,7 @@
 // Package idemctl is the command idemctl (cmd/idemctl, and the SQLite
 // build in runtime/sqlitestore/cmd/idemctl): look up, list, count and
-// forget the idempotency records of a store given by its DSN.
+// forget the idempotency records of a store given by its DSN, which
+// internal/storeopen opens.
 package idemctl
 
 import (
@@ -11,33 +12,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
-
-// StoreOptions are the global flags that shape a store besides its DSN.
-type StoreOptions struct {
-	Table      string        // pgstore.WithTable, mysqlstore.WithTable
-	Partitions time.Duration // pgstore.WithPartitions
-	Prefix     string        // redisstore.WithPrefix
-}
-
-// Opener opens the store of dsn; close releases it.
-type Opener func(ctx context.Context, dsn string, o StoreOptions) (store idem.AdminStore, close func(), err error)
-
-// Openers are the DSN schemes a build serves, by scheme ("postgres",
-// "redis", "sqlite", …).
-type Openers map[string]Opener
 
 const usage = `usage: idemctl [global flags] COMMAND [flags] [args]   (flags before or after the command)
 
@@ -66,7 +51,7 @@ commands:
 type globals struct {
 	dsn    string
 	json   bool
-	so     StoreOptions
+	so     storeopen.Options
 	tenant tenantFlag
 }
 
@@ -102,7 +87,7 @@ func (e openError) Error() string { return e.err.Error() }
 
 // Run runs the command line args (without the program name) and returns
 // the exit status: 0, 1 for an error, 2 for a usage error.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers Openers) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers storeopen.Openers) int {
 	c := &cli{ctx: ctx, out: stdout, errw: stderr, openers: openers, g: globals{dsn: os.Getenv("IDEM_DSN")}}
 	g := flag.NewFlagSet("idemctl", flag.ContinueOnError)
 	g.SetOutput(stderr)
@@ -142,84 +127,20 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers O
 	return 1
 }
 
-// open opens the store of dsn by its scheme.
-func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (idem.AdminStore, func(), error) {
-	if dsn == "" {
-		return nil, nil, errors.New("no store: pass --dsn or set IDEM_DSN (postgres://…, redis://…, mysql://…, sqlite:PATH)")
-	}
-	if dsn == "memory" || strings.HasPrefix(dsn, "memory:") {
-		return nil, nil, errors.New("memory: an in-memory store lives in its service's process, which idemctl cannot reach: mount runtime/idemadmin's handler in the service instead")
-	}
-	scheme, _, ok := strings.Cut(dsn, ":")
-	if !ok {
-		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, mysql://, sqlite:)", Redact(dsn))
-	}
-	switch scheme {
-	case "postgresql":
-		scheme = "postgres"
-	case "rediss", "redis-cluster":
-		scheme = "redis"
-	}
-	o, ok := openers[scheme]
-	if !ok {
-		if scheme == "sqlite" {
-			return nil, nil, errors.New("sqlite: this build has no SQLite driver (it lives in a nested module): run go run github.com/idemgen/idemgen/runtime/sqlitestore/cmd/idemctl instead")
-		}
-		var known []string
-		for k := range openers {
-			known = append(known, k+":")
-		}
-		slices.Sort(known)
-		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", Redact(dsn), scheme, strings.Join(known, ", "))
-	}
-	s, closeStore, err := o(ctx, dsn, so)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", Redact(dsn), err)
-	}
-	return s, closeStore, nil
-}
-
-// Redact hides a DSN's password, in a URL or in go-sql-driver/mysql's
-// form after its scheme (user:password@tcp(host:port)/db).
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		scheme, rest, ok := strings.Cut(dsn, "://")
-		rest, query, _ := strings.Cut(rest, "?")
-		at := strings.LastIndex(rest, "@")
-		user, pass, hasPass := strings.Cut(rest[:max(at, 0)], ":")
-		if !ok || at < 0 || !hasPass || pass == "" {
-			return dsn
-		}
-		out := scheme + "://" + user + ":xxxxx" + rest[at:]
-		if query != "" {
-			out += "?" + query
-		}
-		return out
-	}
-	if u.User == nil {
-		return dsn
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
-}
-
 var errUsage = errors.New("usage")
 
 type cli struct {
 	ctx     context.Context
 	out     io.Writer
 	errw    io.Writer
-	openers Openers
+	openers storeopen.Openers
 	g       globals
 	close   func()
 }
 
 // admin opens the store of --dsn, confined to --tenant when one is named.
 func (c *cli) admin() (idem.AdminStore, error) {
-	s, closeStore, err := open(c.ctx, c.g.dsn, c.g.so, c.openers)
+	s, closeStore, err := storeopen.Open(c.ctx, c.g.dsn, c.g.so, c.openers)
 	if err != nil {
 		return nil, openError{err}
 	}
@@ -580,7 +501,7 @@ func defaultBy() string {
 
 // Main runs idemctl on the process's arguments with openers and exits with
 // its status; an interrupt cancels the store's calls.
-func Main(openers Openers) {
+func Main(openers storeopen.Openers) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, openers)
 	stop()
