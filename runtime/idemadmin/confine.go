@@ -8,10 +8,11 @@ import (
 	"github.com/idemgen/idemgen/runtime/idem"
 )
 
-// ErrOtherTenant: a request confined to one tenant named another one (the
-// tenant= parameter of a confined request, a ListQuery of another tenant
-// given to a Confined). It is decided before the store is asked, so it
-// says nothing about the other tenant's records. The handler answers it 403.
+// ErrOtherTenant reports that a request confined to one tenant named
+// another (the tenant= parameter of a confined request, a ListQuery of
+// another tenant given to a Confined). It is decided before the store is
+// asked, so it says nothing about the other tenant's records. The handler
+// answers it 403.
 var ErrOtherTenant = errors.New("idemadmin: the request is confined to one tenant and names another")
 
 // Scope is what one request may reach: one tenant's records (Tenant), or
@@ -26,7 +27,7 @@ type Scope struct {
 	AllTenants bool
 }
 
-// valid reports why s reaches nothing, or "".
+// invalid reports why s reaches nothing, or "".
 func (s Scope) invalid() string {
 	switch {
 	case s.AllTenants && s.Tenant != "":
