@@ -270,6 +270,10 @@ func (c *cli) get(args []string) error {
 	}
 	e, err := c.lookup(s, f, *op, *http)
 	if err != nil {
+		if _, confined := s.(*idemadmin.Confined); confined && *op == "" && errors.Is(err, idem.ErrNotFound) {
+			// Said of every such answer, found or not: it tells nothing of the record.
+			err = fmt.Errorf("%w (confined by --tenant, a record is found by its hex ID only where its store keeps its tenant, not on Redis: give --op and the key's parts there)", err)
+		}
 		return err
 	}
 	if c.g.json {
@@ -444,6 +448,9 @@ func (c *cli) forget(args []string) error {
 		return err
 	}
 	if err := a.Forget(c.ctx, idem.ForgetRequest{Key: k, Token: idem.Token(*token), Status: st, Force: *force, By: *by, Reason: *reason}); err != nil {
+		if _, confined := s.(*idemadmin.Confined); confined && errors.Is(err, idem.ErrNotFound) {
+			err = fmt.Errorf("%w (confined by --tenant, a record is forgotten only where its store keeps its tenant, not on Redis)", err)
+		}
 		return err
 	}
 	if c.g.json {
