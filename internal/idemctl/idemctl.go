@@ -1,6 +1,7 @@
 // Package idemctl is the command idemctl (cmd/idemctl, and the SQLite
 // build in runtime/sqlitestore/cmd/idemctl): look up, list, count and
-// forget the idempotency records of a store given by its DSN.
+// forget the idempotency records of a store given by its DSN, which
+// internal/storeopen opens.
 package idemctl
 
 import (
@@ -11,58 +12,87 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
-	"slices"
-	"strings"
+	"regexp"
 	"text/tabwriter"
 	"time"
 
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
+	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
-// StoreOptions are the global flags that shape a store besides its DSN.
-type StoreOptions struct {
-	Table      string        // pgstore.WithTable, mysqlstore.WithTable
-	Partitions time.Duration // pgstore.WithPartitions
-	Prefix     string        // redisstore.WithPrefix
-}
+const usage = `usage: idemctl [global flags] COMMAND [flags] [args]   (flags before or after the command)
 
-// Opener opens the store of dsn; close releases it.
-type Opener func(ctx context.Context, dsn string, o StoreOptions) (store idem.AdminStore, close func(), err error)
-
-// Openers are the DSN schemes a build serves, by scheme ("postgres",
-// "redis", "sqlite", …).
-type Openers map[string]Opener
-
-const usage = `usage: idemctl [--dsn DSN] [--json] [--table T] [--partitions D] [--prefix P] COMMAND [flags]
-
-DSN (or $IDEM_DSN): postgres://…, redis://… (redis-cluster://host:port?addr=host2:port2),
-  mysql://user:pass@host:port/db (or mysql://user:pass@tcp(host:port)/db, go-sql-driver's form), sqlite:PATH
+global flags:
+  --dsn DSN        the store (or $IDEM_DSN): postgres://…, redis://… (redis-cluster://host:port?addr=host2:port2),
+                   mysql://user:pass@host:port/db (or mysql://user:pass@tcp(host:port)/db, go-sql-driver's form), sqlite:PATH
+  --tenant T       confine every command to tenant T's records: another tenant's record is "no live record"
+  --json           print JSON
+  --table T, --partitions D, --prefix P   the store's table, partition interval, key prefix
 
 commands:
-  get KEYHEX | get --tenant T --op OP PART...   one record (the key a caller builds: idem.NewKey)
-  list  [--op OP] [--tenant T] [--status S] [--max-age D] [--min-age D] [--limit N] [--cursor C] [--all]
-  stuck [--op OP] [--tenant T] [--limit N] [--cursor C] [--all]   PROCESSING records past their lease
+  get KEYHEX                       one record by its hex ID
+  get --op OP PART...              one record by the key a caller builds (idem.NewKey(tenant, OP, PART...))
+  get --op 'METHOD /route' KEY     one record idemhttp stored for a request: the tenant (--tenant) the
+                                   middleware's WithTenant named, the operation ("POST /charges": the
+                                   method and the route pattern, or the path without one) and the
+                                   Idempotency-Key (--http says so for any other operation name)
+  list  [--op OP] [--status S] [--max-age D] [--min-age D] [--limit N] [--cursor C] [--all]
+  stuck [--op OP] [--limit N] [--cursor C] [--all]   PROCESSING records past their lease
   forget KEYHEX --token N --status S [--force] [--by WHO] [--reason R]
                  forget the version that get showed, so that the next call runs again
-  stats [--op OP] [--tenant T]                   counts by operation and status
+  stats [--op OP]                  counts by operation and status
 `
+
+// globals are the flags every command takes, before or after its name.
+type globals struct {
+	dsn    string
+	json   bool
+	so     storeopen.Options
+	tenant tenantFlag
+}
+
+// tenantFlag is --tenant, and whether it was given (--tenant "" names the
+// single-tenant key space).
+type tenantFlag struct {
+	name string
+	set  bool
+}
+
+func (t *tenantFlag) String() string { return t.name }
+
+func (t *tenantFlag) Set(s string) error {
+	t.name, t.set = s, true
+	return nil
+}
+
+// register adds the global flags to f, bound to g: the values already
+// parsed are their defaults.
+func (g *globals) register(f *flag.FlagSet) {
+	f.StringVar(&g.dsn, "dsn", g.dsn, "the store's DSN")
+	f.BoolVar(&g.json, "json", g.json, "print JSON")
+	f.Var(&g.tenant, "tenant", "confine the command to this tenant's records")
+	f.StringVar(&g.so.Table, "table", g.so.Table, "pgstore, mysqlstore: the records' table (default idem_records)")
+	f.DurationVar(&g.so.Partitions, "partitions", g.so.Partitions, "pgstore: the store's WithPartitions interval, when partitioned")
+	f.StringVar(&g.so.Prefix, "prefix", g.so.Prefix, "redisstore: the records' key prefix (default idem:)")
+}
+
+// openError is a store that could not be opened: a usage error (exit 2).
+type openError struct{ err error }
+
+func (e openError) Error() string { return e.err.Error() }
 
 // Run runs the command line args (without the program name) and returns
 // the exit status: 0, 1 for an error, 2 for a usage error.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers Openers) int {
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers storeopen.Openers) int {
+	c := &cli{ctx: ctx, out: stdout, errw: stderr, openers: openers, g: globals{dsn: os.Getenv("IDEM_DSN")}}
 	g := flag.NewFlagSet("idemctl", flag.ContinueOnError)
 	g.SetOutput(stderr)
 	g.Usage = func() { fmt.Fprint(stderr, usage) }
-	dsn := g.String("dsn", os.Getenv("IDEM_DSN"), "the store's DSN")
-	asJSON := g.Bool("json", false, "print JSON")
-	var so StoreOptions
-	g.StringVar(&so.Table, "table", "", "pgstore, mysqlstore: the records' table (default idem_records)")
-	g.DurationVar(&so.Partitions, "partitions", 0, "pgstore: the store's WithPartitions interval, when partitioned")
-	g.StringVar(&so.Prefix, "prefix", "", "redisstore: the records' key prefix (default idem:)")
+	c.g.register(g)
 	if err := g.Parse(args); err != nil {
 		return 2
 	}
@@ -71,109 +101,60 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, openers O
 		return 2
 	}
 	cmd, rest := g.Arg(0), g.Args()[1:]
-	c := &cli{ctx: ctx, out: stdout, errw: stderr, json: *asJSON}
 	run, ok := map[string]func([]string) error{"get": c.get, "list": c.list, "stuck": c.stuck, "forget": c.forget, "stats": c.stats}[cmd]
 	if !ok {
 		fmt.Fprintf(stderr, "idemctl: unknown command %q\n%s", cmd, usage)
 		return 2
 	}
-	store, closeStore, err := open(ctx, *dsn, so, openers)
-	if err != nil {
+	err := run(rest)
+	if c.close != nil {
+		c.close()
+	}
+	var oe openError
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.As(err, &oe):
 		fmt.Fprintf(stderr, "idemctl: %v\n", err)
 		return 2
 	}
-	defer closeStore()
-	c.admin = store
-	if err := run(rest); err != nil {
-		if errors.Is(err, errUsage) {
-			return 2
-		}
-		fmt.Fprintf(stderr, "idemctl: %s: %v\n", cmd, err)
-		if errors.Is(err, idem.ErrStoreSchema) {
-			fmt.Fprintln(stderr, "idemctl: the store's tables are missing or outdated: run the service's Migrate (pgstore, mysqlstore: (*Store).Migrate or their migration files; sqlitestore: (*Store).Migrate), or check --table")
-		}
-		return 1
+	fmt.Fprintf(stderr, "idemctl: %s: %v\n", cmd, err)
+	if errors.Is(err, idem.ErrStoreSchema) {
+		fmt.Fprintln(stderr, "idemctl: the store's tables are missing or outdated: run the service's Migrate (pgstore, mysqlstore: (*Store).Migrate or their migration files; sqlitestore: (*Store).Migrate), or check --table")
 	}
-	return 0
-}
-
-// open opens the store of dsn by its scheme.
-func open(ctx context.Context, dsn string, so StoreOptions, openers Openers) (idem.AdminStore, func(), error) {
-	if dsn == "" {
-		return nil, nil, errors.New("no store: pass --dsn or set IDEM_DSN (postgres://…, redis://…, mysql://…, sqlite:PATH)")
-	}
-	if dsn == "memory" || strings.HasPrefix(dsn, "memory:") {
-		return nil, nil, errors.New("memory: an in-memory store lives in its service's process, which idemctl cannot reach: mount runtime/idemadmin's handler in the service instead")
-	}
-	scheme, _, ok := strings.Cut(dsn, ":")
-	if !ok {
-		return nil, nil, fmt.Errorf("DSN %q: want scheme:… (postgres://, redis://, redis-cluster://, mysql://, sqlite:)", Redact(dsn))
-	}
-	switch scheme {
-	case "postgresql":
-		scheme = "postgres"
-	case "rediss", "redis-cluster":
-		scheme = "redis"
-	}
-	o, ok := openers[scheme]
-	if !ok {
-		if scheme == "sqlite" {
-			return nil, nil, errors.New("sqlite: this build has no SQLite driver (it lives in a nested module): run go run github.com/idemgen/idemgen/runtime/sqlitestore/cmd/idemctl instead")
-		}
-		var known []string
-		for k := range openers {
-			known = append(known, k+":")
-		}
-		slices.Sort(known)
-		return nil, nil, fmt.Errorf("DSN %q: unknown scheme %q (this build serves %s)", Redact(dsn), scheme, strings.Join(known, ", "))
-	}
-	s, closeStore, err := o(ctx, dsn, so)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", Redact(dsn), err)
-	}
-	return s, closeStore, nil
-}
-
-// Redact hides a DSN's password, in a URL or in go-sql-driver/mysql's
-// form after its scheme (user:password@tcp(host:port)/db).
-func Redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		scheme, rest, ok := strings.Cut(dsn, "://")
-		rest, query, _ := strings.Cut(rest, "?")
-		at := strings.LastIndex(rest, "@")
-		user, pass, hasPass := strings.Cut(rest[:max(at, 0)], ":")
-		if !ok || at < 0 || !hasPass || pass == "" {
-			return dsn
-		}
-		out := scheme + "://" + user + ":xxxxx" + rest[at:]
-		if query != "" {
-			out += "?" + query
-		}
-		return out
-	}
-	if u.User == nil {
-		return dsn
-	}
-	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), "xxxxx")
-	}
-	return u.String()
+	return 1
 }
 
 var errUsage = errors.New("usage")
 
 type cli struct {
-	ctx   context.Context
-	out   io.Writer
-	errw  io.Writer
-	json  bool
-	admin idem.AdminStore
+	ctx     context.Context
+	out     io.Writer
+	errw    io.Writer
+	openers storeopen.Openers
+	g       globals
+	close   func()
+}
+
+// admin opens the store of --dsn, confined to --tenant when one is named.
+func (c *cli) admin() (idem.AdminStore, error) {
+	s, closeStore, err := storeopen.Open(c.ctx, c.g.dsn, c.g.so, c.openers)
+	if err != nil {
+		return nil, openError{err}
+	}
+	c.close = closeStore
+	if c.g.tenant.name != "" {
+		return idemadmin.Confine(s, c.g.tenant.name), nil
+	}
+	return s, nil
 }
 
 func (c *cli) flags(name string) *flag.FlagSet {
 	f := flag.NewFlagSet("idemctl "+name, flag.ContinueOnError)
 	f.SetOutput(c.errw)
+	c.g.register(f)
 	return f
 }
 
@@ -199,36 +180,103 @@ func (c *cli) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// key reads a record's key: one hex ID, or --tenant, --op and the parts.
-func keyOf(f *flag.FlagSet, tenant, op string) (idem.Key, error) {
+// httpOp matches the operation idemhttp names a request by: its method
+// and its route pattern or path ("POST /charges").
+var httpOp = regexp.MustCompile(`^[A-Z]+ /`)
+
+// lookup finds the record get names: one hex ID; or --op and the key's
+// parts, in --tenant (confined when one is named); or, for an HTTP
+// operation (--http, or an operation named as idemhttp names one), the key
+// idemhttp built from the tenant, the operation and the Idempotency-Key.
+func (c *cli) lookup(s idem.AdminStore, f *flag.FlagSet, op string, http bool) (idem.Entry, error) {
+	tenant := c.g.tenant.name
 	if op == "" {
-		if f.NArg() != 1 {
-			return idem.Key{}, errors.New("give the key's hex ID, or --op (and --tenant) and the key's parts")
+		if f.NArg() != 1 || http {
+			return idem.Entry{}, errors.New("give the key's hex ID, or --op (and --tenant) and the key's parts")
 		}
-		return idem.KeyFromHex(f.Arg(0))
+		k, err := idem.KeyFromHex(f.Arg(0))
+		if err != nil {
+			return idem.Entry{}, err
+		}
+		return s.Lookup(c.ctx, k)
 	}
 	if f.NArg() == 0 {
-		return idem.Key{}, errors.New("--op given: the key's parts follow, in order")
+		return idem.Entry{}, errors.New("--op given: the key's parts follow, in order")
 	}
-	return idem.NewKey(tenant, op, f.Args()...)
+	var candidates [][]string
+	if http || httpOp.MatchString(op) {
+		if f.NArg() != 1 {
+			return idem.Entry{}, errors.New("an HTTP operation: give the request's Idempotency-Key (one argument)")
+		}
+		key, err := idemhttp.ParseKey(f.Arg(0))
+		if err != nil {
+			return idem.Entry{}, fmt.Errorf("the Idempotency-Key: %w", err)
+		}
+		candidates = HTTPKeyParts(tenant, key)
+	} else {
+		candidates = [][]string{f.Args()}
+	}
+	var first error
+	for _, parts := range candidates {
+		var e idem.Entry
+		var err error
+		if cs, ok := s.(*idemadmin.Confined); ok {
+			e, err = cs.LookupParts(c.ctx, op, parts...)
+		} else {
+			var k idem.Key
+			if k, err = idem.NewKey(tenant, op, parts...); err == nil {
+				e, err = s.Lookup(c.ctx, k)
+			}
+		}
+		if !errors.Is(err, idem.ErrNotFound) {
+			return e, err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return idem.Entry{}, first
+}
+
+// HTTPKeyParts returns the key parts under which runtime/idemhttp may have
+// stored the record of a request of tenant with Idempotency-Key key (after
+// idemhttp.ParseKey), in the order to try them; the key's tenant is tenant
+// and its operation the middleware's (the request's method and route). The
+// middleware adds the tenant its WithTenant function named as the key's
+// first part (idem.KeyParts.Tenant) and the key after it: under an executor
+// that names no tenant of its own (SingleTenant, no door's tenant in the
+// context) the first part becomes the key's tenant, leaving the key alone;
+// under an executor whose tenant is the same one (the door's tenant in the
+// context, or its own WithTenant) both parts stay. Under SingleTenant
+// middleware (tenant "") the key is the only part.
+// TestHTTPRecord checks both against records idemhttp stored.
+func HTTPKeyParts(tenant, key string) [][]string {
+	if tenant == "" {
+		return [][]string{{key}}
+	}
+	return [][]string{{key}, {tenant, key}}
 }
 
 func (c *cli) get(args []string) error {
 	f := c.flags("get")
-	tenant := f.String("tenant", "", "the key's tenant (with --op)")
 	op := f.String("op", "", "the key's operation: the parts follow")
+	http := f.Bool("http", false, "the record idemhttp stored: --op is the request's method and route, the argument its Idempotency-Key")
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	k, err := keyOf(f, *tenant, *op)
+	s, err := c.admin()
 	if err != nil {
 		return err
 	}
-	e, err := c.admin.Lookup(c.ctx, k)
+	e, err := c.lookup(s, f, *op, *http)
 	if err != nil {
+		if _, confined := s.(*idemadmin.Confined); confined && *op == "" && errors.Is(err, idem.ErrNotFound) {
+			// Said of every such answer, found or not: it tells nothing of the record.
+			err = fmt.Errorf("%w (confined by --tenant, a record is found by its hex ID only where its store keeps its tenant, not on Redis: give --op and the key's parts there)", err)
+		}
 		return err
 	}
-	if c.json {
+	if c.g.json {
 		return c.printJSON(idemadmin.View(e))
 	}
 	v := idemadmin.View(e)
@@ -284,11 +332,10 @@ func (c *cli) get(args []string) error {
 
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") }
 
-func (c *cli) listFlags(name string, stuck bool) (*flag.FlagSet, *idem.ListQuery, *string, *string, *bool) {
+func (c *cli) listFlags(name string, stuck bool) (*flag.FlagSet, *idem.ListQuery, *string, *bool) {
 	f := c.flags(name)
 	q := &idem.ListQuery{Stuck: stuck}
 	f.StringVar(&q.Op, "op", "", "only this operation's records")
-	tenant := f.String("tenant", "", "only this tenant's records")
 	status := f.String("status", "", "only this status: PROCESSING, SUCCEEDED, FAILED_FINAL")
 	if !stuck {
 		f.DurationVar(&q.MaxAge, "max-age", 0, "only records created at most this long ago")
@@ -297,31 +344,33 @@ func (c *cli) listFlags(name string, stuck bool) (*flag.FlagSet, *idem.ListQuery
 	f.IntVar(&q.Limit, "limit", idem.DefaultListLimit, "records per page")
 	f.StringVar(&q.Cursor, "cursor", "", "go on from a page's next cursor")
 	all := f.Bool("all", false, "every page, not only the first")
-	return f, q, tenant, status, all
+	return f, q, status, all
 }
 
 func (c *cli) list(args []string) error  { return c.listing("list", args, false) }
 func (c *cli) stuck(args []string) error { return c.listing("stuck", args, true) }
 
 func (c *cli) listing(name string, args []string, stuck bool) error {
-	f, q, tenant, status, all := c.listFlags(name, stuck)
+	f, q, status, all := c.listFlags(name, stuck)
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
-	f.Visit(func(fl *flag.Flag) {
-		if fl.Name == "tenant" {
-			q.Tenant, q.ByTenant = *tenant, true
-		}
-	})
+	if c.g.tenant.set {
+		q.Tenant, q.ByTenant = c.g.tenant.name, true
+	}
 	st, ok := idemadmin.ParseStatus(*status)
 	if !ok {
 		return fmt.Errorf("--status %q: PROCESSING, SUCCEEDED or FAILED_FINAL", *status)
 	}
 	q.Status = st
+	s, err := c.admin()
+	if err != nil {
+		return err
+	}
 	var entries []idem.Entry
 	next := ""
 	for {
-		p, err := c.admin.List(c.ctx, *q)
+		p, err := s.List(c.ctx, *q)
 		if err != nil {
 			return err
 		}
@@ -331,7 +380,7 @@ func (c *cli) listing(name string, args []string, stuck bool) error {
 		}
 		q.Cursor = next
 	}
-	if c.json {
+	if c.g.json {
 		return c.printJSON(idemadmin.ViewPage(idem.Page{Entries: entries, Next: next}))
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
@@ -390,14 +439,21 @@ func (c *cli) forget(args []string) error {
 	if !ok || st == 0 || *token == 0 {
 		return errors.New("--token and --status of the version to forget are required: run idemctl get first")
 	}
-	a, err := idem.NewAdmin(c.admin, idem.WithAdminLogger(slog.New(slog.NewTextHandler(c.errw, nil))))
+	s, err := c.admin()
+	if err != nil {
+		return err
+	}
+	a, err := idem.NewAdmin(s, idem.WithAdminLogger(slog.New(slog.NewTextHandler(c.errw, nil))))
 	if err != nil {
 		return err
 	}
 	if err := a.Forget(c.ctx, idem.ForgetRequest{Key: k, Token: idem.Token(*token), Status: st, Force: *force, By: *by, Reason: *reason}); err != nil {
+		if _, confined := s.(*idemadmin.Confined); confined && errors.Is(err, idem.ErrNotFound) {
+			err = fmt.Errorf("%w (confined by --tenant, a record is forgotten only where its store keeps its tenant, not on Redis)", err)
+		}
 		return err
 	}
-	if c.json {
+	if c.g.json {
 		return c.printJSON(map[string]string{"forgotten": k.Hex()})
 	}
 	fmt.Fprintf(c.out, "forgotten: %s (the next call with this key runs again)\n", k.Hex())
@@ -407,21 +463,22 @@ func (c *cli) forget(args []string) error {
 func (c *cli) stats(args []string) error {
 	f := c.flags("stats")
 	op := f.String("op", "", "only this operation")
-	tenant := f.String("tenant", "", "only this tenant")
 	if err := c.parse(f, args); err != nil {
 		return err
 	}
 	q := idem.StatsQuery{Op: *op}
-	f.Visit(func(fl *flag.Flag) {
-		if fl.Name == "tenant" {
-			q.Tenant, q.ByTenant = *tenant, true
-		}
-	})
-	st, err := c.admin.Stats(c.ctx, q)
+	if c.g.tenant.set {
+		q.Tenant, q.ByTenant = c.g.tenant.name, true
+	}
+	s, err := c.admin()
 	if err != nil {
 		return err
 	}
-	if c.json {
+	st, err := s.Stats(c.ctx, q)
+	if err != nil {
+		return err
+	}
+	if c.g.json {
 		return c.printJSON(idemadmin.ViewStats(st))
 	}
 	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -451,7 +508,7 @@ func defaultBy() string {
 
 // Main runs idemctl on the process's arguments with openers and exits with
 // its status; an interrupt cancels the store's calls.
-func Main(openers Openers) {
+func Main(openers storeopen.Openers) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr, openers)
 	stop()

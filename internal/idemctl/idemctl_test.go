@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemadmin"
@@ -21,7 +22,7 @@ import (
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
-var openers = idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL}
+var openers = storeopen.Openers{"postgres": storeopen.OpenPostgres, "redis": storeopen.OpenRedis, "mysql": storeopen.OpenMySQL}
 
 // run runs idemctl with args and returns its exit status, stdout and stderr.
 func run(t *testing.T, args ...string) (int, string, string) {

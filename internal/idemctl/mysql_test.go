@@ -4,11 +4,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idemgen/idemgen/internal/idemctl"
 	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
@@ -62,21 +60,5 @@ func TestMySQLErrors(t *testing.T) {
 			assert.Contains(t, errw, c.want)
 			assert.NotContains(t, errw, "secret", "the password is not printed")
 		})
-	}
-}
-
-// TestMySQLConfig: both forms give the same configuration.
-func TestMySQLConfig(t *testing.T) {
-	a, err := idemctl.MySQLConfig("mysql://app:p%40ss@db.internal/orders?tls=skip-verify&timeout=3s")
-	require.NoError(t, err)
-	b, err := idemctl.MySQLConfig("mysql://app:p@ss@tcp(db.internal:3306)/orders?tls=skip-verify&timeout=3s")
-	require.NoError(t, err)
-	for _, c := range []*mysql.Config{a, b} {
-		assert.Equal(t, "app", c.User)
-		assert.Equal(t, "p@ss", c.Passwd)
-		assert.Equal(t, "db.internal:3306", c.Addr)
-		assert.Equal(t, "orders", c.DBName)
-		assert.Equal(t, "skip-verify", c.TLSConfig)
-		assert.Equal(t, "3s", c.Timeout.String())
 	}
 }

@@ -1,6 +1,7 @@
 package idemadmin_test
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,13 +12,26 @@ import (
 )
 
 // A service mounts the handler on its admin port, behind its own
-// authentication; forget is allowed here for the operator the middleware
+// authentication. Its authorisation hook confines each operator to the
+// tenant the middleware authenticated (or lets the service's own operators
+// see every tenant); forget is allowed for the operator the middleware
 // named.
 func ExampleNewHandler() {
 	store := memstore.New()
-	h, err := idemadmin.NewHandler(store, idemadmin.AllowForget(func(r *http.Request) string {
-		return r.Header.Get("X-Authenticated-User") // set by the service's own middleware
-	}))
+	h, err := idemadmin.NewHandler(store,
+		idemadmin.Authorize(func(r *http.Request) (idemadmin.Scope, error) {
+			// Set by the service's own middleware, from what it authenticated.
+			switch r.Header.Get("X-Authenticated-Role") {
+			case "support":
+				return idemadmin.Scope{Tenant: r.Header.Get("X-Authenticated-Tenant")}, nil
+			case "sre":
+				return idemadmin.Scope{AllTenants: true}, nil
+			}
+			return idemadmin.Scope{}, errors.New("not an operator")
+		}),
+		idemadmin.AllowForget(func(r *http.Request) string {
+			return r.Header.Get("X-Authenticated-User")
+		}))
 	if err != nil {
 		panic(err)
 	}
@@ -26,7 +40,10 @@ func ExampleNewHandler() {
 
 	srv := httptest.NewServer(admin)
 	defer srv.Close()
-	res, err := http.Get(srv.URL + "/idem/stats")
+	req, _ := http.NewRequest("GET", srv.URL+"/idem/stats", nil)
+	req.Header.Set("X-Authenticated-Role", "support")
+	req.Header.Set("X-Authenticated-Tenant", "acme")
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		panic(err)
 	}

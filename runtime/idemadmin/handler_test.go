@@ -47,9 +47,11 @@ func (c client) do(method, path, body string, into any) int {
 	return res.StatusCode
 }
 
-// mount serves store's records under /admin/, as a service mounts it.
+// mount serves store's records under /admin/, as a service mounts it,
+// to every request (UnauthenticatedAllTenants; confinement is
+// confine_test.go's).
 func mount(t *testing.T, store idem.Store, opts ...idemadmin.Option) client {
-	h, err := idemadmin.NewHandler(store, opts...)
+	h, err := idemadmin.NewHandler(store, append(opts, idemadmin.UnauthenticatedAllTenants())...)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle("/admin/", http.StripPrefix("/admin", h))

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -150,7 +150,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	case strings.HasPrefix(c.store, "postgres://"), strings.HasPrefix(c.store, "postgresql://"):
 		c.storeKind = "postgres"
 	case strings.HasPrefix(c.store, "mysql://"):
-		if _, err := idemctl.MySQLConfig(c.store); err != nil {
+		if _, err := storeopen.MySQLConfig(c.store); err != nil {
 			bad("store", "%q: %v", redact(c.store), err)
 		} else {
 			c.storeKind = "mysql"
@@ -243,7 +243,7 @@ func splitList(s string) []string {
 }
 
 // redact hides a DSN's password (a URL's, or go-sql-driver/mysql's form's).
-func redact(dsn string) string { return idemctl.Redact(dsn) }
+func redact(dsn string) string { return storeopen.Redact(dsn) }
 
 // readFile reads a file named by a flag, naming the flag in the error.
 func readFile(flagName, path string) ([]byte, error) {

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
@@ -53,7 +53,7 @@ func openStore(ctx context.Context, c *config, d deps) (*openedStore, error) {
 			return err
 		}}, nil
 	case "mysql":
-		cfg, err := idemctl.MySQLConfig(c.store)
+		cfg, err := storeopen.MySQLConfig(c.store)
 		if err != nil {
 			return nil, fmt.Errorf("-store (%s) %s: %w", envName("store"), redact(c.store), err)
 		}

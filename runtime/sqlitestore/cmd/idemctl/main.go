@@ -12,17 +12,18 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
 
 func main() {
-	idemctl.Main(idemctl.Openers{"postgres": idemctl.OpenPostgres, "redis": idemctl.OpenRedis, "mysql": idemctl.OpenMySQL, "sqlite": openSQLite})
+	idemctl.Main(storeopen.Openers{"postgres": storeopen.OpenPostgres, "redis": storeopen.OpenRedis, "mysql": storeopen.OpenMySQL, "sqlite": openSQLite})
 }
 
 // openSQLite opens the store of sqlite:PATH: an existing database file,
 // which it neither creates nor migrates.
-func openSQLite(ctx context.Context, dsn string, _ idemctl.StoreOptions) (idem.AdminStore, func(), error) {
+func openSQLite(ctx context.Context, dsn string, _ storeopen.Options) (idem.AdminStore, func(), error) {
 	path := strings.TrimPrefix(strings.TrimPrefix(dsn, "sqlite:"), "//")
 	if path == "" {
 		return nil, nil, fmt.Errorf("not a SQLite DSN (sqlite:PATH): %q", dsn)

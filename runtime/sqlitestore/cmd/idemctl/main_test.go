@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/internal/idemctl"
+	"github.com/idemgen/idemgen/internal/storeopen"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
@@ -26,7 +27,7 @@ func TestSQLite(t *testing.T) {
 	s := sqlitestore.New(db)
 	run := func(args ...string) (int, string, string) {
 		var out, errw bytes.Buffer
-		code := idemctl.Run(ctx, args, &out, &errw, idemctl.Openers{"sqlite": openSQLite})
+		code := idemctl.Run(ctx, args, &out, &errw, storeopen.Openers{"sqlite": openSQLite})
 		return code, out.String(), errw.String()
 	}
 	code, _, errw := run("--dsn", "sqlite:"+path, "stats")

@@ -1,4 +1,4 @@
-package idemctl
+package storeopen
 
 import (
 	"context"
@@ -76,7 +76,7 @@ func MySQLConfig(dsn string) (*mysql.Config, error) {
 // OpenMySQL opens a mysqlstore (lease mode: the operators' methods are the
 // same in both modes, and read the table a transactional store writes too)
 // on a pool of two connections, after checking that the server answers.
-func OpenMySQL(ctx context.Context, dsn string, o StoreOptions) (idem.AdminStore, func(), error) {
+func OpenMySQL(ctx context.Context, dsn string, o Options) (idem.AdminStore, func(), error) {
 	cfg, err := MySQLConfig(dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a MySQL DSN: %w", err)

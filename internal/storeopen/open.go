@@ -1,4 +1,4 @@
-package idemctl
+package storeopen
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // OpenPostgres opens a pgstore (the plain table, or the partitioned one with
 // --partitions) on a pool of two connections, after checking that the
 // server answers.
-func OpenPostgres(ctx context.Context, dsn string, o StoreOptions) (idem.AdminStore, func(), error) {
+func OpenPostgres(ctx context.Context, dsn string, o Options) (idem.AdminStore, func(), error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, nil, fmt.Errorf("not a PostgreSQL DSN: %w", err)
@@ -59,7 +59,7 @@ func build[S any](f func() S) (s S, err error) {
 // OpenRedis opens a redisstore on redis://, rediss:// (one server) or
 // redis-cluster://host:port?addr=host2:port2 (a Cluster), after checking
 // that the server answers.
-func OpenRedis(ctx context.Context, dsn string, o StoreOptions) (idem.AdminStore, func(), error) {
+func OpenRedis(ctx context.Context, dsn string, o Options) (idem.AdminStore, func(), error) {
 	var client redis.UniversalClient
 	if rest, ok := strings.CutPrefix(dsn, "redis-cluster://"); ok {
 		opt, err := redis.ParseClusterURL("redis://" + rest)
