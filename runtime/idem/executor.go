@@ -326,8 +326,9 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // context's (ContextWithTenant) or the WithTenant function's, "" when there
 // is none or the two conflict (Do then fails with ErrMissingTenant or
 // ErrTenantConflict). Generated wrappers call it for a `tenant` key part;
-// every key is already scoped by tenant, so such a part only makes an empty
-// tenant ErrMissingKey.
+// every key is already scoped by tenant, so such a part adds nothing but its
+// place in the key's text (an empty tenant fails the call either way, with
+// ErrMissingTenant, which matches ErrMissingKey too).
 func (ex *Executor) Tenant(ctx context.Context) string {
 	t, _ := ex.callTenant(ctx)
 	return t

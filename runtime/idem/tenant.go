@@ -6,13 +6,23 @@ import (
 	"fmt"
 )
 
-// ErrMissingTenant is returned when the executor's tenancy was chosen (WithTenant), or a
-// door put a tenant in the call's context (ContextWithTenant), but no tenant
-// is named for this call: the WithTenant function returned "" and no door
-// named one, or a door named "". Nothing was claimed and the method was not
-// called. An empty tenant is never the shared key space: that is said with
-// SingleTenant, in the code.
-var ErrMissingTenant = errors.New("idem: no tenant for the call")
+// ErrMissingTenant is returned when the executor's tenancy was chosen
+// (WithTenant), or a door put a tenant in the call's context
+// (ContextWithTenant), but no tenant is named for this call: the WithTenant
+// function returned "" and no door named one, or a door named "". Nothing
+// was claimed and the method was not called. An empty tenant is never the
+// shared key space: that is said with SingleTenant, in the code. The tenant
+// scopes every key, so errors.Is(ErrMissingTenant, ErrMissingKey) is true
+// too, as for a `tenant` key part that is empty.
+var ErrMissingTenant error = missingTenant{}
+
+type missingTenant struct{}
+
+func (missingTenant) Error() string { return "idem: no tenant for the call" }
+
+// Is makes ErrMissingTenant match ErrMissingKey: the tenant is a part of
+// every key.
+func (missingTenant) Is(target error) bool { return target == ErrMissingKey }
 
 // ErrTenantConflict is returned when the executor's WithTenant function and the door that
 // put a tenant in the call's context (ContextWithTenant) name two different
