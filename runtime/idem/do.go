@@ -96,7 +96,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	tenant, err := ex.callTenant(ctx)
 	if err != nil {
-		return zero, err
+		return zero, fmt.Errorf("idem: %.64q: %w", m.Op, err)
 	}
 	if len(tenant) > MaxTenantLen {
 		return zero, fmt.Errorf("idem: %.64q: tenant of %d bytes: %w (idem.MaxTenantLen is %d)", m.Op, len(tenant), ErrTooLarge, MaxTenantLen)
