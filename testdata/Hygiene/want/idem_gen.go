@@ -37,7 +37,7 @@ var idemSvcPay = idem.Method{
 	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay",
 	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Pay",
 	TTL:    time.Minute,
-	Scheme: 0xe2e09a86,
+	Scheme: 0xd238519f,
 	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay", 0x84611467, idem.HashedParam[*Order](true), idem.HashedParam[string](false), idem.HashedParam[int64](false), idem.HashedParam[error](false), idem.HashedParam[[]byte](false), idem.HashedParam[bool](false), idem.HashedParam[int](false), idem.HashedParam[time.Duration](false)),
 }
 
@@ -78,8 +78,12 @@ func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, string
 	}
 	h.String(stringArg)
 	h.Int(int64Arg)
-	h.Value(errorArg)
-	h.Bytes(nilArg)
+	h.Interface(errorArg)
+	if nilArg == nil {
+		h.Nil()
+	} else {
+		h.Bytes(nilArg)
+	}
 	h.Bool(idemSvcPayArg)
 	h.Int(int64(idemArg))
 	h.Int(int64(timeArg))
