@@ -257,9 +257,7 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File, broken bool) {
 			default:
 				// A file of another build configuration: at the
 				// package clause, with its position.
-				if rel, err := filepath.Rel(dir, e.Pos.Filename); err == nil && !strings.HasPrefix(rel, "..") {
-					e.Pos.Filename = rel
-				}
+				e.Pos.Filename = generate.ModuleRelative(e.Pos.Filename)
 				pass.Reportf(src[0].Package, "%s: %s", e.Pos, e.Msg)
 			}
 		}

@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	files, err := generate.Generate(ctx, generate.Config{Dir: wd, Patterns: fs.Args(), Tags: tagList})
 	if err != nil {
-		printErrors(stderr, wd, err)
+		printErrors(stderr, err)
 		return exitFailed
 	}
 	changes, err := generate.Compare(files)
@@ -134,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *check || *showDiff {
 		for _, c := range changes {
 			if c.State != generate.Unchanged {
-				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", generate.ShortPath(wd, c.File.Path), c.State)
+				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", generate.ModuleRelative(c.File.Path), c.State)
 				if *showDiff {
 					if err := c.WriteDiff(stdout, wd); err != nil {
 						fmt.Fprintln(stderr, "idemgen:", err)
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					}
 				}
 			} else if *verbose {
-				fmt.Fprintf(stderr, "%s: up to date\n", generate.ShortPath(wd, c.File.Path))
+				fmt.Fprintf(stderr, "%s: up to date\n", generate.ModuleRelative(c.File.Path))
 			}
 		}
 		if generate.Stale(changes) {
@@ -156,15 +156,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *verbose {
 		for _, c := range changes {
-			fmt.Fprintf(stderr, "%s: %s\n", generate.ShortPath(wd, c.File.Path), c.State.Done())
+			fmt.Fprintf(stderr, "%s: %s\n", generate.ModuleRelative(c.File.Path), c.State.Done())
 		}
 	}
 	return exitOK
 }
 
-// printErrors prints err one error per line, paths relative to wd, like go
-// build.
-func printErrors(w io.Writer, wd string, err error) {
+// printErrors prints err one error per line, paths relative to the module
+// root (generate.ModuleRelative), as idemvet's under go vet: one form
+// whether idemgen runs from the root or, under go generate, in the
+// package's directory.
+func printErrors(w io.Writer, err error) {
 	var list annotations.ErrorList
 	if !errors.As(err, &list) {
 		fmt.Fprintln(w, err)
@@ -173,7 +175,7 @@ func printErrors(w io.Writer, wd string, err error) {
 	for _, e := range list {
 		pos := e.Pos
 		if filepath.IsAbs(pos.Filename) {
-			pos.Filename = generate.ShortPath(wd, pos.Filename)
+			pos.Filename = generate.ModuleRelative(pos.Filename)
 		}
 		fmt.Fprintf(w, "%s: %s\n", pos, e.Msg)
 	}
