@@ -265,6 +265,13 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File, broken bool) {
 	}
 	for _, f := range files {
 		checkFile(pass, src, f)
+		// Deploy events against the committed file: a key, op or final=
+		// sentinel changed since it was generated.
+		for _, e := range f.Warnings {
+			if pos, ok := position(pass, e.Pos); ok {
+				pass.Report(analysis.Diagnostic{Pos: pos, Message: e.Msg})
+			}
+		}
 	}
 }
 

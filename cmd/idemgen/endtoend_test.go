@@ -504,3 +504,43 @@ func (s *Service) Capture(ctx context.Context, orderID string) error { return ni
 	assert.Contains(t, r.stderr, filepath.Join("shipping", "shipping.go")+`:7:30: op "example.com/shop/payments.Service.Capture" is already used by Service.Capture of package example.com/shop/payments at `+
 		filepath.Join("payments", "payments.go")+`:8:19: `)
 }
+
+// TestDeployEvents: regenerating over a committed file with another key
+// expression, op or final= sentinel warns at the annotation (module-relative
+// file:line:col, with the way out) and still writes; the next run, over the
+// new file, is quiet. So is -check.
+func TestDeployEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	dir := module(t, map[string]string{"billing/billing.go": billingSrc})
+	r := idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "a first generation has nothing to compare with")
+
+	src := strings.NewReplacer(
+		"key=id ttl=155s final=ErrDeclined", `key=id+"v2" ttl=155s final=ErrRefused op=Charge`,
+		"var ErrDeclined", "var ErrRefused",
+	).Replace(billingSrc)
+	write(t, filepath.Join(dir, "billing", "billing.go"), src)
+	for _, args := range [][]string{{"-check", "./..."}, {"./..."}} {
+		r = idemgen(t, filepath.Join(dir, "billing"), args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		want := []string{
+			filepath.Join("billing", "billing.go") + `:12:12: warning: deploy event: the key of Charge changes from id to id+"v2"`,
+			filepath.Join("billing", "billing.go") + `:12:49: warning: deploy event: the op of Charge changes from`,
+			filepath.Join("billing", "billing.go") + `:13:19: warning: deploy event: Charge no longer knows the sentinel ErrDeclined`,
+		}
+		require.GreaterOrEqual(t, len(lines), 3, r.stderr)
+		for i, w := range want {
+			assert.True(t, strings.HasPrefix(lines[i], w), "%v: line %d: want prefix %q, got %q", args, i, w, lines[i])
+		}
+		assert.Contains(t, r.stderr, `the op of Charge changes from "example.com/shop/billing.Service.Charge" to "Charge"`)
+		assert.Contains(t, r.stderr, "keep key=id")
+		assert.Contains(t, r.stderr, "pin op=example.com/shop/billing.Service.Charge")
+	}
+	require.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "the committed file is the new baseline")
+}

@@ -65,6 +65,10 @@ Flags:
 `
 
 const exitText = `
+Deploy events (a key expression, an op or a final= sentinel that differs
+from the committed generated file's) are printed as warnings, at the
+annotation, with the way out; they do not change the exit status.
+
 Exit status: 0 on success; 1 on annotation, type or load errors (printed as
 file:line:col: message, and no file is written) or when -check finds a file
 stale, missing or extra; 2 on a usage error.
@@ -126,6 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printErrors(stderr, err)
 		return exitFailed
 	}
+	for _, f := range files {
+		printWarnings(stderr, f.Warnings)
+	}
 	changes, err := generate.Compare(files)
 	if err != nil {
 		fmt.Fprintln(stderr, "idemgen:", err)
@@ -178,6 +185,18 @@ func printErrors(w io.Writer, err error) {
 			pos.Filename = generate.ModuleRelative(pos.Filename)
 		}
 		fmt.Fprintf(w, "%s: %s\n", pos, e.Msg)
+	}
+}
+
+// printWarnings prints the deploy events of a generated file (see
+// generate.File.Warnings) as errors are printed, with "warning: ".
+func printWarnings(w io.Writer, list annotations.ErrorList) {
+	for _, e := range list {
+		pos := e.Pos
+		if filepath.IsAbs(pos.Filename) {
+			pos.Filename = generate.ModuleRelative(pos.Filename)
+		}
+		fmt.Fprintf(w, "%s: warning: %s\n", pos, e.Msg)
 	}
 }
 
