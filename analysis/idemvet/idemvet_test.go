@@ -122,3 +122,11 @@ func TestUpToDate(t *testing.T) {
 		assert.Contains(t, e, "unexpected fact")
 	}
 }
+
+// TestOpClash: an op that a committed generated file of another package of
+// the module declares (a pin equal to billing's qualified default) is
+// reported at the annotation, although the two packages never share a
+// generator run.
+func TestOpClash(t *testing.T) {
+	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/opclash")
+}

@@ -505,6 +505,49 @@ func (s *Service) Capture(ctx context.Context, orderID string) error { return ni
 		filepath.Join("payments", "payments.go")+`:8:19: `)
 }
 
+// TestOpsAcrossRuns: with one //go:generate line per package (the README's
+// setup), two packages are generated in separate runs; a pinned op, or a
+// pin equal to another package's qualified default, that a committed
+// generated file of another package of the module already declares is
+// refused all the same, at the op, naming that file. Generating both in one
+// run is TestOpsAcrossPackages.
+func TestOpsAcrossRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	src := func(pkg, op string) string {
+		return "package " + pkg + `
+
+import "context"
+
+type Service struct{}
+
+//idem:key=orderID ttl=1h` + op + `
+func (s *Service) Capture(ctx context.Context, orderID string) error { return nil }
+`
+	}
+	dir := module(t, map[string]string{
+		"payments/payments.go": src("payments", " op=capture"),
+		"shipping/shipping.go": src("shipping", ""),
+	})
+	r := idemgen(t, filepath.Join(dir, "payments"))
+	require.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, filepath.Join(dir, "shipping"))
+	require.Equal(t, 0, r.code, r.stderr)
+
+	for _, op := range []string{"capture", "example.com/shop/payments.Service.Capture"} {
+		write(t, filepath.Join(dir, "payments", "payments.go"), src("payments", map[bool]string{true: " op=capture", false: ""}[op == "capture"]))
+		r = idemgen(t, filepath.Join(dir, "payments"))
+		require.Equal(t, 0, r.code, r.stderr)
+		write(t, filepath.Join(dir, "shipping", "shipping.go"), src("shipping", " op="+op))
+		r = idemgen(t, filepath.Join(dir, "shipping"))
+		assert.Equal(t, 1, r.code, op)
+		assert.Equal(t, filepath.Join("shipping", "shipping.go")+`:7:30: op "`+op+`" is already the op of example.com/shop/payments.(*Service).Capture in `+
+			filepath.Join("payments", "idem_gen.go")+` (generated in another run): methods under one op share records, so one would be answered with `+
+			`the other's stored outcomes, also in two processes that each wire one; give one of them another op= (if that file is stale, regenerate its package first)`+"\n", r.stderr)
+	}
+}
+
 // TestDeployEvents: regenerating over a committed file with another key
 // expression, op or final= sentinel warns at the annotation (module-relative
 // file:line:col, with the way out) and still writes; the next run, over the

@@ -1,15 +1,20 @@
 package generate
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/idemgen/idemgen/templates"
 
 	"github.com/idemgen/idemgen/annotations"
 )
@@ -215,4 +220,107 @@ func methodEvents(m *annotations.Method, was committed) annotations.ErrorList {
 			m.Name, strings.Join(gone, ", "), strings.Join(gone, ", "), gone[0])})
 	}
 	return list
+}
+
+// moduleDir returns the nearest directory at or above dir with a go.mod,
+// or "".
+func moduleDir(dir string) string {
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return ""
+		}
+		dir = up
+	}
+}
+
+// committedOp is an op a committed generated file of another package
+// declares.
+type committedOp struct {
+	fn, file string
+}
+
+// committedOps reads the ops of every committed generated file of the
+// module under root, but those in the directories of skip (the packages of
+// this run, whose ops checkOps compares as generated now). It skips what
+// the go command skips: testdata, vendor, names starting with . or _, and
+// nested modules.
+func committedOps(root string, skip map[string]bool) map[string][]committedOp {
+	ops := map[string][]committedOp{}
+	_ = filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if e.IsDir() {
+			name := e.Name()
+			if path != root {
+				if name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+					return filepath.SkipDir
+				}
+				if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+					return filepath.SkipDir
+				}
+			}
+			return nil
+		}
+		if skip[filepath.Dir(path)] || !strings.HasPrefix(e.Name(), "idem_gen") || !strings.HasSuffix(e.Name(), ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil || !bytes.HasPrefix(src, []byte(templates.Header)) {
+			return nil
+		}
+		for fn, c := range readCommitted(src) {
+			ops[c.op] = append(ops[c.op], committedOp{fn: fn, file: path})
+		}
+		return nil
+	})
+	return ops
+}
+
+// checkCommittedOps refuses an op of this run that a committed generated
+// file of another package of the module declares for another method: with
+// one //go:generate line per package (as the README recommends), two
+// packages are never generated in one run, and two processes that each wire
+// one of them would share records silently.
+func (g *generator) checkCommittedOps() {
+	if len(g.models) == 0 {
+		return
+	}
+	skip := map[string]bool{}
+	for _, p := range g.models {
+		skip[p.Dir] = true
+	}
+	for _, dir := range g.runDirs {
+		skip[dir] = true
+	}
+	roots := map[string]map[string][]committedOp{}
+	for _, p := range g.models {
+		root := moduleDir(p.Dir)
+		if root == "" {
+			continue
+		}
+		ops, ok := roots[root]
+		if !ok {
+			ops = committedOps(root, skip)
+			roots[root] = ops
+		}
+		for _, t := range p.Types {
+			for _, m := range t.Methods {
+				for _, o := range ops[m.Op] {
+					if o.fn == m.FuncName {
+						continue
+					}
+					g.errs.push(&annotations.Error{Pos: m.OpPos, Msg: fmt.Sprintf(
+						"op %q is already the op of %s in %s (generated in another run): methods under one op share records, so one "+
+							"would be answered with the other's stored outcomes, also in two processes that each wire one; give one of "+
+							"them another op= (if that file is stale, regenerate its package first)",
+						m.Op, o.fn, ModuleRelative(o.file))})
+				}
+			}
+		}
+	}
 }

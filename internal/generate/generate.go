@@ -125,6 +125,12 @@ func Generate(ctx context.Context, cfg Config) ([]File, error) {
 	}
 	files = append(files, g.files...)
 	g.checkOps()
+	for _, pkg := range pkgs {
+		if pkg.Dir != "" {
+			g.runDirs = append(g.runDirs, pkg.Dir)
+		}
+	}
+	g.checkCommittedOps()
 	if len(g.errs.list) > 0 {
 		g.errs.list.Sort()
 		return nil, g.errs.list
@@ -148,6 +154,9 @@ type generator struct {
 	jobs []*job
 	// models are the resolved packages, for checkOps.
 	models []*annotations.Package
+	// runDirs are the directories of every package of the run, whose
+	// committed files checkCommittedOps does not read.
+	runDirs []string
 }
 
 // job is a package with build constraints.
