@@ -412,6 +412,9 @@ func checkUses(pass *analysis.Pass) {
 		test := isTest(pass, f)
 		raw := rawLines(pass, f)
 		ast.Inspect(f, func(n ast.Node) bool {
+			if !test {
+				checkInjection(pass, n, raw)
+			}
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
 				if !test {

@@ -130,3 +130,12 @@ func TestUpToDate(t *testing.T) {
 func TestOpClash(t *testing.T) {
 	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/opclash")
 }
+
+// TestInjection: a raw service of another package given where an interface
+// with its annotated method is expected (an argument, variadic too, an
+// assignment, a declaration, a struct field by name or position) bypasses
+// the wrapper; the wrapper, an interface of unannotated methods only, and
+// a //idemvet:raw line pass.
+func TestInjection(t *testing.T) {
+	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/inject")
+}
