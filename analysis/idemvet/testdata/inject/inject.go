@@ -27,12 +27,12 @@ func NewAll(ps ...Payer) []*API { return nil }
 
 // Wire shows every way a raw service becomes a Payer.
 func Wire(raw *billing.Service, w *billing.IdempotentService) {
-	_ = New(raw) // want `a raw \*billing\.Service used as Payer bypasses the wrapper of its annotated Pay: every call through the interface runs without idempotency; pass a billing\.IdempotentService \(made by billing\.NewIdempotentService\), which implements it too, or mark a deliberate raw use with //idemvet:raw`
+	_ = New(raw)       // want `a raw \*billing\.Service used as Payer bypasses the wrapper of its annotated Pay: every call through the interface runs without idempotency; pass a billing\.IdempotentService \(made by billing\.NewIdempotentService\), which implements it too, or mark a deliberate raw use with //idemvet:raw`
 	_ = NewAll(w, raw) // want `a raw \*billing\.Service used as Payer`
-	var p Payer = raw // want `a raw \*billing\.Service used as Payer`
-	p = raw           // want `a raw \*billing\.Service used as Payer`
-	_ = API{P: raw}   // want `a raw \*billing\.Service used as Payer`
-	_ = &API{raw}     // want `a raw \*billing\.Service used as Payer`
+	var p Payer = raw  // want `a raw \*billing\.Service used as Payer`
+	p = raw            // want `a raw \*billing\.Service used as Payer`
+	_ = API{P: raw}    // want `a raw \*billing\.Service used as Payer`
+	_ = &API{raw}      // want `a raw \*billing\.Service used as Payer`
 
 	// The wrapper, an interface without an annotated method, and a
 	// deliberate raw use: nothing to say.
