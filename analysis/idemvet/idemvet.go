@@ -99,9 +99,12 @@ func (*Annotated) AFact() {}
 func (f *Annotated) String() string { return "annotated(" + f.Wrapper + ")" }
 
 // Wrapper is the fact that a type or function is a generated wrapper type
-// of Type, or its constructor.
+// of Type, or its constructor. Ops are the operation names of the
+// package's generated wrappers (op → the wrapped method's qualified name),
+// for the op check of importing packages.
 type Wrapper struct {
 	Type string
+	Ops  map[string]string
 }
 
 // AFact marks Wrapper as an analysis fact.
@@ -139,7 +142,9 @@ func run(pass *analysis.Pass) (any, error) {
 	// package without it (most of a program's dependencies) has nothing
 	// to resolve or export.
 	if mentions && len(src) > 0 {
-		exportFacts(pass, src)
+		ops := packageOps(pass)
+		exportFacts(pass, src, ops)
+		checkOps(pass, src, ops)
 		checkGenerated(pass, src, false)
 	}
 	checkUses(pass)
@@ -152,7 +157,7 @@ func isTest(pass *analysis.Pass, f *ast.File) bool {
 
 // exportFacts marks every annotated method whose wrapper was generated, the
 // wrapper type and its constructor.
-func exportFacts(pass *analysis.Pass, src []*ast.File) {
+func exportFacts(pass *analysis.Pass, src []*ast.File, ops map[string]string) {
 	scope := pass.Pkg.Scope()
 	for _, f := range src {
 		anns, _ := annotations.ScanFile(pass.Fset, f)
@@ -183,7 +188,7 @@ func exportFacts(pass *analysis.Pass, src []*ast.File) {
 				continue
 			}
 			pass.ExportObjectFact(fn, &Annotated{Type: typeName, Wrapper: wrapper, Ctor: ctor})
-			pass.ExportObjectFact(wt, &Wrapper{Type: typeName})
+			pass.ExportObjectFact(wt, &Wrapper{Type: typeName, Ops: ops})
 			if c, ok := scope.Lookup(ctor).(*types.Func); ok {
 				pass.ExportObjectFact(c, &Wrapper{Type: typeName})
 			}

@@ -39,6 +39,21 @@ type committed struct {
 // templates write "calls with the same key (EXPR) run it once").
 var keyDoc = regexp.MustCompile(`calls with the same key \((.*)\) run it once`)
 
+// CommittedOps returns the op of every wrapped method a generated file
+// declares, by the method's qualified name (idem.Method.Func); nil when
+// src does not parse.
+func CommittedOps(src []byte) map[string]string {
+	c := readCommitted(src)
+	if c == nil {
+		return nil
+	}
+	ops := make(map[string]string, len(c))
+	for fn, m := range c {
+		ops[fn] = m.op
+	}
+	return ops
+}
+
 // readCommitted parses a generated file and returns, by the wrapped
 // method's qualified name (idem.Method.Func), what it says of each; nil
 // when the file cannot be parsed.
