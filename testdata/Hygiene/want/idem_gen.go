@@ -57,10 +57,11 @@ func _(contextArg context.Context, OrderArg *Order, stringArg string, int64Arg i
 //
 // A retry with the same key and a different OrderArg or stringArg or int64Arg
 // or errorArg or nilArg or idemSvcPayArg or idemArg or timeArg gets
-// idem.ErrPayloadMismatch. A duplicate of a call still running gets
-// idem.ErrInProgress. A nil or empty key part returns idem.ErrMissingKey
-// without calling the method. Errors release the key, so that a retry runs the
-// method again, except those marked with idem.Final.
+// idem.ErrPayloadMismatch. A nil slice or map in nilArg is another payload than
+// an empty one. A duplicate of a call still running gets idem.ErrInProgress. A
+// nil or empty key part returns idem.ErrMissingKey without calling the method.
+// Errors release the key, so that a retry runs the method again, except those
+// marked with idem.Final.
 func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, stringArg string, int64Arg int64, errorArg error, nilArg []byte, idemSvcPayArg bool, idemArg int, timeArg time.Duration) (*Receipt, error) {
 	var k idem.KeyParts
 	if OrderArg == nil {
