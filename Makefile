@@ -15,7 +15,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
-.PHONY: test-rules demo test generate check fmt-check vet modules-listed staticcheck go-floor lint idemvet test-golangci fuzz bench bench-idemvet bench-growth stress sim \
+.PHONY: test-rules demo test generate check fmt-check vet modules-listed staticcheck go-floor lint idemvet test-golangci fuzz fingerprint-gen bench bench-idemvet bench-growth stress sim \
 	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
@@ -125,6 +125,14 @@ idemvet:
 	$(GO) build -o "$$tmp/idemvet" ./cmd/idemvet; \
 	echo "== ./examples/..."; $(GO) vet -vettool="$$tmp/idemvet" ./examples/...; \
 	for d in $(IDEMVET_NESTED); do echo "== $$d"; (cd $$d && $(GO) vet -vettool="$$tmp/idemvet" ./...); done
+
+# The fingerprint's generative test (internal/generate
+# TestFingerprintGenerative) at scale: 20 programs of 72 random methods,
+# 10^5 pairs each, through generated wrappers (go test runs one, 12000
+# pairs). IDEM_FP_SEED picks another first seed.
+fingerprint-gen:
+	IDEM_FP_PROGRAMS=$${IDEM_FP_PROGRAMS:-20} IDEM_FP_PAIRS=$${IDEM_FP_PAIRS:-100000} \
+		$(GO) test -count=1 -timeout 30m -run '^TestFingerprintGenerative$$' -v ./internal/generate/
 
 # FuzzGenerate maps seeds to random service packages (the grammar of
 # internal/generate/generative_test.go) and checks that each generates and

@@ -8,6 +8,20 @@ import (
 // fingerprinterT is idem.Fingerprinter, built structurally.
 var fingerprinterT = iface("IdemFingerprint", nil, byteSlice, errorType)
 
+// readerT is io.Reader, built structurally.
+var readerT = iface("Read", []types.Type{byteSlice}, types.Typ[types.Int], errorType)
+
+// isReader reports whether t or *t implements io.Reader (an interface type
+// that has a Read method too): a stream, whose value is its state
+// (position, buffers, a file descriptor), not what it will read.
+func isReader(t types.Type) bool {
+	if types.Implements(t, readerT) {
+		return true
+	}
+	_, isPtr := t.Underlying().(*types.Pointer)
+	return !isPtr && !types.IsInterface(t) && types.Implements(types.NewPointer(t), readerT)
+}
+
 // selfFingerprinting reports whether t or *t implements idem.Fingerprinter
 // (a method IdemFingerprint() ([]byte, error)): its fingerprint is what that
 // method returns, in place of its fields. Interfaces are decided at run
@@ -42,8 +56,8 @@ func (r *resolver) selfFingerprinting(t types.Type) bool {
 type blindSpot struct{ path, what string }
 
 // fingerprintCheck finds what a request fingerprint cannot compare in a
-// hashed parameter: a channel, a function or an unsafe.Pointer anywhere in
-// its type, exported or not (the fingerprint hashes every field, as the
+// hashed parameter: a channel, a function, an unsafe.Pointer or a stream
+// (an io.Reader) anywhere in its type, exported or not (the fingerprint hashes every field, as the
 // method sees every field). An interface is checked at run time, by its
 // dynamic value; a type that implements idem.Fingerprinter says itself
 // what counts. It returns every such value, with its path from the
@@ -63,6 +77,12 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) []blindSpot {
 				return
 			}
 			seen[t] = true
+		}
+		if isReader(t) {
+			spots = append(spots, blindSpot{path, "a stream (" + r.typeString(t) + " is an io.Reader): its fingerprint would be its state " +
+				"(position, buffers), not what it will read, so an equal retry would be refused and a read one replayed; " +
+				"read it into a []byte or string parameter before the call"})
+			return
 		}
 		switch u := t.Underlying().(type) {
 		case *types.Basic:

@@ -220,8 +220,9 @@ type Conversion struct {
 // resolver for the templates, not API (see the package doc).
 type HashParam struct {
 	Param int // index into Method.Params
-	// NilCheck is true for a pointer to a flat struct: a nil adds
-	// Hasher.Nil, anything else its fields.
+	// NilCheck is true for a pointer to a flat struct and for a byte
+	// slice: a nil adds Hasher.Nil, anything else its fields or its bytes
+	// (so that nil differs from empty, as everywhere in a fingerprint).
 	NilCheck bool
 	Values   []HashValue
 }
@@ -231,7 +232,8 @@ type HashParam struct {
 type HashValue struct {
 	Field string // the struct field added, "" for the parameter itself
 	// Adder is the Hasher method: String, Int, Uint, Float, Bool, Bytes,
-	// or Value (the runtime's canonical encoding).
+	// Interface (a value of an interface type, with its dynamic type) or
+	// Value (the runtime's canonical encoding).
 	Adder string
 	Conv  Conversion
 }

@@ -117,13 +117,28 @@ func (r *resolver) hashPlan(param int, t types.Type) HashParam {
 		}
 	}
 	if !ok {
-		hp.Values = []HashValue{hashValue("", t)}
+		hv := hashValue("", t)
+		hp.Values = []HashValue{hv}
+		// A nil byte slice is nil, apart from an empty one, as everywhere
+		// else in a fingerprint (h.Bytes alone writes both as no bytes).
+		hp.NilCheck = hv.Adder == "Bytes" && isByteSlice(t)
 		return hp
 	}
 	for _, f := range fields {
 		hp.Values = append(hp.Values, hashValue(f.Name(), f.Type()))
 	}
 	return hp
+}
+
+// isByteSlice reports whether t is a slice of bytes ([]byte or a named
+// type of it), which the wrapper hashes with h.Bytes behind a nil check.
+func isByteSlice(t types.Type) bool {
+	s, ok := t.Underlying().(*types.Slice)
+	if !ok {
+		return false
+	}
+	b, ok := s.Elem().(*types.Basic)
+	return ok && b.Kind() == types.Byte
 }
 
 // flatFields returns the fields of a struct type whose every field is of a
@@ -153,8 +168,13 @@ func (r *resolver) flatFields(t types.Type) (fields []*types.Var, ok bool) {
 }
 
 // hashValue is one adder call: h.String(s), h.Int(int64(n)), h.Bytes(b),
-// h.Value(v) for the canonical encoding of anything else.
+// h.Interface(v) for a value of an interface type (its dynamic type by
+// name, then its value: passed as an any, only the dynamic value would be
+// left), h.Value(v) for the canonical encoding of anything else.
 func hashValue(field string, t types.Type) HashValue {
+	if types.IsInterface(t) {
+		return HashValue{Field: field, Adder: "Interface"}
+	}
 	if b, ok := t.Underlying().(*types.Basic); ok {
 		switch info := b.Info(); {
 		case info&types.IsString != 0:

@@ -888,6 +888,11 @@ func (r *resolver) resolveTimes(m *Method, s *Spec, failed failedSet) {
 		}
 	}
 	m.Renew = s.Renew != nil && s.Renew.B
+	if s.Lease != nil && s.Timeout != nil && !m.Renew && s.Lease.D < s.Timeout.D && !failed.has("timeout") && !failed.has("lease") {
+		r.add(s.Lease.NamePos, "lease=%s is shorter than timeout=%s, the time one attempt may run: a call still running when its lease lapses "+
+			"is taken over by a retry and runs a second time; give lease=%s or longer, or renew=true (the lease is renewed while the method runs)",
+			s.Lease.Text, s.Timeout.Text, s.Timeout.Text)
+	}
 	if s.Inflight != nil && s.Inflight.Wait {
 		m.Inflight, m.Wait = InflightWait, s.Inflight.D
 	}

@@ -318,3 +318,56 @@ func wantErrors(t *testing.T, body string, want []string) {
 	}
 	assert.Nil(t, p)
 }
+
+// TestLeaseShorterThanTimeout: a lease shorter than one attempt's timeout
+// (on the method or from the type's defaults) is refused at lease=, with
+// the ways out; lease equal to timeout, renew=true, or no lease pass.
+func TestLeaseShorterThanTimeout(t *testing.T) {
+	const msg = `lease=1s is shorter than timeout=30s, the time one attempt may run: a call still running when its lease lapses is taken over by a retry and runs a second time; give lease=30s or longer, or renew=true (the lease is renewed while the method runs)`
+	wantErrors(t, `//idem:key=id lease=1s timeout=30s retries=1
+func (S) M(ctx context.Context, id string) error { return nil }
+`, []string{`11:15: ` + msg})
+	wantErrors(t, `//idem:defaults lease=1s
+type T struct{}
+
+//idem:key=id timeout=30s retries=1
+func (T) M(ctx context.Context, id string) error { return nil }
+`, []string{`11:17: for method T.M (from the //idem:defaults of T): ` + msg})
+	for _, ok := range []string{
+		`//idem:key=id lease=30s timeout=30s retries=1`,
+		`//idem:key=id lease=1s timeout=30s retries=1 renew=true`,
+		`//idem:key=id timeout=30s retries=1`,
+		`//idem:key=id lease=1m timeout=30s retries=1 ttl=1h`,
+	} {
+		_, _, err := load(t, map[string]string{"s.go": header + ok + "\nfunc (S) M(ctx context.Context, id string) error { return nil }\n"})
+		assert.NoError(t, err, ok)
+	}
+}
+
+// TestStreamsRefused: an io.Reader anywhere in a hashed parameter (the
+// parameter itself, a field, behind a pointer, a type whose pointer reads)
+// is refused at the method with the ways out; left out with hash=, it
+// passes.
+func TestStreamsRefused(t *testing.T) {
+	const pre = `type Rd struct{ n int }
+func (*Rd) Read(p []byte) (int, error) { return 0, nil }
+type Reader interface{ Read(p []byte) (int, error) }
+type Upload struct{ Name string; Body Reader }
+`
+	for _, c := range []struct{ sig, path string }{
+		{"r Reader", "r is a stream (Reader is an io.Reader)"},
+		{"u Upload", "u.Body is a stream (Reader is an io.Reader)"},
+		{"u *Upload", "u.Body is a stream (Reader is an io.Reader)"},
+		{"rd Rd", "rd is a stream (Rd is an io.Reader)"},
+		{"rd []*Rd", "rd[i] is a stream (*Rd is an io.Reader)"},
+	} {
+		_, _, err := load(t, map[string]string{"s.go": header + pre + "//idem:key=id ttl=1h\nfunc (S) M(ctx context.Context, id string, " + c.sig + ") error { return nil }\n"})
+		if assert.Error(t, err, c.sig) {
+			assert.Contains(t, err.Error(), c.path, c.sig)
+			assert.Contains(t, err.Error(), "read it into a []byte or string parameter before the call", c.sig)
+			assert.Contains(t, err.Error(), "hash=id", c.sig)
+		}
+	}
+	_, _, err := load(t, map[string]string{"s.go": header + pre + "//idem:key=id ttl=1h hash=id\nfunc (S) M(ctx context.Context, id string, r Reader) error { return nil }\n"})
+	assert.NoError(t, err)
+}

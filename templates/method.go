@@ -227,6 +227,15 @@ func (mg *methodGen) methodDoc() *jen.Statement {
 		}
 		second = append(second, fmt.Sprintf("A retry with the same key and a different %s gets %s.ErrPayloadMismatch.",
 			strings.Join(names, " or "), mg.idem))
+		var nilable []string
+		for _, i := range m.Hash {
+			if holdsSliceOrMap(m.Params[i].Type, map[types.Type]bool{}) {
+				nilable = append(nilable, mg.pnames[i])
+			}
+		}
+		if len(nilable) > 0 {
+			second = append(second, fmt.Sprintf("A nil slice or map in %s is another payload than an empty one.", strings.Join(nilable, " or ")))
+		}
 	}
 	if m.Inflight == annotations.InflightWait {
 		second = append(second, fmt.Sprintf("A duplicate of a call still running waits up to %s for its outcome.", annotations.FormatDuration(m.Wait)))
@@ -739,4 +748,41 @@ func (mg *methodGen) call() ([]jen.Code, error) {
 		jen.List(jen.Id("_"), jen.Id(mg.err)).Op(":=").Add(do),
 		jen.Return(jen.Id(mg.err)),
 	}, nil
+}
+
+// holdsSliceOrMap reports whether a value of t can hold a slice or a map
+// (outside an interface, and not in a type whose IdemFingerprint says what
+// counts), where the fingerprint tells nil from empty.
+func holdsSliceOrMap(t types.Type, seen map[types.Type]bool) bool {
+	t = types.Unalias(t)
+	if seen[t] {
+		return false
+	}
+	seen[t] = true
+	if n, ok := t.(*types.Named); ok {
+		if obj := n.Obj(); obj.Pkg() != nil && obj.Pkg().Path() == "time" && obj.Name() == "Time" {
+			return false
+		}
+		ms := types.NewMethodSet(types.NewPointer(t))
+		for i := range ms.Len() {
+			if ms.At(i).Obj().Name() == "IdemFingerprint" {
+				return false
+			}
+		}
+	}
+	switch u := t.Underlying().(type) {
+	case *types.Slice, *types.Map:
+		return true
+	case *types.Pointer:
+		return holdsSliceOrMap(u.Elem(), seen)
+	case *types.Array:
+		return holdsSliceOrMap(u.Elem(), seen)
+	case *types.Struct:
+		for f := range u.Fields() {
+			if holdsSliceOrMap(f.Type(), seen) {
+				return true
+			}
+		}
+	}
+	return false
 }

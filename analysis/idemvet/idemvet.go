@@ -99,9 +99,12 @@ func (*Annotated) AFact() {}
 func (f *Annotated) String() string { return "annotated(" + f.Wrapper + ")" }
 
 // Wrapper is the fact that a type or function is a generated wrapper type
-// of Type, or its constructor.
+// of Type, or its constructor. Ops are the operation names of the
+// package's generated wrappers (op → the wrapped method's qualified name),
+// for the op check of importing packages.
 type Wrapper struct {
 	Type string
+	Ops  map[string]string
 }
 
 // AFact marks Wrapper as an analysis fact.
@@ -139,7 +142,9 @@ func run(pass *analysis.Pass) (any, error) {
 	// package without it (most of a program's dependencies) has nothing
 	// to resolve or export.
 	if mentions && len(src) > 0 {
-		exportFacts(pass, src)
+		ops := packageOps(pass)
+		exportFacts(pass, src, ops)
+		checkOps(pass, src, ops)
 		checkGenerated(pass, src, false)
 	}
 	checkUses(pass)
@@ -152,7 +157,7 @@ func isTest(pass *analysis.Pass, f *ast.File) bool {
 
 // exportFacts marks every annotated method whose wrapper was generated, the
 // wrapper type and its constructor.
-func exportFacts(pass *analysis.Pass, src []*ast.File) {
+func exportFacts(pass *analysis.Pass, src []*ast.File, ops map[string]string) {
 	scope := pass.Pkg.Scope()
 	for _, f := range src {
 		anns, _ := annotations.ScanFile(pass.Fset, f)
@@ -183,7 +188,7 @@ func exportFacts(pass *analysis.Pass, src []*ast.File) {
 				continue
 			}
 			pass.ExportObjectFact(fn, &Annotated{Type: typeName, Wrapper: wrapper, Ctor: ctor})
-			pass.ExportObjectFact(wt, &Wrapper{Type: typeName})
+			pass.ExportObjectFact(wt, &Wrapper{Type: typeName, Ops: ops})
 			if c, ok := scope.Lookup(ctor).(*types.Func); ok {
 				pass.ExportObjectFact(c, &Wrapper{Type: typeName})
 			}
@@ -257,9 +262,7 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File, broken bool) {
 			default:
 				// A file of another build configuration: at the
 				// package clause, with its position.
-				if rel, err := filepath.Rel(dir, e.Pos.Filename); err == nil && !strings.HasPrefix(rel, "..") {
-					e.Pos.Filename = rel
-				}
+				e.Pos.Filename = generate.ModuleRelative(e.Pos.Filename)
 				pass.Reportf(src[0].Package, "%s: %s", e.Pos, e.Msg)
 			}
 		}
@@ -267,6 +270,13 @@ func checkGenerated(pass *analysis.Pass, src []*ast.File, broken bool) {
 	}
 	for _, f := range files {
 		checkFile(pass, src, f)
+		// Deploy events against the committed file: a key, op or final=
+		// sentinel changed since it was generated.
+		for _, e := range f.Warnings {
+			if pos, ok := position(pass, e.Pos); ok {
+				pass.Report(analysis.Diagnostic{Pos: pos, Message: e.Msg})
+			}
+		}
 	}
 }
 
@@ -407,6 +417,9 @@ func checkUses(pass *analysis.Pass) {
 		test := isTest(pass, f)
 		raw := rawLines(pass, f)
 		ast.Inspect(f, func(n ast.Node) bool {
+			if !test {
+				checkInjection(pass, n, raw)
+			}
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
 				if !test {

@@ -122,3 +122,42 @@ func TestUpToDate(t *testing.T) {
 		assert.Contains(t, e, "unexpected fact")
 	}
 }
+
+// TestOpClash: an op that a committed generated file of another package of
+// the module declares (a pin equal to billing's qualified default) is
+// reported at the annotation, although the two packages never share a
+// generator run.
+func TestOpClash(t *testing.T) {
+	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/opclash")
+}
+
+// TestInjection: a raw service of another package given where an interface
+// with its annotated method is expected (an argument, variadic too, an
+// assignment, a declaration, a struct field by name or position) bypasses
+// the wrapper; the wrapper, an interface of unannotated methods only, and
+// a //idemvet:raw line pass.
+func TestInjection(t *testing.T) {
+	analysistest.Run(t, testdata(t), idemvet.Analyzer, "example.com/vet/inject")
+}
+
+// TestOpFact: an op that a dependency of another module pins too (where
+// idemgen's scan of the module's committed files does not reach) is
+// reported through the dependency's Ops fact, at the annotation.
+func TestOpFact(t *testing.T) {
+	rec := &recorder{}
+	results := analysistest.Run(rec, testdata(t), idemvet.Analyzer, "example.com/vet/opdep")
+	require.NotEmpty(t, results)
+	var got []string
+	for _, r := range results {
+		for _, d := range r.Diagnostics {
+			p := r.Pass.Fset.Position(d.Pos)
+			got = append(got, fmt.Sprintf("%s:%d:%d: %s", filepath.Base(p.Filename), p.Line, p.Column, d.Message))
+		}
+	}
+	assert.Equal(t, []string{`opdep.go:16:1: op "capture" is also the op of example.com/othermod/pay.(*Service).Capture (package example.com/othermod/pay, a dependency): ` +
+		`methods under one op share records, so one would be answered with the other's stored outcomes; give one of them another op=`}, got)
+	// The only complaints are the facts opdep has no // want for.
+	for _, e := range rec.errs {
+		assert.Contains(t, e, "unexpected fact")
+	}
+}

@@ -159,8 +159,8 @@ func TestEndToEnd(t *testing.T) {
 	gen, _ = os.ReadFile(billingGen)
 	assert.Contains(t, string(gen), "10 * time.Minute")
 
-	// Annotation errors: exit 1, positions relative to the working
-	// directory, and nothing written, not even the packages without errors.
+	// Annotation errors: exit 1, positions relative to the module
+	// root, and nothing written, not even the packages without errors.
 	write(t, filepath.Join(dir, "shipping", "shipping.go"), strings.Replace(shippingSrc, "ttl=1h", "ttl=2h", 1))
 	write(t, filepath.Join(dir, "billing", "billing.go"), strings.Replace(billingSrc, "ttl=155s", "tll=155s", 1))
 	shippingBefore, _ := os.ReadFile(shippingGen)
@@ -171,7 +171,8 @@ func TestEndToEnd(t *testing.T) {
 	assert.Equal(t, string(shippingBefore), string(shippingAfter), "all or nothing")
 	r = idemgen(t, filepath.Join(dir, "billing"), "../...")
 	assert.Equal(t, 1, r.code)
-	assert.Contains(t, r.stderr, "billing.go:12:15: unknown option", "paths relative to the working directory")
+	assert.Equal(t, filepath.Join("billing", "billing.go")+`:12:15: unknown option "tll"; did you mean "ttl"?`+"\n", r.stderr,
+		"paths relative to the module root from the package's directory too (go generate), as idemvet prints them")
 
 	// A package that loses its annotations loses its file.
 	write(t, filepath.Join(dir, "billing", "billing.go"), strings.Replace(billingSrc, "//idem:", "// ", 1))
@@ -502,4 +503,87 @@ func (s *Service) Capture(ctx context.Context, orderID string) error { return ni
 	assert.Equal(t, 1, r.code)
 	assert.Contains(t, r.stderr, filepath.Join("shipping", "shipping.go")+`:7:30: op "example.com/shop/payments.Service.Capture" is already used by Service.Capture of package example.com/shop/payments at `+
 		filepath.Join("payments", "payments.go")+`:8:19: `)
+}
+
+// TestOpsAcrossRuns: with one //go:generate line per package (the README's
+// setup), two packages are generated in separate runs; a pinned op, or a
+// pin equal to another package's qualified default, that a committed
+// generated file of another package of the module already declares is
+// refused all the same, at the op, naming that file. Generating both in one
+// run is TestOpsAcrossPackages.
+func TestOpsAcrossRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	src := func(pkg, op string) string {
+		return "package " + pkg + `
+
+import "context"
+
+type Service struct{}
+
+//idem:key=orderID ttl=1h` + op + `
+func (s *Service) Capture(ctx context.Context, orderID string) error { return nil }
+`
+	}
+	dir := module(t, map[string]string{
+		"payments/payments.go": src("payments", " op=capture"),
+		"shipping/shipping.go": src("shipping", ""),
+	})
+	r := idemgen(t, filepath.Join(dir, "payments"))
+	require.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, filepath.Join(dir, "shipping"))
+	require.Equal(t, 0, r.code, r.stderr)
+
+	for _, op := range []string{"capture", "example.com/shop/payments.Service.Capture"} {
+		write(t, filepath.Join(dir, "payments", "payments.go"), src("payments", map[bool]string{true: " op=capture", false: ""}[op == "capture"]))
+		r = idemgen(t, filepath.Join(dir, "payments"))
+		require.Equal(t, 0, r.code, r.stderr)
+		write(t, filepath.Join(dir, "shipping", "shipping.go"), src("shipping", " op="+op))
+		r = idemgen(t, filepath.Join(dir, "shipping"))
+		assert.Equal(t, 1, r.code, op)
+		assert.Equal(t, filepath.Join("shipping", "shipping.go")+`:7:30: op "`+op+`" is already the op of example.com/shop/payments.(*Service).Capture in `+
+			filepath.Join("payments", "idem_gen.go")+` (generated in another run): methods under one op share records, so one would be answered with `+
+			`the other's stored outcomes, also in two processes that each wire one; give one of them another op= (if that file is stale, regenerate its package first)`+"\n", r.stderr)
+	}
+}
+
+// TestDeployEvents: regenerating over a committed file with another key
+// expression, op or final= sentinel warns at the annotation (module-relative
+// file:line:col, with the way out) and still writes; the next run, over the
+// new file, is quiet. So is -check.
+func TestDeployEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	dir := module(t, map[string]string{"billing/billing.go": billingSrc})
+	r := idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "a first generation has nothing to compare with")
+
+	src := strings.NewReplacer(
+		"key=id ttl=155s final=ErrDeclined", `key=id+"v2" ttl=155s final=ErrRefused op=Charge`,
+		"var ErrDeclined", "var ErrRefused",
+	).Replace(billingSrc)
+	write(t, filepath.Join(dir, "billing", "billing.go"), src)
+	for _, args := range [][]string{{"-check", "./..."}, {"./..."}} {
+		r = idemgen(t, filepath.Join(dir, "billing"), args...)
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		want := []string{
+			filepath.Join("billing", "billing.go") + `:12:12: warning: deploy event: the key of Charge changes from id to id+"v2"`,
+			filepath.Join("billing", "billing.go") + `:12:49: warning: deploy event: the op of Charge changes from`,
+			filepath.Join("billing", "billing.go") + `:13:19: warning: deploy event: Charge no longer knows the sentinel ErrDeclined`,
+		}
+		require.GreaterOrEqual(t, len(lines), 3, r.stderr)
+		for i, w := range want {
+			assert.True(t, strings.HasPrefix(lines[i], w), "%v: line %d: want prefix %q, got %q", args, i, w, lines[i])
+		}
+		assert.Contains(t, r.stderr, `the op of Charge changes from "example.com/shop/billing.Service.Charge" to "Charge"`)
+		assert.Contains(t, r.stderr, "keep key=id")
+		assert.Contains(t, r.stderr, "pin op=example.com/shop/billing.Service.Charge")
+	}
+	require.Equal(t, 0, r.code, r.stderr)
+	r = idemgen(t, dir, "./...")
+	require.Equal(t, 0, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "the committed file is the new baseline")
 }

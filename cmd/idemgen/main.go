@@ -65,6 +65,10 @@ Flags:
 `
 
 const exitText = `
+Deploy events (a key expression, an op or a final= sentinel that differs
+from the committed generated file's) are printed as warnings, at the
+annotation, with the way out; they do not change the exit status.
+
 Exit status: 0 on success; 1 on annotation, type or load errors (printed as
 file:line:col: message, and no file is written) or when -check finds a file
 stale, missing or extra; 2 on a usage error.
@@ -123,8 +127,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	files, err := generate.Generate(ctx, generate.Config{Dir: wd, Patterns: fs.Args(), Tags: tagList})
 	if err != nil {
-		printErrors(stderr, wd, err)
+		printErrors(stderr, err)
 		return exitFailed
+	}
+	for _, f := range files {
+		printWarnings(stderr, f.Warnings)
 	}
 	changes, err := generate.Compare(files)
 	if err != nil {
@@ -134,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *check || *showDiff {
 		for _, c := range changes {
 			if c.State != generate.Unchanged {
-				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", generate.ShortPath(wd, c.File.Path), c.State)
+				fmt.Fprintf(stderr, "%s: %s; run idemgen\n", generate.ModuleRelative(c.File.Path), c.State)
 				if *showDiff {
 					if err := c.WriteDiff(stdout, wd); err != nil {
 						fmt.Fprintln(stderr, "idemgen:", err)
@@ -142,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					}
 				}
 			} else if *verbose {
-				fmt.Fprintf(stderr, "%s: up to date\n", generate.ShortPath(wd, c.File.Path))
+				fmt.Fprintf(stderr, "%s: up to date\n", generate.ModuleRelative(c.File.Path))
 			}
 		}
 		if generate.Stale(changes) {
@@ -156,15 +163,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *verbose {
 		for _, c := range changes {
-			fmt.Fprintf(stderr, "%s: %s\n", generate.ShortPath(wd, c.File.Path), c.State.Done())
+			fmt.Fprintf(stderr, "%s: %s\n", generate.ModuleRelative(c.File.Path), c.State.Done())
 		}
 	}
 	return exitOK
 }
 
-// printErrors prints err one error per line, paths relative to wd, like go
-// build.
-func printErrors(w io.Writer, wd string, err error) {
+// printErrors prints err one error per line, paths relative to the module
+// root (generate.ModuleRelative), as idemvet's under go vet: one form
+// whether idemgen runs from the root or, under go generate, in the
+// package's directory.
+func printErrors(w io.Writer, err error) {
 	var list annotations.ErrorList
 	if !errors.As(err, &list) {
 		fmt.Fprintln(w, err)
@@ -173,9 +182,21 @@ func printErrors(w io.Writer, wd string, err error) {
 	for _, e := range list {
 		pos := e.Pos
 		if filepath.IsAbs(pos.Filename) {
-			pos.Filename = generate.ShortPath(wd, pos.Filename)
+			pos.Filename = generate.ModuleRelative(pos.Filename)
 		}
 		fmt.Fprintf(w, "%s: %s\n", pos, e.Msg)
+	}
+}
+
+// printWarnings prints the deploy events of a generated file (see
+// generate.File.Warnings) as errors are printed, with "warning: ".
+func printWarnings(w io.Writer, list annotations.ErrorList) {
+	for _, e := range list {
+		pos := e.Pos
+		if filepath.IsAbs(pos.Filename) {
+			pos.Filename = generate.ModuleRelative(pos.Filename)
+		}
+		fmt.Fprintf(w, "%s: warning: %s\n", pos, e.Msg)
 	}
 }
 

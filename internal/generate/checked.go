@@ -100,6 +100,8 @@ func Package(ctx context.Context, c Checked) ([]File, error) {
 	if d := g.scanPackage(pkg, dir, false); d != nil {
 		return nil, ErrConstrained
 	}
+	g.runDirs = append(g.runDirs, dir)
+	g.checkCommittedOps()
 	if len(g.errs.list) > 0 {
 		g.errs.list.Sort()
 		return nil, g.errs.list

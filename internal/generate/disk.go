@@ -23,6 +23,30 @@ func ShortPath(wd, path string) string {
 	return path
 }
 
+// ModuleRelative returns path relative to the root of the module that
+// holds it (the nearest directory above with a go.mod), the one form in
+// which idemgen (under go generate, which runs it in the package's
+// directory, as from the module root) and idemvet (under go vet from the
+// module root) print a position's file; path itself outside a module.
+func ModuleRelative(path string) string {
+	if !filepath.IsAbs(path) {
+		return path
+	}
+	for dir := filepath.Dir(path); ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			if rel, err := filepath.Rel(dir, path); err == nil {
+				return rel
+			}
+			return path
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return path
+		}
+		dir = up
+	}
+}
+
 // State is what a run of idemgen would do to a generated file.
 type State int
 

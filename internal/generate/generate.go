@@ -54,6 +54,11 @@ type File struct {
 	// Delete marks a stale generated file: its package has no annotations
 	// any more, or none under its build constraint.
 	Delete bool
+	// Warnings are the deploy events that writing Content over the file
+	// on disk makes (a key expression, an op or a final= sentinel that
+	// changed; see deploy.go), at the annotations, module-relative
+	// positions left to the printer. They do not stop the run.
+	Warnings annotations.ErrorList
 }
 
 // loadMode is the narrowest mode that gives syntax and types of the named
@@ -120,6 +125,12 @@ func Generate(ctx context.Context, cfg Config) ([]File, error) {
 	}
 	files = append(files, g.files...)
 	g.checkOps()
+	for _, pkg := range pkgs {
+		if pkg.Dir != "" {
+			g.runDirs = append(g.runDirs, pkg.Dir)
+		}
+	}
+	g.checkCommittedOps()
 	if len(g.errs.list) > 0 {
 		g.errs.list.Sort()
 		return nil, g.errs.list
@@ -143,6 +154,9 @@ type generator struct {
 	jobs []*job
 	// models are the resolved packages, for checkOps.
 	models []*annotations.Package
+	// runDirs are the directories of every package of the run, whose
+	// committed files checkCommittedOps does not read.
+	runDirs []string
 }
 
 // job is a package with build constraints.
@@ -704,7 +718,13 @@ func (g *generator) output(pkg *packages.Package, dir string, d *dirFiles, model
 		g.errs.add(pkg, err)
 		return
 	}
-	g.files = append(g.files, g.outputFiles(dir, pkg.PkgPath, d, outs)...)
+	files := g.outputFiles(dir, pkg.PkgPath, d, outs)
+	for i := range files {
+		if !files[i].Delete && d.generated[files[i].Path] {
+			files[i].Warnings = deployEvents(files[i].Path, model)
+		}
+	}
+	g.files = append(g.files, files...)
 }
 
 // outputFiles returns the files to write for outs and the deletions of the

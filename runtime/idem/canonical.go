@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 )
@@ -235,10 +236,7 @@ func (c *canon) kind(v reflect.Value) {
 			c.tag('n')
 			return
 		}
-		e := v.Elem()
-		c.tag('I')
-		c.str(typeName(e.Type()))
-		c.value(addressable(e))
+		c.dynamic(v.Elem())
 	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
 		if v.IsNil() {
 			c.tag('n')
@@ -248,6 +246,15 @@ func (c *canon) kind(v reflect.Value) {
 	default:
 		c.fail("cannot encode a %s", v.Type())
 	}
+}
+
+// dynamic encodes e, the dynamic value of a non-nil interface: its type by
+// name, then its value. Every interface, at the root (canonicalInterface)
+// or at any depth, is encoded here.
+func (c *canon) dynamic(e reflect.Value) {
+	c.tag('I')
+	c.str(typeName(e.Type()))
+	c.value(addressable(e))
 }
 
 // cycle reports whether p is already on the path, encoding a reference to
@@ -345,12 +352,175 @@ func mapIndex(k reflect.Value) string {
 	return "[...]"
 }
 
-// typeName names a dynamic type: its package path and name, or its literal.
+// typeName names a dynamic type: a defined type by its package path and
+// name (reflection writes the type arguments of an instance with their
+// package paths), a type literal by its text when nothing in it belongs to
+// a package, and otherwise by its structure with the package path of every
+// defined type and unexported field in it: reflect's String writes package
+// names, so that []a.T of two packages named a would be one name.
 func typeName(t reflect.Type) string {
 	if t.Name() != "" && t.PkgPath() != "" {
 		return t.PkgPath() + "." + t.Name()
 	}
-	return t.String()
+	if t.Name() != "" || !qualified(t, 0) {
+		return t.String()
+	}
+	var b strings.Builder
+	writeTypeName(&b, t, 0)
+	return b.String()
+}
+
+// typeNameDepth bounds the type literals typeName walks (a literal cannot
+// refer to itself, but can be deep).
+const typeNameDepth = 64
+
+// qualified reports whether the literal t has a defined type of a package
+// or an unexported field in it, so that its text is ambiguous.
+func qualified(t reflect.Type, depth int) bool {
+	if depth > typeNameDepth {
+		return true
+	}
+	if t.Name() != "" {
+		return t.PkgPath() != ""
+	}
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Chan:
+		return qualified(t.Elem(), depth+1)
+	case reflect.Map:
+		return qualified(t.Key(), depth+1) || qualified(t.Elem(), depth+1)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if f := t.Field(i); f.PkgPath != "" || qualified(f.Type, depth+1) {
+				return true
+			}
+		}
+	case reflect.Func:
+		for i := range t.NumIn() {
+			if qualified(t.In(i), depth+1) {
+				return true
+			}
+		}
+		for i := range t.NumOut() {
+			if qualified(t.Out(i), depth+1) {
+				return true
+			}
+		}
+	case reflect.Interface:
+		for i := range t.NumMethod() {
+			if m := t.Method(i); m.PkgPath != "" || qualified(m.Type, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeTypeName writes the literal t with package paths (see typeName).
+func writeTypeName(b *strings.Builder, t reflect.Type, depth int) {
+	if depth > typeNameDepth {
+		b.WriteString("...")
+		return
+	}
+	if t.Name() != "" {
+		if t.PkgPath() != "" {
+			b.WriteString(t.PkgPath() + ".")
+		}
+		b.WriteString(t.Name())
+		return
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		b.WriteString("*")
+		writeTypeName(b, t.Elem(), depth+1)
+	case reflect.Slice:
+		b.WriteString("[]")
+		writeTypeName(b, t.Elem(), depth+1)
+	case reflect.Array:
+		b.WriteString("[" + strconv.Itoa(t.Len()) + "]")
+		writeTypeName(b, t.Elem(), depth+1)
+	case reflect.Chan:
+		b.WriteString(t.ChanDir().String() + " ")
+		writeTypeName(b, t.Elem(), depth+1)
+	case reflect.Map:
+		b.WriteString("map[")
+		writeTypeName(b, t.Key(), depth+1)
+		b.WriteString("]")
+		writeTypeName(b, t.Elem(), depth+1)
+	case reflect.Struct:
+		b.WriteString("struct {")
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if i > 0 {
+				b.WriteString(";")
+			}
+			b.WriteString(" ")
+			if f.PkgPath != "" {
+				b.WriteString(f.PkgPath + ".")
+			}
+			b.WriteString(f.Name + " ")
+			if f.Anonymous {
+				b.WriteString("embedded ")
+			}
+			writeTypeName(b, f.Type, depth+1)
+			if f.Tag != "" {
+				b.WriteString(" " + strconv.Quote(string(f.Tag)))
+			}
+		}
+		b.WriteString(" }")
+	case reflect.Func:
+		b.WriteString("func(")
+		for i := range t.NumIn() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			if t.IsVariadic() && i == t.NumIn()-1 {
+				b.WriteString("...")
+			}
+			writeTypeName(b, t.In(i), depth+1)
+		}
+		b.WriteString(") (")
+		for i := range t.NumOut() {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeTypeName(b, t.Out(i), depth+1)
+		}
+		b.WriteString(")")
+	case reflect.Interface:
+		b.WriteString("interface {")
+		for i := range t.NumMethod() {
+			m := t.Method(i)
+			if i > 0 {
+				b.WriteString(";")
+			}
+			b.WriteString(" ")
+			if m.PkgPath != "" {
+				b.WriteString(m.PkgPath + ".")
+			}
+			b.WriteString(m.Name + " ")
+			writeTypeName(b, m.Type, depth+1)
+		}
+		b.WriteString(" }")
+	default:
+		b.WriteString(t.String())
+	}
+}
+
+// canonicalInterface returns the canonical encoding of v as the value of an
+// interface: 'n' for nil, else its dynamic type by name and its value, as
+// canon encodes an interface at any depth.
+func canonicalInterface(v any) ([]byte, error) {
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() {
+		return []byte{'n'}, nil
+	}
+	c := &canon{}
+	c.depth++
+	c.dynamic(rv)
+	if c.err != nil {
+		return nil, fmt.Errorf("idem: fingerprint: %s%w", c.where(), c.err)
+	}
+	return c.buf, nil
 }
 
 // canonical returns the canonical encoding of v (see canon).

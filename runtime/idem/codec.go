@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -51,8 +52,23 @@ func (JSONCodec) Marshal(v any) ([]byte, error) {
 	return b, nil
 }
 
-// Unmarshal decodes JSON data into v.
-func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
+// Unmarshal decodes JSON data into v, and refuses a stored object member
+// that no field of v's type takes (json's DisallowUnknownFields, at every
+// depth): a result field renamed by a deploy (Email to Mail) would
+// otherwise replay a record stored before with Mail empty and no error. The
+// executor reports the refusal as ErrUndecodable. Types with an
+// UnmarshalJSON of their own decode as they decide.
+func (JSONCodec) Unmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("idem: JSON result followed by more data")
+	}
+	return nil
+}
 
 var (
 	jsonMarshalerType = reflect.TypeFor[json.Marshaler]()

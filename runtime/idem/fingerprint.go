@@ -66,7 +66,9 @@ func (f *Hasher) Nil() { f.header('n', 0) }
 func (f *Hasher) Bytes(b []byte) { f.write('x', b) }
 
 // Value adds any other value in a canonical encoding that sees everything
-// the method can: every field, exported or not (json:"-" fields too),
+// the method can, from the value's own type (the root's type is the
+// parameter's, known to the wrapper: see Interface for a parameter of an
+// interface type): every field, exported or not (json:"-" fields too),
 // strings and byte slices byte for byte (invalid UTF-8 included), nil apart
 // from empty, floats by their bits, map entries in key order, the dynamic
 // type of an interface, and a time.Time as its instant (not its zone).
@@ -74,6 +76,25 @@ func (f *Hasher) Bytes(b []byte) { f.write('x', b) }
 // error is kept and returned by Sum.
 func (f *Hasher) Value(v any) {
 	b, err := canonical(v)
+	if err != nil {
+		if f.err == nil {
+			f.err = err
+		}
+		return
+	}
+	f.write('v', b)
+}
+
+// Interface adds the value of a parameter whose static type is an
+// interface (any, error, a named interface): nil, or the dynamic type by
+// name (package path and name, type arguments included) followed by the
+// canonical encoding of the dynamic value (see Value). It encodes the value
+// exactly as Value encodes an interface inside a composite value (a struct
+// field, an element, a map key or value), so that A{1} and B{1}, or int(1)
+// and int64(1), differ wherever they are. Value alone cannot: its argument,
+// an any, holds only the dynamic value.
+func (f *Hasher) Interface(v any) {
+	b, err := canonicalInterface(v)
 	if err != nil {
 		if f.err == nil {
 			f.err = err

@@ -9,3 +9,7 @@ go 1.26.0
 require github.com/idemgen/idemgen v0.0.0
 
 replace github.com/idemgen/idemgen => ../../..
+
+require example.com/othermod v0.0.0
+
+replace example.com/othermod => ./othermod

@@ -111,9 +111,11 @@ func (s *Service) Pay(ctx context.Context, order *Order, op string) (*Receipt, e
 }
 
 // Refund gives part of a payment back. Its TTL is derived from the retry
-// budget of the callers: 2×(2s+500ms)+120s+30s = 155s.
+// budget of the callers: 2×(2s+500ms)+120s+30s = 155s. Its lease covers one
+// attempt's timeout (the type's 1s would lapse under a 2s attempt, and a
+// retry would take the call over and refund twice).
 //
-//idem:key=req.CustomerID+"refund"+req.RefundNo
+//idem:key=req.CustomerID+"refund"+req.RefundNo lease=5s
 //idem:retries=2 timeout=2s backoff=500ms downstream=120s margin=30s
 //idem:final=ErrInsufficientFunds|ErrOrderClosed
 func (s *Service) Refund(ctx context.Context, req RefundRequest) (*Refund, error) {

@@ -100,7 +100,7 @@ var idemServiceRefund = idem.Method{
 	Op:    "github.com/idemgen/idemgen/examples/orders/billing.Service.Refund",
 	Func:  "github.com/idemgen/idemgen/examples/orders/billing.(*Service).Refund",
 	TTL:   155 * time.Second,
-	Lease: time.Second,
+	Lease: 5 * time.Second,
 	Final: []idem.FinalError{
 		{Name: "ErrInsufficientFunds", Err: ErrInsufficientFunds},
 		{Name: "ErrOrderClosed", Err: ErrOrderClosed},

@@ -86,7 +86,7 @@ var idemBookerCancel = idem.Method{
 	Op:     "github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Cancel",
 	Func:   "github.com/idemgen/idemgen/testdata/CanonicalKeys.(*Booker).Cancel",
 	TTL:    time.Hour,
-	Scheme: 0x97afcbf8,
+	Scheme: 0x8129d477,
 	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/CanonicalKeys.Booker.Cancel", 0x1c5c60e5, idem.HashedParam[fmt.Stringer](false)),
 }
 
@@ -112,7 +112,7 @@ func (w *IdempotentBooker) Cancel(ctx context.Context, ref fmt.Stringer) (string
 		k.Stringer("ref", ref)
 	}
 	var h idem.Hasher
-	h.Value(ref)
+	h.Interface(ref)
 	return idem.Do(ctx, w.ex, &idemBookerCancel, &k, &h, func(ctx context.Context) (string, error) {
 		return w.Booker.Cancel(ctx, ref)
 	})

@@ -129,10 +129,11 @@ func _(ctx context.Context, batch *Batch) {
 // (batch.ID) run it once, and for 1h every retry gets its outcome replayed.
 //
 // A retry with the same key and a different batch gets idem.ErrPayloadMismatch.
-// A duplicate of a call still running gets idem.ErrInProgress. A nil or empty
-// key part returns idem.ErrMissingKey without calling the method. Errors
-// release the key, so that a retry runs the method again, except those marked
-// with idem.Final.
+// A nil slice or map in batch is another payload than an empty one. A duplicate
+// of a call still running gets idem.ErrInProgress. A nil or empty key part
+// returns idem.ErrMissingKey without calling the method. Errors release the
+// key, so that a retry runs the method again, except those marked with
+// idem.Final.
 func (w *IdempotentBank) SendAll(ctx context.Context, batch *Batch) (int, error) {
 	var k idem.KeyParts
 	if batch == nil {

@@ -53,7 +53,8 @@ func _(ctx context.Context, client netip.Addr, at time.Time, amounts map[string]
 // (client+at) run it once, and for 1h every retry gets its outcome replayed.
 //
 // A retry with the same key and a different client or at or amounts or tags
-// gets idem.ErrPayloadMismatch. A duplicate of a call still running gets
+// gets idem.ErrPayloadMismatch. A nil slice or map in amounts or tags is
+// another payload than an empty one. A duplicate of a call still running gets
 // idem.ErrInProgress. A nil or empty key part returns idem.ErrMissingKey
 // without calling the method. Errors release the key, so that a retry runs the
 // method again, except those marked with idem.Final.

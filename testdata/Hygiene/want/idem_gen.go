@@ -37,7 +37,7 @@ var idemSvcPay = idem.Method{
 	Op:     "github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay",
 	Func:   "github.com/idemgen/idemgen/testdata/Hygiene.(*Svc).Pay",
 	TTL:    time.Minute,
-	Scheme: 0xe2e09a86,
+	Scheme: 0xd238519f,
 	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/Hygiene.Svc.Pay", 0x84611467, idem.HashedParam[*Order](true), idem.HashedParam[string](false), idem.HashedParam[int64](false), idem.HashedParam[error](false), idem.HashedParam[[]byte](false), idem.HashedParam[bool](false), idem.HashedParam[int](false), idem.HashedParam[time.Duration](false)),
 }
 
@@ -57,10 +57,11 @@ func _(contextArg context.Context, OrderArg *Order, stringArg string, int64Arg i
 //
 // A retry with the same key and a different OrderArg or stringArg or int64Arg
 // or errorArg or nilArg or idemSvcPayArg or idemArg or timeArg gets
-// idem.ErrPayloadMismatch. A duplicate of a call still running gets
-// idem.ErrInProgress. A nil or empty key part returns idem.ErrMissingKey
-// without calling the method. Errors release the key, so that a retry runs the
-// method again, except those marked with idem.Final.
+// idem.ErrPayloadMismatch. A nil slice or map in nilArg is another payload than
+// an empty one. A duplicate of a call still running gets idem.ErrInProgress. A
+// nil or empty key part returns idem.ErrMissingKey without calling the method.
+// Errors release the key, so that a retry runs the method again, except those
+// marked with idem.Final.
 func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, stringArg string, int64Arg int64, errorArg error, nilArg []byte, idemSvcPayArg bool, idemArg int, timeArg time.Duration) (*Receipt, error) {
 	var k idem.KeyParts
 	if OrderArg == nil {
@@ -78,8 +79,12 @@ func (wr *IdempotentSvc) Pay(contextArg context.Context, OrderArg *Order, string
 	}
 	h.String(stringArg)
 	h.Int(int64Arg)
-	h.Value(errorArg)
-	h.Bytes(nilArg)
+	h.Interface(errorArg)
+	if nilArg == nil {
+		h.Nil()
+	} else {
+		h.Bytes(nilArg)
+	}
 	h.Bool(idemSvcPayArg)
 	h.Int(int64(idemArg))
 	h.Int(int64(timeArg))

@@ -38,7 +38,7 @@ var idemConsumerHandle = idem.Method{
 	Op:     "github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle",
 	Func:   "github.com/idemgen/idemgen/testdata/MethodKey.(*Consumer).Handle",
 	TTL:    168 * time.Hour,
-	Scheme: 0x97afcbf8,
+	Scheme: 0x8129d477,
 	Stale:  idem.CheckLayout("github.com/idemgen/idemgen/testdata/MethodKey.Consumer.Handle", 0x1c5c60e5, idem.HashedParam[Message](false)),
 }
 
@@ -65,7 +65,7 @@ func (w *IdempotentConsumer) Handle(ctx context.Context, m Message) (int, error)
 		k.String("m.ID()", m.ID())
 	}
 	var h idem.Hasher
-	h.Value(m)
+	h.Interface(m)
 	return idem.Do(ctx, w.ex, &idemConsumerHandle, &k, &h, func(ctx context.Context) (int, error) {
 		return w.Consumer.Handle(ctx, m)
 	})
