@@ -70,3 +70,10 @@ func (ex *Executor) callTenant(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: the executor's WithTenant function names %.64q, the door %.64q", ErrTenantConflict, t, door)
 	}
 }
+
+// IsSingleTenant reports whether the executor was built with SingleTenant.
+// A door that scopes its own keys by tenant (idemhttp.WithTenant) reads it
+// to keep the key of its own claim what it was before doors put their
+// tenant in the context: a single-tenant executor's claim stays in the
+// shared key space, the tenant being one of the key's parts.
+func (ex *Executor) IsSingleTenant() bool { return ex.single }
