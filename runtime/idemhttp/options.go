@@ -44,7 +44,7 @@ var neverStored = map[string]bool{
 	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
 	"Cookie": true, "Www-Authenticate": true, "Proxy-Authenticate": true,
 	"Authentication-Info": true, "Proxy-Authentication-Info": true,
-	ReplayedHeader: true, DerivedKeyHeader: true, "Content-Length": true, "Transfer-Encoding": true,
+	ReplayedHeader: true, ReplayedByHeader: true, DerivedKeyHeader: true, "Content-Length": true, "Transfer-Encoding": true,
 	"Connection": true, "Trailer": true,
 }
 

@@ -97,6 +97,7 @@ func Run(t *testing.T, o Options) {
 		{"StatusPolicy", s.testStatusPolicy},
 		{"TenancyRequired", s.testTenancyRequired},
 		{"TenantScope", s.testTenantScope},
+		{"TenantDoorToRecord", s.testTenancyTable},
 		{"BodyLimit413", s.testBodyLimit},
 		{"StoreDown503", s.testStoreDown},
 		{"Streaming", s.testStreaming},
