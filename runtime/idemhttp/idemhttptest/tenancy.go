@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -132,7 +133,9 @@ func (s *suite) tenancyCell(t *testing.T, w tenancyWiring) {
 		Options:  []idemhttp.Option{doorOpt},
 		Paths:    Paths,
 		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			caller := r.Header.Get("X-Tenant")
+			// A copy: an adapter's request may share its server's buffers
+			// (Fiber's), reused once the request ends.
+			caller := strings.Clone(r.Header.Get("X-Tenant"))
 			var amount int
 			if _, err := fmt.Sscanf(r.URL.Query().Get("amount"), "%d", &amount); err != nil {
 				http.Error(rw, "amount: "+err.Error(), http.StatusBadRequest)
