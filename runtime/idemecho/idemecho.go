@@ -10,6 +10,13 @@
 // otherwise. Register it with e.Use (after routing), not e.Pre, which runs
 // before the route is known.
 //
+// Under idemhttp.WithTenant the tenant reaches the handlers in
+// c.Request().Context() (idem.ContextWithTenant): pass it to generated
+// wrappers, which then scope their records by the caller whatever their
+// executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
+// handler returns is answered by idemhttp.WriteError, naming the business
+// key that decided.
+//
 // It is its own Go module, so that no user of the runtime inherits echo.
 package idemecho
 

@@ -28,6 +28,15 @@
 // and fasthttp does not end a request's context when its client goes away,
 // so idemhttp.WithClientCancellation has nothing to act on.
 //
+// Under idemhttp.WithTenant the tenant reaches the handlers in c.Context()
+// (idem.ContextWithTenant): pass c.Context(), not c, to generated wrappers
+// (a fiber.Ctx is a context.Context whose values are fasthttp's user
+// values, which carry neither the tenant nor the wrapped methods'
+// decisions); they then scope their records by the caller whatever their
+// executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
+// handler returns is answered by idemhttp.WriteError, naming the business
+// key that decided.
+//
 // It is its own Go module, so that no user of the runtime inherits Fiber.
 package idemfiber
 

@@ -10,6 +10,13 @@
 // otherwise; a request that matched no route falls back to the path, as in
 // idemhttp.
 //
+// Under idemhttp.WithTenant the tenant reaches the handlers in
+// c.Request.Context() (idem.ContextWithTenant): pass it to generated
+// wrappers, which then scope their records by the caller whatever their
+// executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
+// handler records with c.Error, writing nothing, is answered by
+// idemhttp.WriteError, naming the business key that decided.
+//
 // It is its own Go module, so that no user of the runtime inherits gin.
 package idemgin
 
