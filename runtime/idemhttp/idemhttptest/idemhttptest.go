@@ -98,6 +98,7 @@ func Run(t *testing.T, o Options) {
 		{"TenancyRequired", s.testTenancyRequired},
 		{"TenantScope", s.testTenantScope},
 		{"TenantDoorToRecord", s.testTenancyTable},
+		{"TenantBusinessKeyInFlight", s.testTenancyInFlight},
 		{"BodyLimit413", s.testBodyLimit},
 		{"StoreDown503", s.testStoreDown},
 		{"Streaming", s.testStreaming},

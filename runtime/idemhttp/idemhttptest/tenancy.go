@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -233,5 +234,93 @@ func (s *suite) tenancyCell(t *testing.T, w tenancyWiring) {
 		if got := runs(); len(got) != 0 {
 			t.Fatalf("the method ran %v with no tenant, want never", got)
 		}
+	}
+}
+
+// testTenancyInFlight: while acme's payment of an order runs, acme paying it
+// again under a new Idempotency-Key is the business key's conflict (409
+// business-key-in-progress, with the Retry-After of the running call's
+// lease, not 1 s), globex paying its own order of the same number is not
+// held up by acme's, and acme's retry of the refused key, once the first
+// payment is stored, gets its receipt, marked as decided by the business
+// key.
+func (s *suite) testTenancyInFlight(t *testing.T) {
+	const lease = 30 * time.Second
+	store := s.o.NewStore(t)
+	ex := idem.NewExecutor(store, idem.SingleTenant(), idem.WithLease(lease))
+	order := "order-" + idemhttp.GenerateKey()
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	ran := map[string]int{}
+	url := s.o.Mount(t, Config{
+		Executor: ex,
+		Options:  []idemhttp.Option{idemhttp.WithTenant(tenantHeader)},
+		Paths:    Paths,
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			receipt, err := pay(r.Context(), ex, order, 100, func(ctx context.Context) (string, error) {
+				tenant, _ := idem.TenantFromContext(ctx)
+				if tenant == "acme" {
+					close(started)
+					<-release
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				ran[tenant]++
+				return "receipt of " + tenant, nil
+			})
+			if err != nil {
+				if !idemhttp.WriteError(rw, err) {
+					http.Error(rw, err.Error(), http.StatusInternalServerError)
+				}
+				return
+			}
+			_, _ = rw.Write([]byte(receipt))
+		}),
+	})
+	releaseOnce := closer(t, release) // after Mount: its cleanup runs before the server's Close
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	e := &env{t: t, url: url, c: &http.Client{Transport: tr}}
+	send := func(tenant, key string) resp {
+		t.Helper()
+		return e.send("POST", "/orders", key, `{}`, "X-Tenant", tenant)
+	}
+	first := make(chan resp, 1)
+	go func() {
+		r, err := e.sendCtx(context.Background(), "POST", "/orders", "k-first-"+order, `{}`, "X-Tenant", "acme")
+		if err != nil {
+			t.Errorf("acme's first payment: %v", err)
+		}
+		first <- r
+	}()
+	select {
+	case <-started:
+	case <-time.After(hangGuard):
+		t.Fatal("acme's payment never started")
+	}
+	second := "k-second-" + order
+	r := send("acme", second)
+	wantProblem(t, r, 409, "business-key-in-progress")
+	ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+	if err != nil || ra < 2 || ra > int(lease/time.Second) {
+		t.Fatalf("Retry-After %q, want the running call's lease left (at most %v), not 1 s", r.header.Get("Retry-After"), lease)
+	}
+	want(t, send("globex", "k-globex-"+order), 200, "receipt of globex", false)
+	releaseOnce()
+	select {
+	case r := <-first:
+		want(t, r, 200, "receipt of acme", false)
+	case <-time.After(hangGuard):
+		t.Fatal("acme's first payment never answered")
+	}
+	r = send("acme", second) // the refusal was not stored: the retry runs the handler, the wrapper replays
+	want(t, r, 200, "receipt of acme", false)
+	if got := r.header.Get(idemhttp.ReplayedByHeader); got != idemhttp.ReplayedByBusinessKey {
+		t.Fatalf("%s %q, want %q", idemhttp.ReplayedByHeader, got, idemhttp.ReplayedByBusinessKey)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 2 || ran["acme"] != 1 || ran["globex"] != 1 {
+		t.Fatalf("the method ran %v, want once for acme and once for globex", ran)
 	}
 }
