@@ -22,6 +22,14 @@
 // duplicates running once. Every refusal is RFC 9457 problem+json naming
 // its rule.
 //
+// It also runs issue 33's table, one tenant from the door to the record
+// (TenantDoorToRecord, tenancy.go): the wrappers' executor tenancies × the
+// door's own executor or another × the door's tenancy, two tenants paying
+// one order under different keys, and a business key in flight
+// (TenantBusinessKeyInFlight). A door joins the table by running Run. For
+// the framework's native handlers, an adapter calls CheckTenantsApart with
+// an Orders service.
+//
 // It depends on the standard library and the runtime only.
 package idemhttptest
 
