@@ -6,18 +6,18 @@ import (
 	"fmt"
 )
 
-// ErrMissingTenant: the executor's tenancy was chosen (WithTenant), or a
-// door put a tenant in the call's context (ContextWithTenant), but no tenant
-// is named for this call: the WithTenant function returned "" and no door
-// named one, or a door named "". Nothing was claimed and the method was not
-// called. An empty tenant is never the shared key space: that is said with
-// SingleTenant, in the code.
+// ErrMissingTenant is returned when the executor's tenancy was chosen
+// (WithTenant), or a door put a tenant in the call's context
+// (ContextWithTenant), but no tenant is named for this call: the WithTenant
+// function returned "" and no door named one, or a door named "". Nothing
+// was claimed and the method was not called. An empty tenant is never the
+// shared key space: that is said with SingleTenant, in the code.
 var ErrMissingTenant = errors.New("idem: no tenant for the call")
 
-// ErrTenantConflict: the executor's WithTenant function and the door that
-// put a tenant in the call's context (ContextWithTenant) name two different
-// tenants for one call. Nothing was claimed and the method was not called:
-// one of the two layers reads the wrong caller.
+// ErrTenantConflict is returned when the executor's WithTenant function
+// and the door that put a tenant in the call's context (ContextWithTenant)
+// name two different tenants for one call. Nothing was claimed and the
+// method was not called: one of the two layers reads the wrong caller.
 var ErrTenantConflict = errors.New("idem: the executor and the door name different tenants")
 
 type tenantKey struct{}
