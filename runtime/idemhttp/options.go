@@ -473,7 +473,10 @@ const (
 	// was processed and nothing was answered (Status is 0).
 	EventClientGone
 	// EventTenantMissing: the WithTenant function named no tenant for the
-	// request (403); nothing was processed.
+	// request, or the executor's asked for one and none was named (403,
+	// missing-tenant), or two layers named two tenants (403,
+	// tenant-conflict; Err matches idem.ErrTenantConflict); nothing was
+	// processed.
 	EventTenantMissing
 	// EventBodyUnreadable: the request body could not be read (the client
 	// went away, or sent a malformed chunked body); 400, nothing was
