@@ -64,11 +64,18 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) echo.MiddlewareFunc {
 			}
 			var passErr error
 			mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
-				if r2 == r {
+				if w == http.ResponseWriter(outer) {
 					// Passed through (another method, or WithOptionalKey
 					// and no key): the chain runs as without the
-					// middleware, its error returned.
-					c.SetRequest(req)
+					// middleware, its error returned, with the request's
+					// tenant in its context (a copy of the request under
+					// idemhttp.WithTenant).
+					if r2 != r {
+						r2.Pattern = req.Pattern
+						c.SetRequest(r2)
+					} else {
+						c.SetRequest(req)
+					}
 					passErr = next(c)
 					return
 				}

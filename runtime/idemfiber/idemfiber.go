@@ -101,7 +101,7 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 		if err != nil {
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
-		out := &writer{c: c, header: make(http.Header, 4), r: r, opts: opts}
+		out := &writer{c: c, header: make(http.Header, 4), opts: opts}
 		original := c.Context()
 		defer c.SetContext(original)
 		mw.ServeHTTP(out, r)
@@ -117,10 +117,12 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 func run(w http.ResponseWriter, r *http.Request) {
 	out := unwrap(w)
 	c := out.c
-	if r == out.r {
+	if w == http.ResponseWriter(out) {
 		// Passed through (another method, or WithOptionalKey and no key):
-		// the chain runs as without the middleware.
+		// the chain runs as without the middleware, with the request's
+		// tenant in c.Context() (under idemhttp.WithTenant).
 		out.passed = true
+		c.SetContext(r.Context())
 		out.passErr = c.Next()
 		return
 	}
@@ -259,7 +261,6 @@ type writer struct {
 	header http.Header
 	wrote  bool
 
-	r       *http.Request     // the request given to idemhttp
 	opts    []idemhttp.Option // the middleware's, for idemhttp.WriteError
 	passed  bool              // idemhttp passed r through unprotected
 	passErr error             // what the chain returned then

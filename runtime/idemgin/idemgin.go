@@ -66,9 +66,15 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 		}
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
 			ran = true
-			if r2 == r {
+			if w == http.ResponseWriter(outer) {
 				// Passed through (another method, or WithOptionalKey and
-				// no key): the chain runs on gin's own writer.
+				// no key): the chain runs on gin's own writer, with the
+				// request's tenant in its context (a copy of the request
+				// under idemhttp.WithTenant).
+				if r2 != r {
+					r2.Pattern = req.Pattern
+					c.Request = r2
+				}
 				c.Next()
 				return
 			}

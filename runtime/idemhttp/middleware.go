@@ -116,7 +116,7 @@ type middleware struct {
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !m.cfg.methods[r.Method] {
-		m.next.ServeHTTP(w, r)
+		m.passThrough(w, r)
 		return
 	}
 	ev := Event{Request: r}
@@ -130,7 +130,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.Kind = EventKeyMissing
 		if m.cfg.optional {
 			m.cfg.observe(ev)
-			m.next.ServeHTTP(w, r)
+			m.passThrough(w, r)
 			return
 		}
 		ev.Status = http.StatusBadRequest
@@ -285,6 +285,22 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.refused(w, err, &ev)
+}
+
+// passThrough runs the handler for a request the middleware does not
+// protect (a method it does not apply to, or WithOptionalKey and no key),
+// on the ResponseWriter it was given. Under WithTenant the handler's
+// context names the request's tenant all the same, so that the wrapped
+// methods it calls are scoped by it: "" when the tenant function names
+// none, which they refuse (idem.ErrMissingTenant) rather than share one
+// key space. A tenant a layer above already put in the context stays.
+func (m *middleware) passThrough(w http.ResponseWriter, r *http.Request) {
+	if m.cfg.tenant != nil {
+		if _, named := idem.TenantFromContext(r.Context()); !named {
+			r = r.WithContext(idem.ContextWithTenant(r.Context(), m.cfg.tenant(r)))
+		}
+	}
+	m.next.ServeHTTP(w, r)
 }
 
 // readBody reads the request body whole, up to the limit: into one slice

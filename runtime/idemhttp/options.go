@@ -176,7 +176,11 @@ func isToken(s string) bool {
 // WithOptionalKey lets requests without an Idempotency-Key through to the
 // handler, unprotected, instead of answering 400; the observer is told
 // (EventKeyMissing) so that such clients can be found. A key that is
-// present but invalid is still answered with 400.
+// present but invalid is still answered with 400. Under WithTenant the
+// handler's context names the request's tenant all the same, as for the
+// methods the middleware does not apply to ("" when the tenant function
+// names none: the wrapped methods the handler calls then refuse with
+// idem.ErrMissingTenant).
 func WithOptionalKey() Option { return func(c *config) { c.optional = true } }
 
 // WithTTL sets how long a stored response is replayed (default 24h); it

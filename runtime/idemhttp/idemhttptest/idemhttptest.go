@@ -25,8 +25,9 @@
 // It also runs issue 33's table, one tenant from the door to the record
 // (TenantDoorToRecord, tenancy.go): the wrappers' executor tenancies × the
 // door's own executor or another × the door's tenancy, two tenants paying
-// one order under different keys, and a business key in flight
-// (TenantBusinessKeyInFlight). A door joins the table by running Run. For
+// one order under different keys, a business key in flight
+// (TenantBusinessKeyInFlight), and requests the door passes through
+// unprotected (TenantPassThrough). A door joins the table by running Run. For
 // the framework's native handlers, an adapter calls CheckTenantsApart with
 // an Orders service.
 //
@@ -107,6 +108,7 @@ func Run(t *testing.T, o Options) {
 		{"TenantScope", s.testTenantScope},
 		{"TenantDoorToRecord", s.testTenancyTable},
 		{"TenantBusinessKeyInFlight", s.testTenancyInFlight},
+		{"TenantPassThrough", s.testTenancyPassThrough},
 		{"BodyLimit413", s.testBodyLimit},
 		{"StoreDown503", s.testStoreDown},
 		{"Streaming", s.testStreaming},

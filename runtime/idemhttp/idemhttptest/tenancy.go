@@ -324,3 +324,54 @@ func (s *suite) testTenancyInFlight(t *testing.T) {
 		t.Fatalf("the method ran %v, want once for acme and once for globex", ran)
 	}
 }
+
+// testTenancyPassThrough: a request the door does not protect (no key
+// under WithOptionalKey; a GET) runs the handler with the door's tenant in
+// its context all the same: two tenants calling the wrapped method for one
+// order without a key get their own receipts, and a request without a
+// tenant is refused by the wrapper (403 missing-tenant), not put in a
+// shared key space.
+func (s *suite) testTenancyPassThrough(t *testing.T) {
+	ex := idem.NewExecutor(s.o.NewStore(t), idem.SingleTenant())
+	order := "order-" + idemhttp.GenerateKey()
+	var mu sync.Mutex
+	ran := map[string]int{}
+	url := s.o.Mount(t, Config{
+		Executor: ex,
+		Options:  []idemhttp.Option{idemhttp.WithTenant(tenantHeader), idemhttp.WithOptionalKey()},
+		Paths:    Paths,
+		Handler: http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			receipt, err := pay(r.Context(), ex, order, 100, func(ctx context.Context) (string, error) {
+				tenant, _ := idem.TenantFromContext(ctx)
+				mu.Lock()
+				defer mu.Unlock()
+				ran[tenant]++
+				return "receipt of " + tenant, nil
+			})
+			if err != nil {
+				if !idemhttp.WriteError(rw, err) {
+					http.Error(rw, err.Error(), http.StatusInternalServerError)
+				}
+				return
+			}
+			_, _ = rw.Write([]byte(receipt))
+		}),
+	})
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	e := &env{t: t, url: url, c: &http.Client{Transport: tr}}
+	for _, method := range []string{"POST", "GET"} {
+		for _, tn := range []string{"acme", "globex"} {
+			r := e.send(method, "/orders", "", `{}`, "X-Tenant", tn)
+			if r.status != 200 || string(r.body) != "receipt of "+tn {
+				t.Fatalf("%s without a key, tenant %s: %d %q, want 200 %q", method, tn, r.status, r.body, "receipt of "+tn)
+			}
+		}
+		wantProblem(t, e.send(method, "/orders", "", `{}`), 403, "missing-tenant")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 2 || ran["acme"] != 1 || ran["globex"] != 1 {
+		t.Fatalf("the method ran %v, want once for acme and once for globex", ran)
+	}
+}
