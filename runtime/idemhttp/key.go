@@ -18,7 +18,8 @@ const ReplayedHeader = "Idempotent-Replayed"
 // running: what the response reports was done before, by another request,
 // possibly under another Idempotency-Key. The middleware sets it (a
 // handler's own value of the field is never stored), and it is stored and
-// replayed with the response.
+// replayed with the response; a response the handler streamed (flushed)
+// has sent its header fields already, and goes without it.
 const ReplayedByHeader = "Idempotent-Replayed-By"
 
 // ReplayedByBusinessKey is the value of ReplayedByHeader: the replay was
