@@ -212,17 +212,18 @@ func TestShopLayers(t *testing.T) {
 		t.Fatalf("place: %d %s", first.status, first.body)
 	}
 	// The edge: the same key, another body.
-	if r := s.post("/orders", "k1-"+cart, place(cart, 11)); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "key-reused") {
+	if r := s.post("/orders", "k1-"+cart, place(cart, 11)); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, `#key-reused"`) {
 		t.Fatalf("key reused: %d %s", r.status, r.body)
 	}
 	// The business layer: another key for the same cart gets the same
 	// order (one row), and another content for the cart is refused with
-	// the middleware's problem (idemhttp.WriteError).
+	// the business key's problem (idemhttp.WriteError), not the
+	// Idempotency-Key's.
 	second := s.post("/orders", "k2-"+cart, place(cart, 10))
 	if second.status != http.StatusCreated || second.order.ID != first.order.ID || s.orderRows(cart) != 1 {
 		t.Fatalf("second key: %d order %d (first %d), %d rows", second.status, second.order.ID, first.order.ID, s.orderRows(cart))
 	}
-	if r := s.post("/orders", "k3-"+cart, place(cart, 12)); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "key-reused") {
+	if r := s.post("/orders", "k3-"+cart, place(cart, 12)); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, `#business-key-reused"`) {
 		t.Fatalf("cart reordered with another content: %d %s", r.status, r.body)
 	}
 

@@ -126,7 +126,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx)}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx), lease: lease}
 	if c.info != nil {
 		c.info.replayed.Store(false) // this call's answer, not an earlier one's
 	}
@@ -253,6 +253,8 @@ type call[T any] struct {
 	start time.Time
 	on    CallObserver // WithCallHook's observer of this call, or nil
 	info  *CallInfo    // WithCallInfo's, or nil
+	// lease is the lease of the call's claim.
+	lease time.Duration
 	// until is when, at the latest, the call's claim stops being live
 	// (lease mode): a lease after the reply of its claim or of its last
 	// renewal, by the executor's clock.
@@ -371,7 +373,14 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 		return v, false, c.replayedError(rec.Outcome)
 	default:
 		c.emit(EventInProgress, nil)
-		return v, false, &InProgressError{Key: c.key, RetryAfter: rec.LeaseLeft}
+		retry := rec.LeaseLeft
+		if retry <= 0 {
+			// The store cannot tell (a transactional store whose holder
+			// has not committed): the method's lease, the longest a
+			// call of it is meant to hold the key.
+			retry = c.lease
+		}
+		return v, false, &InProgressError{Key: c.key, RetryAfter: retry}
 	}
 }
 

@@ -121,7 +121,10 @@ const (
 type InProgressError struct {
 	Key Key
 	// RetryAfter is how long until the holder's lease lapses, by the store's
-	// clock; 0 when unknown.
+	// clock; when the store cannot tell (a transactional store whose holder
+	// has not committed yet), the lease of the refused call's method, the
+	// longest a call of it is meant to hold the key. It is 0 only in an
+	// InProgressError made by hand.
 	RetryAfter time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -99,8 +100,8 @@ func (d Decision) String() string {
 // encloses them, and are not recorded. It is safe for concurrent use
 // (handlers may call wrapped methods from several goroutines).
 type Decisions struct {
-	mu               sync.Mutex
-	stored, released int
+	mu                         sync.Mutex
+	stored, released, replayed int
 }
 
 type decisionsKey struct{}
@@ -117,8 +118,9 @@ func decisionsFrom(ctx context.Context) *Decisions {
 	return d
 }
 
-// record notes one call's decision; a nil cell records nothing.
-func (d *Decisions) record(dec Decision) {
+// record notes one call's decision, and whether it was answered with a
+// stored outcome without running its method; a nil cell records nothing.
+func (d *Decisions) record(dec Decision, replayed bool) {
 	if d == nil {
 		return
 	}
@@ -126,10 +128,27 @@ func (d *Decisions) record(dec Decision) {
 	switch dec {
 	case Stored:
 		d.stored++
+		if replayed {
+			d.replayed++
+		}
 	case Released:
 		d.released++
 	}
 	d.mu.Unlock()
+}
+
+// Replayed reports whether a recorded call was answered with an outcome
+// stored by an earlier call (a retry of its business key, or a duplicate
+// that waited for it) instead of running its method: the edge layer tells
+// its client that the answer was decided by a wrapped method's key, not by
+// the edge's own (idemhttp's Idempotent-Replayed-By).
+func (d *Decisions) Replayed() bool {
+	if d == nil {
+		return false
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.replayed > 0
 }
 
 // Verdict is the decision the enclosing layer follows: Released when any
@@ -181,7 +200,11 @@ func claimTx(ctx context.Context, ts TxStore, req ClaimRequest, wait time.Durati
 // without the cell (the calls inside it are this call's to decide), and
 // this call's decision is recorded in d.
 func doRecorded[T any](ctx context.Context, d *Decisions, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
-	inner := func(ctx context.Context) (T, error) { return fn(methodContext(ctx, d)) }
+	var ran atomic.Bool // the method ran for this call (else a success or final error is a replay)
+	inner := func(ctx context.Context) (T, error) {
+		ran.Store(true)
+		return fn(methodContext(ctx, d))
+	}
 	var v T
 	var err error
 	if ex.hook != nil {
@@ -189,7 +212,7 @@ func doRecorded[T any](ctx context.Context, d *Decisions, ex *Executor, m *Metho
 	} else {
 		v, err = do(ctx, ex, m, parts, h, inner, nil)
 	}
-	d.record(decisionOf(err))
+	d.record(decisionOf(err), !ran.Load())
 	return v, err
 }
 

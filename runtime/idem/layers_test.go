@@ -68,20 +68,29 @@ func TestDecisions(t *testing.T) {
 			return "handled", nil
 		})
 	}
+	// replayFinal: a final error stored outside the cell, replayed in it.
+	replayFinal := func(ctx context.Context, n int) error {
+		key := fmt.Sprint("rf", n)
+		_ = call(context.Background(), key, func(context.Context) (string, error) { return "", final })
+		return call(ctx, key, ok)
+	}
 	cases := []struct {
-		name  string
-		steps []step
-		want  idem.Decision
+		name     string
+		steps    []step
+		want     idem.Decision
+		replayed bool // Decisions.Replayed: a call was answered by a stored outcome
 	}{
-		{"no call", nil, idem.Undecided},
-		{"success", []step{success}, idem.Stored},
-		{"final error", []step{finalErr}, idem.Stored},
-		{"replay", []step{replay}, idem.Stored},
-		{"transient error", []step{transient}, idem.Released},
-		{"refused: in progress", []step{refused}, idem.Released},
-		{"stored then released", []step{success, transient}, idem.Released},
-		{"released then stored", []step{transient, finalErr}, idem.Released},
-		{"inner transient handled by a wrapped method", []step{nestedTransient}, idem.Stored},
+		{"no call", nil, idem.Undecided, false},
+		{"success", []step{success}, idem.Stored, false},
+		{"final error", []step{finalErr}, idem.Stored, false},
+		{"replay", []step{replay}, idem.Stored, true},
+		{"replayed final error", []step{replayFinal}, idem.Stored, true},
+		{"success then replay", []step{success, replay}, idem.Stored, true},
+		{"transient error", []step{transient}, idem.Released, false},
+		{"refused: in progress", []step{refused}, idem.Released, false},
+		{"stored then released", []step{success, transient}, idem.Released, false},
+		{"released then stored", []step{transient, finalErr}, idem.Released, false},
+		{"inner transient handled by a wrapped method", []step{nestedTransient}, idem.Stored, false},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,10 +102,13 @@ func TestDecisions(t *testing.T) {
 			if got := d.Verdict(); got != c.want {
 				t.Fatalf("verdict %v, want %v", got, c.want)
 			}
+			if got := d.Replayed(); got != c.replayed {
+				t.Fatalf("Replayed() = %v, want %v", got, c.replayed)
+			}
 		})
 	}
 	var none *idem.Decisions
-	if none.Verdict() != idem.Undecided {
+	if none.Verdict() != idem.Undecided || none.Replayed() {
 		t.Fatal("a nil cell is undecided")
 	}
 }

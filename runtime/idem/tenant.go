@@ -24,10 +24,10 @@ func (missingTenant) Error() string { return "idem: no tenant for the call" }
 // every key.
 func (missingTenant) Is(target error) bool { return target == ErrMissingKey }
 
-// ErrTenantConflict is returned when the executor's WithTenant function and the door that
-// put a tenant in the call's context (ContextWithTenant) name two different
-// tenants for one call. Nothing was claimed and the method was not called:
-// one of the two layers reads the wrong caller.
+// ErrTenantConflict is returned when the executor's WithTenant function
+// and the door that put a tenant in the call's context (ContextWithTenant)
+// name two different tenants for one call. Nothing was claimed and the
+// method was not called: one of the two layers reads the wrong caller.
 var ErrTenantConflict = errors.New("idem: the executor and the door name different tenants")
 
 type tenantKey struct{}
@@ -80,3 +80,10 @@ func (ex *Executor) callTenant(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%w: the executor's WithTenant function names %.64q, the door %.64q", ErrTenantConflict, t, door)
 	}
 }
+
+// IsSingleTenant reports whether the executor was built with SingleTenant.
+// A door that scopes its own keys by tenant (idemhttp.WithTenant) reads it
+// to keep the key of its own claim what it was before doors put their
+// tenant in the context: a single-tenant executor's claim stays in the
+// shared key space, the tenant being one of the key's parts.
+func (ex *Executor) IsSingleTenant() bool { return ex.single }

@@ -28,6 +28,15 @@
 // and fasthttp does not end a request's context when its client goes away,
 // so idemhttp.WithClientCancellation has nothing to act on.
 //
+// Under idemhttp.WithTenant the tenant reaches the handlers in c.Context()
+// (idem.ContextWithTenant): pass c.Context(), not c, to generated wrappers
+// (a fiber.Ctx is a context.Context whose values are fasthttp's user
+// values, which carry neither the tenant nor the wrapped methods'
+// decisions); they then scope their records by the caller whatever their
+// executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
+// handler returns is answered by idemhttp.WriteError, naming the business
+// key that decided.
+//
 // It is its own Go module, so that no user of the runtime inherits Fiber.
 package idemfiber
 
@@ -52,12 +61,21 @@ import (
 // as idemhttp.New does, if it is missing, if ex is nil or if an option is
 // invalid.
 //
-// An error a handler returns on a keyed request is answered there, by the
-// app's ErrorHandler, so that the answer is the response stored or, for a
-// 5xx, released; the middleware then returns nil. The handlers see the
-// request's body unchanged, and c.Context() is, while they run, the
-// context idemhttp gives its handler (the wrapped methods' decisions, no
-// cancellation).
+// An error a handler returns on a keyed request is answered there, so
+// that the answer is the response stored or, for a 5xx, released; the
+// middleware then returns nil. An error of a wrapped method (a generated
+// wrapper, idem.Do) that idemhttp has a rule for is answered by
+// idemhttp.WriteError, naming the layer that decided (409
+// business-key-in-progress with the wrapper's Retry-After, 422
+// business-key-reused, 403 missing-tenant, …); every other error by the
+// app's ErrorHandler. The handlers see the request's body unchanged, and
+// c.Context() is, while they run, the context idemhttp gives its handler:
+// the tenant idemhttp.WithTenant named (idem.ContextWithTenant, so that
+// the wrapped methods the handlers call with it are scoped by that tenant
+// whatever their executor's tenancy), the wrapped methods' decisions, no
+// cancellation. Pass c.Context() to wrapped methods, not c itself: a
+// fiber.Ctx is a context.Context whose values are fasthttp's user values,
+// which carry none of these.
 func New(ex *idem.Executor, opts ...idemhttp.Option) fiber.Handler {
 	return newHandler(ex, false, opts)
 }
@@ -83,7 +101,7 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 		if err != nil {
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
-		out := &writer{c: c, header: make(http.Header, 4), r: r}
+		out := &writer{c: c, header: make(http.Header, 4), opts: opts}
 		original := c.Context()
 		defer c.SetContext(original)
 		mw.ServeHTTP(out, r)
@@ -99,15 +117,24 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 func run(w http.ResponseWriter, r *http.Request) {
 	out := unwrap(w)
 	c := out.c
-	if r == out.r {
+	if w == http.ResponseWriter(out) {
 		// Passed through (another method, or WithOptionalKey and no key):
-		// the chain runs as without the middleware.
+		// the chain runs as without the middleware, with the request's
+		// tenant in c.Context() (under idemhttp.WithTenant).
 		out.passed = true
+		c.SetContext(r.Context())
 		out.passErr = c.Next()
 		return
 	}
 	c.SetContext(r.Context())
 	if err := c.Next(); err != nil {
+		// A wrapped method's refusal is answered as idemhttp answers it,
+		// naming the layer that decided (the business key), in place of
+		// what the handlers wrote; every other error by the app's handler.
+		if idemhttp.WriteError(w, err, out.opts...) {
+			c.Response().Reset()
+			return
+		}
 		if herr := c.App().ErrorHandler(c, err); herr != nil {
 			c.Response().Reset()
 			c.Status(fiber.StatusInternalServerError)
@@ -234,9 +261,9 @@ type writer struct {
 	header http.Header
 	wrote  bool
 
-	r       *http.Request // the request given to idemhttp
-	passed  bool          // idemhttp passed r through unprotected
-	passErr error         // what the chain returned then
+	opts    []idemhttp.Option // the middleware's, for idemhttp.WriteError
+	passed  bool              // idemhttp passed r through unprotected
+	passErr error             // what the chain returned then
 }
 
 func (w *writer) Header() http.Header { return w.header }

@@ -10,6 +10,13 @@
 // otherwise; a request that matched no route falls back to the path, as in
 // idemhttp.
 //
+// Under idemhttp.WithTenant the tenant reaches the handlers in
+// c.Request.Context() (idem.ContextWithTenant): pass it to generated
+// wrappers, which then scope their records by the caller whatever their
+// executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
+// handler records with c.Error, writing nothing, is answered by
+// idemhttp.WriteError, naming the business key that decided.
+//
 // It is its own Go module, so that no user of the runtime inherits gin.
 package idemgin
 
@@ -34,9 +41,19 @@ import (
 // A request the middleware answers itself (a refusal, a replay) is aborted
 // (c.Abort): the handlers after it do not run. The handlers see the
 // request's body unchanged (the middleware read it whole, up to
-// idemhttp.WithMaxBody), and c.Request's context carries what idemhttp's
-// handler context carries (the wrapped methods' decisions, no cancellation
-// unless idemhttp.WithClientCancellation).
+// idemhttp.WithMaxBody), and c.Request.Context() carries what idemhttp's
+// handler context carries: the tenant idemhttp.WithTenant named
+// (idem.ContextWithTenant, so that the wrapped methods the handlers call
+// with it are scoped by that tenant whatever their executor's tenancy),
+// the wrapped methods' decisions, no cancellation unless
+// idemhttp.WithClientCancellation. Pass c.Request.Context() to wrapped
+// methods (the *gin.Context itself carries those values only with
+// gin.Engine.ContextWithFallback).
+//
+// A handler that records a wrapped method's error with c.Error and writes
+// nothing gets it answered as idemhttp.WriteError answers it, naming the
+// layer that decided (409 business-key-in-progress with the wrapper's
+// Retry-After, 422 business-key-reused, 403 missing-tenant, …).
 func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 	mw := idemhttp.New(ex, opts...)
 	return func(c *gin.Context) {
@@ -49,9 +66,15 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 		}
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
 			ran = true
-			if r2 == r {
+			if w == http.ResponseWriter(outer) {
 				// Passed through (another method, or WithOptionalKey and
-				// no key): the chain runs on gin's own writer.
+				// no key): the chain runs on gin's own writer, with the
+				// request's tenant in its context (a copy of the request
+				// under idemhttp.WithTenant).
+				if r2 != r {
+					r2.Pattern = req.Pattern
+					c.Request = r2
+				}
 				c.Next()
 				return
 			}
@@ -61,10 +84,24 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 			gw := &writer{w: w, size: -1, status: outer.Status(), outer: outer}
 			c.Writer, c.Request = gw, r2
 			c.Next()
+			if !gw.Written() {
+				writeError(gw, c.Errors, opts)
+			}
 			gw.WriteHeaderNow() // as gin does after the chain: a status set with c.Status alone
 		})).ServeHTTP(outer, r)
 		if !ran {
 			c.Abort()
+		}
+	}
+}
+
+// writeError answers, when the handlers wrote nothing, the last error they
+// recorded (c.Error) that idemhttp has a rule for: a wrapped method's
+// refusal, as idemhttp.WriteError answers it.
+func writeError(w http.ResponseWriter, errs []*gin.Error, opts []idemhttp.Option) {
+	for i := len(errs) - 1; i >= 0; i-- {
+		if errs[i] != nil && idemhttp.WriteError(w, errs[i].Err, opts...) {
+			return
 		}
 	}
 }

@@ -10,11 +10,23 @@
 // its response is stored and replayed, byte for byte, to every retry with the
 // same key, marked "Idempotent-Replayed: true".
 //
-//	ex := idem.NewExecutor(pgstore.New(pool), idem.SingleTenant()) // the middleware scopes its keys itself
+//	ex := idem.NewExecutor(pgstore.New(pool), idem.SingleTenant())
 //	mw := idemhttp.New(ex,
 //		idemhttp.WithTenant(func(r *http.Request) string { return auth.Subject(r) }),
 //	)
+//	mux.HandleFunc("POST /orders/{id}/pay", func(w http.ResponseWriter, r *http.Request) {
+//		receipt, err := orders.Pay(r.Context(), r.PathValue("id"), amount) // a generated wrapper on ex
+//		if err != nil && !idemhttp.WriteError(w, err) {
+//			http.Error(w, "payment failed", http.StatusInternalServerError)
+//		}
+//		…
+//	})
 //	http.ListenAndServe(addr, mw(mux))
+//
+// The middleware puts the tenant it named into the handler's context
+// (idem.ContextWithTenant), so the wrapper's record is scoped by the
+// caller although its executor is SingleTenant: two tenants paying their
+// own order 1 are two payments (see Example_tenantToWrapper).
 //
 // # What is stored
 //
@@ -71,6 +83,27 @@
 // 403, missing-tenant); SingleTenant says, in the code, that every client
 // shares one key space per operation, which is right only when the clients
 // trust each other. New panics when neither, or both, is given.
+//
+// Under WithTenant the handler's context carries the tenant
+// (idem.TenantFromContext): every executor below the middleware scopes its
+// records by it, a SingleTenant one included, and a WithTenant executor
+// must name the same tenant (idem.ErrTenantConflict) or none. The
+// middleware's own record key is the one it had before the tenant was put
+// in the context (the tenant is one of its parts), so records stored by an
+// earlier release stay reachable. A request whose context already names
+// another tenant (a layer above the middleware) is refused with 403,
+// tenant-conflict.
+//
+// # Which layer decided
+//
+// WriteError answers a wrapped method's refusal in the middleware's format,
+// naming the layer that decided: a business key reused with another payload
+// is 422 business-key-reused, a business key held by another request 409
+// business-key-in-progress with the holder's lease as Retry-After, never
+// the Idempotency-Key's key-reused or request-in-progress. A response whose
+// wrapped methods were answered with outcomes stored earlier under their
+// business keys carries "Idempotent-Replayed-By: business-key"
+// (ReplayedByHeader).
 //
 // # Clients that send no key
 //

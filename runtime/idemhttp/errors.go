@@ -26,15 +26,80 @@ var storeUnavailable = problemSpec{kind: EventStoreError, status: http.StatusSer
 	detail:     "The idempotency of this request could not be checked, so it was not processed; retry with the same Idempotency-Key.",
 	retryAfter: time.Second, hasRetryAfter: true}
 
-// problemOf maps an error of idem.Do (the middleware's own call, or a
-// wrapped method the handler called) to its answer; ok is false for an
+// tenantConflict answers a request for which two layers name two
+// different tenants (idem.ErrTenantConflict).
+var tenantConflict = problemSpec{kind: EventTenantMissing, status: http.StatusForbidden,
+	rule: "tenant-conflict", title: "Request names two tenants",
+	detail: "Two layers of this service name different tenants (clients) for this request, so it is not known whose records it may see; nothing was processed. Send the request with one identity."}
+
+// layer is the idempotency layer whose key decided an answer: the
+// middleware's own claim (the Idempotency-Key) or a wrapped method the
+// handler called (its business key, such as an order's ID).
+type layer uint8
+
+const (
+	byIdempotencyKey layer = iota
+	byBusinessKey
+)
+
+// problemOf maps an error of idem.Do to its answer, naming the layer that
+// decided: by the middleware's own claim (byIdempotencyKey) or a wrapped
+// method the handler called (byBusinessKey, WriteError). ok is false for an
 // error it has no rule for (a store error, a business error). maxRetry
 // caps the Retry-After of a call in progress (WithMaxRetryAfter; 0: none).
-func problemOf(err error, maxRetry time.Duration) (p problemSpec, ok bool) {
+func problemOf(err error, maxRetry time.Duration, by layer) (problemSpec, bool) {
+	p, ok := problemOfKey(err, maxRetry)
+	if !ok || by != byBusinessKey {
+		return p, ok
+	}
+	// The same conditions, decided by a key the client did not send: a new
+	// Idempotency-Key does not change them, and the answer must not say
+	// that the client's key is the matter.
+	switch p.rule {
+	case "key-reused":
+		p.rule, p.title = "business-key-reused", "Business key reused with a different request"
+		p.detail = "An operation this request performs is idempotent by a key of its own (a business key, such as an order's ID), and that key was already used with a different request" +
+			opOf(err) + "; nothing was processed. The Idempotency-Key is not the matter: a new one gets the same answer. Send the earlier request's values, or look its outcome up."
+	case "request-in-progress":
+		p.rule, p.title = "business-key-in-progress", "Another request for the same business key is in progress"
+		p.detail = "An operation this request performs is idempotent by a key of its own (a business key, such as an order's ID), and another request holding that key" +
+			opOf(err) + " has not finished; nothing was processed. Retry after the time in Retry-After (the other request's lease), with the same Idempotency-Key, to get its outcome."
+	}
+	return p, true
+}
+
+// opOf names the operation of a wrapped method's refusal, when the error
+// carries it: " (operation X)".
+func opOf(err error) string {
+	var inProgress *idem.InProgressError
+	if errors.As(err, &inProgress) && inProgress.Key.Op != "" {
+		return " (operation " + strconv.QuoteToASCII(truncate(inProgress.Key.Op, 64)) + ")"
+	}
+	return ""
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// problemOfKey is problemOf by the Idempotency-Key.
+func problemOfKey(err error, maxRetry time.Duration) (p problemSpec, ok bool) {
 	var inProgress *idem.InProgressError
 	var quota *idem.TenantQuotaError
 	var pending *idem.OutcomePendingError
 	switch {
+	case errors.Is(err, idem.ErrMissingTenant):
+		// The executor's tenant function named none, and nothing above it
+		// did (idem.WithTenant returning ""): an empty tenant is no key
+		// space.
+		return problemSpec{kind: EventTenantMissing, status: http.StatusForbidden,
+			rule: "missing-tenant", title: "Request has no tenant",
+			detail: "This operation scopes its idempotency keys by client, and this request names none (it is not authenticated); nothing was processed. Authenticate, and retry with the same Idempotency-Key."}, true
+	case errors.Is(err, idem.ErrTenantConflict):
+		return tenantConflict, true
 	case errors.As(err, &quota):
 		// The store has room, but not for this tenant: the others go on,
 		// so this is the tenant's rate of new keys, not an outage.
@@ -130,17 +195,23 @@ func writeProblem(w http.ResponseWriter, base string, p problemSpec) {
 }
 
 // WriteError writes, for an error a generated wrapper (or idem.Do)
-// returned to a handler, the problem details the middleware answers the
-// same condition with: the same status, type, Retry-After and
-// application/problem+json, so that a client sees one format whichever
-// layer refused. It reports whether err was one of them:
-// idem.ErrInProgress (409, Retry-After), idem.ErrLeaseLost (409),
-// idem.ErrPayloadMismatch (422), idem.ErrMissingKey (400,
-// "missing-key-part"), idem.ErrStoreFull (503, Retry-After),
+// returned to a handler, the problem details of its rule, in the format of
+// the middleware's own refusals (status, type, Retry-After,
+// application/problem+json). The answer names the layer that decided: the
+// wrapper's key (a business key such as an order's ID), never the
+// client's Idempotency-Key, which a new key would not change. It reports
+// whether err was one of them: idem.ErrInProgress, an
+// *idem.OutcomePendingError and idem.ErrLeaseLost (409,
+// "business-key-in-progress", Retry-After the holder's lease left, from
+// the error's RetryAfter), idem.ErrPayloadMismatch (422,
+// "business-key-reused"), idem.ErrMissingTenant (403, "missing-tenant"),
+// idem.ErrTenantConflict (403, "tenant-conflict"), idem.ErrMissingKey
+// (400, "missing-key-part"), idem.ErrStoreFull (503, Retry-After),
 // idem.ErrTooLarge (400), idem.ErrOutcomeNotStored and idem.ErrUndecodable
 // (500), idem.ErrMisconfigured (500). For any other error (the method's
 // own, a store that could not be reached) it writes nothing and returns
-// false: the handler maps it.
+// false: the handler maps it. The framework adapters (idemgin, idemecho,
+// idemfiber) call it for the errors their handlers return.
 //
 // The options that shape answers apply: WithProblemBase (the type's
 // prefix) and WithMaxRetryAfter; the others are ignored.
@@ -151,7 +222,7 @@ func WriteError(w http.ResponseWriter, err error, opts ...Option) bool {
 			o(&cfg)
 		}
 	}
-	p, ok := problemOf(err, cfg.maxRetry)
+	p, ok := problemOf(err, cfg.maxRetry, byBusinessKey)
 	if !ok {
 		return false
 	}

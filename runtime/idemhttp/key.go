@@ -11,6 +11,21 @@ const Header = "Idempotency-Key"
 // ReplayedHeader is set to "true" on every response replayed from the store.
 const ReplayedHeader = "Idempotent-Replayed"
 
+// ReplayedByHeader is set to ReplayedByBusinessKey on a response whose
+// handler ran for this request's Idempotency-Key, but whose wrapped methods
+// (generated wrappers, idem.Do) were answered with outcomes an earlier
+// request stored under their own keys (an order's ID, say) instead of
+// running: what the response reports was done before, by another request,
+// possibly under another Idempotency-Key. The middleware sets it (a
+// handler's own value of the field is never stored), and it is stored and
+// replayed with the response; a response the handler streamed (flushed)
+// has sent its header fields already, and goes without it.
+const ReplayedByHeader = "Idempotent-Replayed-By"
+
+// ReplayedByBusinessKey is the value of ReplayedByHeader: the replay was
+// decided by a wrapped method's business key, not by the Idempotency-Key.
+const ReplayedByBusinessKey = "business-key"
+
 // MaxKeyLen is the longest key accepted, in bytes (characters: a key is ASCII).
 const MaxKeyLen = 255
 

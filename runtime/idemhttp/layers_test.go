@@ -113,15 +113,17 @@ func TestWriteError(t *testing.T) {
 		rule       string
 		retryAfter string
 	}{
-		{fmt.Errorf("wrapped: %w", inProgress), 409, "request-in-progress", "3"},
-		{fmt.Errorf("idem: %w (key x)", idem.ErrPayloadMismatch), 422, "key-reused", ""},
+		{fmt.Errorf("wrapped: %w", inProgress), 409, "business-key-in-progress", "3"},
+		{fmt.Errorf("idem: %w (key x)", idem.ErrPayloadMismatch), 422, "business-key-reused", ""},
+		{fmt.Errorf("pay: %w", idem.ErrMissingTenant), 403, "missing-tenant", ""},
+		{fmt.Errorf("pay: %w", idem.ErrTenantConflict), 403, "tenant-conflict", ""},
 		{&idem.MissingKeyError{Op: "Orders.Create", Path: "req.ID"}, 400, "missing-key-part", ""},
 		{fmt.Errorf("pgstore: %w", idem.ErrStoreFull), 503, "store-full", "2"},
 		{idem.ErrTooLarge, 400, "scope-too-long", ""},
 		{idem.ErrOutcomeNotStored, 500, "response-not-replayable", ""},
 		{idem.ErrUndecodable, 500, "response-not-replayable", ""},
 		{idem.ErrMisconfigured, 500, "server-misconfigured", ""},
-		{idem.ErrLeaseLost, 409, "request-in-progress", "1"},
+		{idem.ErrLeaseLost, 409, "business-key-in-progress", "1"},
 	}
 	for _, c := range cases {
 		t.Run(c.rule+"/"+c.err.Error(), func(t *testing.T) {
@@ -144,15 +146,18 @@ func TestWriteError(t *testing.T) {
 	w := httptest.NewRecorder()
 	idemhttp.WriteError(w, inProgress, idemhttp.WithProblemBase("https://example.com/problems/"), idemhttp.WithMaxRetryAfter(time.Second))
 	var p idemhttp.Problem
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Type != "https://example.com/problems/request-in-progress" || w.Header().Get("Retry-After") != "1" {
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil || p.Type != "https://example.com/problems/business-key-in-progress" || w.Header().Get("Retry-After") != "1" {
 		t.Fatalf("with options: %+v, Retry-After %q (%v)", p, w.Header().Get("Retry-After"), err)
 	}
 }
 
-// TestWriteErrorMatchesMiddleware: the handler's answer for a wrapper's
-// refusal is the middleware's answer for its own (a key in progress, a key
-// reused with another body), field for field but the detail.
-func TestWriteErrorMatchesMiddleware(t *testing.T) {
+// TestWriteErrorNamesTheLayer: the handler's answer for a wrapper's
+// refusal has the middleware's format and status for the same condition
+// (a key in progress, a key reused with another body), but names the
+// wrapper's business key, never the client's Idempotency-Key (a new key
+// would get the same answer), and its Retry-After is the wrapper's (the
+// holder's lease left), not the middleware's.
+func TestWriteErrorNamesTheLayer(t *testing.T) {
 	store := memstore.New()
 	ex := idem.NewExecutor(store, idem.SingleTenant())
 	release := make(chan struct{})
@@ -177,19 +182,35 @@ func TestWriteErrorMatchesMiddleware(t *testing.T) {
 	close(release)
 	<-done
 	fromWrapper := map[string]error{
-		"in-progress": &idem.InProgressError{RetryAfter: time.Minute},
+		"in-progress": &idem.InProgressError{Key: idem.Key{Op: "Orders.Pay"}, RetryAfter: 7 * time.Second},
 		"mismatch":    idem.ErrPayloadMismatch,
+	}
+	wantRule := map[string][2]string{
+		"in-progress": {"request-in-progress", "business-key-in-progress"},
+		"mismatch":    {"key-reused", "business-key-reused"},
 	}
 	for name, mwRec := range fromMiddleware {
 		w := httptest.NewRecorder()
 		idemhttp.WriteError(w, fromWrapper[name])
-		var a, b idemhttp.Problem
-		_ = json.Unmarshal(mwRec.Body.Bytes(), &a)
+		wantProblem(t, mwRec, mwRec.Code, wantRule[name][0])
+		wantProblem(t, w, mwRec.Code, wantRule[name][1])
+		var b idemhttp.Problem
 		_ = json.Unmarshal(w.Body.Bytes(), &b)
-		a.Detail, b.Detail = "", ""
-		if a != b || mwRec.Code != w.Code || mwRec.Header().Get("Content-Type") != w.Header().Get("Content-Type") ||
-			(mwRec.Header().Get("Retry-After") == "") != (w.Header().Get("Retry-After") == "") {
-			t.Fatalf("%s: middleware %d %+v %v, WriteError %d %+v %v", name, mwRec.Code, a, mwRec.Header(), w.Code, b, w.Header())
+		if strings.Contains(b.Title+b.Detail, "Idempotency-Key reused") || strings.Contains(b.Title, "Idempotency-Key") {
+			t.Fatalf("%s: the wrapper's answer names the client's key: %+v", name, b)
 		}
+		if (mwRec.Header().Get("Retry-After") == "") != (w.Header().Get("Retry-After") == "") {
+			t.Fatalf("%s: Retry-After middleware %q, WriteError %q", name, mwRec.Header().Get("Retry-After"), w.Header().Get("Retry-After"))
+		}
+	}
+	w := httptest.NewRecorder()
+	idemhttp.WriteError(w, fromWrapper["in-progress"])
+	if got := w.Header().Get("Retry-After"); got != "7" {
+		t.Fatalf("Retry-After %q, want the wrapper's lease left, 7", got)
+	}
+	var p idemhttp.Problem
+	_ = json.Unmarshal(w.Body.Bytes(), &p)
+	if !strings.Contains(p.Detail, `"Orders.Pay"`) {
+		t.Fatalf("detail does not name the operation: %q", p.Detail)
 	}
 }

@@ -116,7 +116,7 @@ type middleware struct {
 
 func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !m.cfg.methods[r.Method] {
-		m.next.ServeHTTP(w, r)
+		m.passThrough(w, r)
 		return
 	}
 	ev := Event{Request: r}
@@ -130,7 +130,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.Kind = EventKeyMissing
 		if m.cfg.optional {
 			m.cfg.observe(ev)
-			m.next.ServeHTTP(w, r)
+			m.passThrough(w, r)
 			return
 		}
 		ev.Status = http.StatusBadRequest
@@ -221,9 +221,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.problem(w, http.StatusBadRequest, "invalid-request", "Request cannot be fingerprinted", err.Error()+".")
 		return
 	}
+	ctx := r.Context()
+	if !m.cfg.cancel {
+		ctx = context.WithoutCancel(ctx)
+	}
+	claimCtx, named, conflict := m.claimContext(ctx, ev.Tenant)
+	if conflict != "" {
+		ev.Kind, ev.Status = EventTenantMissing, http.StatusForbidden
+		ev.Err = fmt.Errorf("%w: %s", idem.ErrTenantConflict, conflict)
+		m.cfg.observe(ev)
+		m.write(w, tenantConflict)
+		return
+	}
 	var parts idem.KeyParts
-	if ev.Tenant != "" {
-		parts.Tenant(ev.Tenant) // the key's tenant under a single-tenant executor: its share counts
+	if ev.Tenant != "" && !named {
+		// The key's tenant when the executor names none (SingleTenant): the
+		// store scopes and counts the record by it.
+		parts.Tenant(ev.Tenant)
 	}
 	method := idem.Method{Op: ev.Op, TTL: m.cfg.ttl, Lease: m.cfg.lease, Wait: m.cfg.wait}
 	if ev.Derived {
@@ -234,19 +248,23 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		parts.String(Header, key)
 	}
 
-	ctx := r.Context()
-	if !m.cfg.cancel {
-		ctx = context.WithoutCancel(ctx)
-	}
 	var rec *recorder
-	resp, err := idem.Do(ctx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
+	resp, err := idem.Do(claimCtx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
 		rec = newRecorder(w, m.cfg.maxResponse)
+		if ev.Tenant != "" {
+			// One tenant from the door to the record: every executor the
+			// handler's wrapped methods run on scopes them by this one
+			// (idem.ContextWithTenant).
+			if t, ok := idem.TenantFromContext(ctx); !ok || t != ev.Tenant {
+				ctx = idem.ContextWithTenant(ctx, ev.Tenant)
+			}
+		}
 		var cell idem.Decisions // what the wrapped methods the handler calls decide (layers.go)
 		r2 := r.WithContext(idem.WithDecisions(ctx, &cell))
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		m.next.ServeHTTP(rec, r2)
-		return m.settle(ctx, rec, r2, cell.Verdict())
+		return m.settle(ctx, rec, r2, &cell)
 	})
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
@@ -267,6 +285,22 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.refused(w, err, &ev)
+}
+
+// passThrough runs the handler for a request the middleware does not
+// protect (a method it does not apply to, or WithOptionalKey and no key),
+// on the ResponseWriter it was given. Under WithTenant the handler's
+// context names the request's tenant all the same, so that the wrapped
+// methods it calls are scoped by it: "" when the tenant function names
+// none, which they refuse (idem.ErrMissingTenant) rather than share one
+// key space. A tenant a layer above already put in the context stays.
+func (m *middleware) passThrough(w http.ResponseWriter, r *http.Request) {
+	if m.cfg.tenant != nil {
+		if _, named := idem.TenantFromContext(r.Context()); !named {
+			r = r.WithContext(idem.ContextWithTenant(r.Context(), m.cfg.tenant(r)))
+		}
+	}
+	m.next.ServeHTTP(w, r)
 }
 
 // readBody reads the request body whole, up to the limit: into one slice
@@ -337,10 +371,47 @@ func (m *middleware) operation(r *http.Request) (op string, fromPath bool) {
 	return r.Method + " " + pattern, false
 }
 
+// claimContext returns the context of the middleware's own claim, given
+// the tenant its WithTenant function named ("" under SingleTenant), and
+// whether that context names the tenant (the key then has no tenant part:
+// the executor scopes it by the context's).
+//
+// The claim's key is what it was before doors put their tenant in the
+// context, so that the records a running release stored stay reachable
+// across the deploy: under a single-tenant executor, or one whose
+// WithTenant function names the tenant, the door's tenant is the first of
+// the key's parts (KeyParts.Tenant) and the context is the request's. Only
+// when the executor would otherwise name none (a WithTenant function
+// returning "", which idem.Do now refuses with ErrMissingTenant) does the
+// claim's context carry the door's tenant, with no tenant part: the key is
+// then the one the part made before (the part became the key's tenant).
+// The handler's context always carries the door's tenant (see ServeHTTP).
+//
+// conflict is not empty when a layer above the middleware already put
+// another tenant in the request's context: two layers read two callers,
+// and the request is refused.
+func (m *middleware) claimContext(ctx context.Context, tenant string) (claim context.Context, named bool, conflict string) {
+	if tenant == "" {
+		return ctx, false, ""
+	}
+	if up, ok := idem.TenantFromContext(ctx); ok {
+		if up != tenant {
+			return ctx, false, fmt.Sprintf("the request's context names %.64q, the middleware's WithTenant function %.64q", up, tenant)
+		}
+		return ctx, true, ""
+	}
+	if !m.ex.IsSingleTenant() && m.ex.Tenant(ctx) == "" {
+		return idem.ContextWithTenant(ctx, tenant), true, ""
+	}
+	return ctx, false, ""
+}
+
 // settle decides, once the handler returned, whether its response is the
-// stored outcome (nil error) or the key is released (an error). verdict is
-// what the wrapped methods the handler called decided (see stores).
-func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request, verdict idem.Decision) (response, error) {
+// stored outcome (nil error) or the key is released (an error). cell holds
+// what the wrapped methods the handler called decided (see stores); when
+// they were answered with stored outcomes, the response says so
+// (ReplayedByHeader), and its stored copy too.
+func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request, cell *idem.Decisions) (response, error) {
 	if rec.hijacked {
 		return response{}, ErrHijacked
 	}
@@ -364,8 +435,15 @@ func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request,
 			resp.Header[k] = v
 		}
 	}
+	if cell.Replayed() && !rec.streaming {
+		rec.snapshot[ReplayedByHeader] = []string{ReplayedByBusinessKey}
+		if resp.Header == nil {
+			resp.Header = make(http.Header, 1)
+		}
+		resp.Header[ReplayedByHeader] = []string{ReplayedByBusinessKey}
+	}
 	resp.Selected = selectedBy(rec.snapshot, r.Header)
-	if err := m.stores(rec.status, verdict); err != nil {
+	if err := m.stores(rec.status, cell.Verdict()); err != nil {
 		return resp, err
 	}
 	return resp, nil
@@ -439,7 +517,7 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 // refused answers a request that did not run the handler and has nothing
 // to replay.
 func (m *middleware) refused(w http.ResponseWriter, err error, ev *Event) {
-	if p, ok := problemOf(err, m.cfg.maxRetry); ok {
+	if p, ok := problemOf(err, m.cfg.maxRetry, byIdempotencyKey); ok {
 		ev.Kind, ev.Status = p.kind, p.status
 		if p.kind != EventConflict && p.kind != EventInProgress {
 			ev.Err = err

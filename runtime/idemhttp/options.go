@@ -44,7 +44,7 @@ var neverStored = map[string]bool{
 	"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
 	"Cookie": true, "Www-Authenticate": true, "Proxy-Authenticate": true,
 	"Authentication-Info": true, "Proxy-Authentication-Info": true,
-	ReplayedHeader: true, DerivedKeyHeader: true, "Content-Length": true, "Transfer-Encoding": true,
+	ReplayedHeader: true, ReplayedByHeader: true, DerivedKeyHeader: true, "Content-Length": true, "Transfer-Encoding": true,
 	"Connection": true, "Trailer": true,
 }
 
@@ -176,7 +176,11 @@ func isToken(s string) bool {
 // WithOptionalKey lets requests without an Idempotency-Key through to the
 // handler, unprotected, instead of answering 400; the observer is told
 // (EventKeyMissing) so that such clients can be found. A key that is
-// present but invalid is still answered with 400.
+// present but invalid is still answered with 400. Under WithTenant the
+// handler's context names the request's tenant all the same, as for the
+// methods the middleware does not apply to ("" when the tenant function
+// names none: the wrapped methods the handler calls then refuse with
+// idem.ErrMissingTenant).
 func WithOptionalKey() Option { return func(c *config) { c.optional = true } }
 
 // WithTTL sets how long a stored response is replayed (default 24h); it
@@ -473,7 +477,10 @@ const (
 	// was processed and nothing was answered (Status is 0).
 	EventClientGone
 	// EventTenantMissing: the WithTenant function named no tenant for the
-	// request (403); nothing was processed.
+	// request, or the executor's asked for one and none was named (403,
+	// missing-tenant), or two layers named two tenants (403,
+	// tenant-conflict; Err matches idem.ErrTenantConflict); nothing was
+	// processed.
 	EventTenantMissing
 	// EventBodyUnreadable: the request body could not be read (the client
 	// went away, or sent a malformed chunked body); 400, nothing was

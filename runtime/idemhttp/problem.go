@@ -12,7 +12,9 @@ import (
 // "request-too-large", "scope-too-long", "unreadable-body",
 // "invalid-request", "response-not-replayable", "store-full", "store-busy",
 // "tenant-over-quota", "store-unavailable", "server-misconfigured",
-// "missing-tenant", "missing-key-part").
+// "missing-tenant", "tenant-conflict", "missing-key-part"), and those of a
+// wrapped method's refusal that WriteError answers ("business-key-reused",
+// "business-key-in-progress").
 const DefaultProblemBase = "https://github.com/idemgen/idemgen/blob/main/runtime/idemhttp/README.md#"
 
 // Problem is an RFC 9457 problem details object, as the middleware writes

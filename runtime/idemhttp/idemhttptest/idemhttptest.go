@@ -22,6 +22,15 @@
 // duplicates running once. Every refusal is RFC 9457 problem+json naming
 // its rule.
 //
+// It also runs issue 33's table, one tenant from the door to the record
+// (TenantDoorToRecord, tenancy.go): the wrappers' executor tenancies × the
+// door's own executor or another × the door's tenancy, two tenants paying
+// one order under different keys, a business key in flight
+// (TenantBusinessKeyInFlight), and requests the door passes through
+// unprotected (TenantPassThrough). A door joins the table by running Run. For
+// the framework's native handlers, an adapter calls CheckTenantsApart with
+// an Orders service.
+//
 // It depends on the standard library and the runtime only.
 package idemhttptest
 
@@ -97,6 +106,9 @@ func Run(t *testing.T, o Options) {
 		{"StatusPolicy", s.testStatusPolicy},
 		{"TenancyRequired", s.testTenancyRequired},
 		{"TenantScope", s.testTenantScope},
+		{"TenantDoorToRecord", s.testTenancyTable},
+		{"TenantBusinessKeyInFlight", s.testTenancyInFlight},
+		{"TenantPassThrough", s.testTenancyPassThrough},
 		{"BodyLimit413", s.testBodyLimit},
 		{"StoreDown503", s.testStoreDown},
 		{"Streaming", s.testStreaming},
