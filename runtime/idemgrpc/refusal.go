@@ -22,6 +22,7 @@ const (
 	ReasonKeyInvalid         = "IDEMPOTENCY_KEY_INVALID"     // InvalidArgument
 	ReasonRequestInvalid     = "REQUEST_NOT_FINGERPRINTABLE" // InvalidArgument
 	ReasonTenantMissing      = "TENANT_MISSING"              // Unauthenticated
+	ReasonTenantConflict     = "TENANT_CONFLICT"             // PermissionDenied
 	ReasonKeyReused          = "IDEMPOTENCY_KEY_REUSED"      // FailedPrecondition
 	ReasonInProgress         = "IN_PROGRESS"                 // Aborted, with RetryInfo
 	ReasonStoreUnavailable   = "STORE_UNAVAILABLE"           // Unavailable

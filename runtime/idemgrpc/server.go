@@ -367,6 +367,10 @@ func StatusFor(err error) *status.Status {
 			"idempotency-key reused with a different request: a key identifies one call and must not be reused for another"},
 		{idem.ErrInProgress, codes.Aborted, ReasonInProgress,
 			"a call with this idempotency-key is in progress: retry after the delay in RetryInfo to get its outcome"},
+		// Before ErrMissingKey, which a missing tenant matches too.
+		{idem.ErrMissingTenant, codes.Unauthenticated, ReasonTenantMissing, "the call names no tenant: the call was not processed"},
+		{idem.ErrTenantConflict, codes.PermissionDenied, ReasonTenantConflict,
+			"the executor and the interceptor name different tenants for the call: the call was not processed"},
 		{idem.ErrMissingKey, codes.InvalidArgument, ReasonKeyMissing, "idempotency-key is missing"},
 		{idem.ErrStoreBusy, codes.Unavailable, ReasonStoreBusy,
 			"idempotency store is busy (its connections are all in use by running calls): the call was not processed; retry shortly with the same idempotency-key"},

@@ -34,6 +34,8 @@ func TestStatusFor(t *testing.T) {
 		{&idem.InProgressError{}, codes.Aborted},
 		{idem.ErrInProgress, codes.Aborted},
 		{&idem.MissingKeyError{Op: "op", Path: "p"}, codes.InvalidArgument},
+		{fmt.Errorf("idem: op: %w", idem.ErrMissingTenant), codes.Unauthenticated},
+		{fmt.Errorf("idem: op: %w: a, b", idem.ErrTenantConflict), codes.PermissionDenied},
 		{errors.New("dial tcp: connection refused"), codes.Unavailable},
 		{fmt.Errorf("idem: claim k: %w", context.DeadlineExceeded), codes.Unavailable},
 		{fmt.Errorf("memstore: claim 00ff: %w", idem.ErrStoreFull), codes.ResourceExhausted},
