@@ -23,7 +23,14 @@ var (
 	// ErrNotStored: the policy declined the response's status.
 	ErrNotStored = errors.New("idemhttp: response status not stored by policy")
 	// ErrResponseTooLarge: the response body exceeded the storage limit.
+	// The handler ran and its response was sent; the key is kept decided
+	// (idem.NotStorable): retries get 500 response-not-replayable, never a
+	// second run.
 	ErrResponseTooLarge = errors.New("idemhttp: response larger than the storage limit")
+	// ErrOutcomeUnknown: the handler said (OutcomeUnknown) that the
+	// request may have had its effects and its response does not say what
+	// they were. The key is kept decided, as for ErrResponseTooLarge.
+	ErrOutcomeUnknown = errors.New("idemhttp: the request may have had its effects, and its outcome is unknown")
 	// ErrHijacked: the handler took the connection over.
 	ErrHijacked = errors.New("idemhttp: connection hijacked by the handler")
 	// ErrNoResponse: the client went away and the handler returned without
@@ -350,7 +357,10 @@ func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request,
 		return response{}, fmt.Errorf("%w: %w", ErrNoResponse, context.Cause(ctx))
 	}
 	if rec.overflow {
-		return response{}, ErrResponseTooLarge
+		return response{}, idem.NotStorable(ErrResponseTooLarge)
+	}
+	if rec.unknown {
+		return response{}, idem.NotStorable(ErrOutcomeUnknown)
 	}
 	// The body is the recorder's buffer, not a copy: nothing writes to it
 	// once the handler returned, and the response is encoded before
@@ -406,6 +416,11 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 	case errors.Is(err, ErrResponseTooLarge):
 		ev.Kind, ev.Err = EventResponseTooLarge, err
 		m.cfg.observe(*ev)
+		rec.notStored("too-large")
+	case errors.Is(err, ErrOutcomeUnknown):
+		ev.Kind, ev.Err = EventOutcomeUnknown, err
+		m.cfg.observe(*ev)
+		rec.notStored("outcome-unknown")
 	case errors.Is(err, ErrNotStored):
 		ev.Kind, ev.Err = EventNotStored, err
 		m.cfg.observe(*ev)
@@ -434,6 +449,33 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 		return
 	}
 	rec.send()
+}
+
+// OutcomeUnknown tells the middleware serving w that the request may have
+// had its effects but the response the handler writes does not say what
+// they were: a proxy whose upstream received the request and then broke
+// the connection or did not answer in time. The middleware then neither
+// stores that response nor releases the key: the key is kept decided
+// (idem.NotStorable), the response goes to the client with
+// "Idempotent-Not-Stored: outcome-unknown" (NotStoredHeader), the observer
+// is told (EventOutcomeUnknown), and every retry with the key gets 500
+// response-not-replayable instead of a second run, until the key expires.
+// It reports whether w is (or wraps, through Unwrap) the middleware's
+// writer; it does nothing otherwise (no middleware above the handler, a
+// method it does not apply to, or WithOptionalKey letting a request
+// without a key through).
+func OutcomeUnknown(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *recorder:
+			x.unknown = true
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // refused answers a request that did not run the handler and has nothing
