@@ -215,7 +215,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var h idem.Hasher
 	if ev.Derived {
-		derivedFingerprint(r, body, &h)
+		derivedFingerprint(r, body, &h, m.cfg.tenant == nil)
 	} else {
 		err = m.cfg.fingerprint(r, body, &h)
 	}
