@@ -246,15 +246,35 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	var rec *recorder
-	resp, err := idem.Do(ctx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
+	var aborted bool
+	resp, err := idem.Do(ctx, m.ex, &method, &parts, &h, func(ctx context.Context) (_ response, err error) {
 		rec = newRecorder(w, m.cfg.maxResponse)
 		var cell idem.Decisions // what the wrapped methods the handler calls decide (layers.go)
 		r2 := r.WithContext(idem.WithDecisions(ctx, &cell))
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		defer func() {
+			// A handler that said its outcome is unknown (OutcomeUnknown)
+			// and then aborted its response (a proxy whose upstream broke
+			// mid-body: http.ErrAbortHandler) keeps the key decided; the
+			// client's response is aborted after the outcome is settled.
+			if rec.unknown && !rec.hijacked {
+				if p := recover(); p != nil {
+					if p != http.ErrAbortHandler {
+						panic(p)
+					}
+					aborted, err = true, idem.NotStorable(ErrOutcomeUnknown)
+				}
+			}
+		}()
 		m.next.ServeHTTP(rec, r2)
 		return m.settle(ctx, rec, r2, cell.Verdict())
 	})
+	if aborted {
+		ev.Kind, ev.Status, ev.Err = EventOutcomeUnknown, rec.status, err
+		m.cfg.observe(ev)
+		panic(http.ErrAbortHandler)
+	}
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
 		return

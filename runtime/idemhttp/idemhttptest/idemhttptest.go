@@ -569,25 +569,41 @@ func (e *env) noStreaming(r resp) bool {
 // retry is refused, never a second run. A door whose handlers do not
 // write through idemhttp's writer (Fiber's net/http adaptor) skips it.
 func (s *suite) testOutcomeUnknown(t *testing.T) {
-	var unsupported atomic.Bool
-	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
-		if !idemhttp.OutcomeUnknown(w) {
-			unsupported.Store(true)
-		}
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = io.WriteString(w, "upstream broke")
-	})
-	key := idemhttp.GenerateKey()
-	first := e.send("POST", "/orders", key, "{}")
-	if unsupported.Load() {
-		t.Skip("the door's handlers do not write through idemhttp's writer")
+	for _, abort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aborted=%v", abort), func(t *testing.T) {
+			var unsupported atomic.Bool
+			e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+				if !idemhttp.OutcomeUnknown(w) {
+					unsupported.Store(true)
+				}
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, "upstream broke")
+				if abort {
+					// An upstream that broke mid-body: the response is cut.
+					_ = http.NewResponseController(w).Flush()
+					panic(http.ErrAbortHandler)
+				}
+			})
+			key := idemhttp.GenerateKey()
+			first, err := e.sendCtx(context.Background(), "POST", "/orders", key, "{}")
+			if unsupported.Load() {
+				t.Skip("the door's handlers do not write through idemhttp's writer")
+			}
+			if !abort {
+				if err != nil {
+					t.Fatal(err)
+				}
+				want(t, first, 502, "upstream broke", false)
+				if got := first.header.Get(idemhttp.NotStoredHeader); got != "outcome-unknown" {
+					t.Fatalf("%s: %q, want outcome-unknown", idemhttp.NotStoredHeader, got)
+				}
+			} else if err == nil && first.header.Get(idemhttp.ReplayedHeader) != "" {
+				t.Fatalf("an aborted response was a replay: %d %q", first.status, first.body)
+			}
+			wantProblem(t, e.send("POST", "/orders", key, "{}"), 500, "response-not-replayable")
+			e.wantRuns(1)
+		})
 	}
-	want(t, first, 502, "upstream broke", false)
-	if got := first.header.Get(idemhttp.NotStoredHeader); got != "outcome-unknown" {
-		t.Fatalf("%s: %q, want outcome-unknown", idemhttp.NotStoredHeader, got)
-	}
-	wantProblem(t, e.send("POST", "/orders", key, "{}"), 500, "response-not-replayable")
-	e.wantRuns(1)
 }
 
 // testHijack: a handler that hijacks the connection answers on it itself;
