@@ -126,7 +126,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.DurationVar(&c.wait, "wait", 0, "how long a duplicate of a request in flight waits for its response instead of a 409")
 	fs.DurationVar(&c.deriveWindow, "derive-window", 0, "fallback for clients that send no key: derive it from the request and deduplicate within this window (at most "+idemhttp.MaxDerivedKeyWindow.String()+"; two identical requests inside it get one answer); 0: off, such requests get 400")
 	fs.Int64Var(&c.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body of a keyed request, in bytes (larger: 413)")
-	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent, not stored)")
+	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent marked Idempotent-Not-Stored: too-large, not stored, and the key kept: retries get 500 response-not-replayable, never a second run)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight may finish")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "how long the backend may take for one request, from connecting to the last byte of its response; then 504 upstream-timeout (its outcome is unknown: see -unknown-outcome). At most the lease (-lease)")
