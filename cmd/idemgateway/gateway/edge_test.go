@@ -303,3 +303,38 @@ func TestDeriveWindowCallers(t *testing.T) {
 }
 
 var _ = context.Background
+
+// TestUpstreamBreaksMidBody (classes 1 and 3): a backend that answered
+// its status and part of its body, then broke the connection, acted: the
+// client's response is cut (never completed as if whole), and the key
+// stays decided: the retry is refused, the backend ran once.
+func TestUpstreamBreaksMidBody(t *testing.T) {
+	var runs atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, "0123456789")
+		_ = http.NewResponseController(w).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	backend.Config.ErrorLog = discardStdLog()
+	t.Cleanup(backend.Close)
+	g := startGateway(t, deps{}, "-store", "memory", "-upstream", backend.URL, "-single-tenant")
+	key := idemhttp.GenerateKey()
+	req, _ := http.NewRequest("POST", g.url("/charges"), strings.NewReader("{}"))
+	req.Header.Set(idemhttp.Header, key)
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := c.Do(req); err == nil {
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.StatusCode < 500 {
+			t.Fatalf("a response cut by the backend reached the client whole: %d %q", resp.StatusCode, b)
+		}
+	}
+	resp, body := send(t, "POST", g.url("/charges"), key, "{}")
+	wantRule(t, resp, body, http.StatusInternalServerError, "response-not-replayable")
+	if runs.Load() != 1 {
+		t.Fatalf("the backend ran %d times, want 1", runs.Load())
+	}
+}
