@@ -60,6 +60,9 @@ type config struct {
 	idleTimeout       time.Duration
 	unknownOutcome    string   // keep or release
 	storedHeaders     []string // the response header fields stored and replayed
+
+	routeConfig string    // -route-config: the file
+	perRoute    []*config // a copy of the config per route of the file, its settings applied
 }
 
 // Defaults of the time bounds (docs/GATEWAY.md, "Time bounds").
@@ -136,6 +139,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.DurationVar(&c.idleTimeout, "idle-timeout", defaultIdleTimeout, "how long a client's idle keep-alive connection stays open")
 	fs.StringVar(&c.unknownOutcome, "unknown-outcome", "keep", "when the backend received a keyed request and then broke the connection or timed out (its outcome is unknown): keep (the key stays decided: retries get 500 response-not-replayable, the backend never runs twice) or release (retries reach the backend again: only for a backend that undoes a request it did not answer)")
 	fs.StringVar(&storedHeaders, "stored-headers", strings.Join(idemhttp.DefaultStoredHeaders(), ","), "comma-separated response header fields stored and replayed (the others are sent to the first client only); Set-Cookie and the other credential fields are never stored")
+	fs.StringVar(&c.routeConfig, "route-config", "", "a JSON file of per-route settings: [{\"route\": \"POST /charges\", \"ttl\": \"48h\", \"max_response\": 4194304, \"upstream_timeout\": \"10s\", …}] (docs/GATEWAY.md, \"Per-route settings\"); its routes are keyed with their settings, the flags' for every other route")
 	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (the metrics go to the global OpenTelemetry provider)")
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "Usage: idemgateway -upstream URL -store DSN (-tenant-header NAME | -jwt-hmac-secret-file F | -jwt-public-key-file F | -single-tenant) [flags]\n\n"+
@@ -266,6 +270,11 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	if err := c.level(logLevel); err != nil {
 		bad("log-level", "%v", err)
+	}
+	if c.routeConfig != "" && len(errs) == 0 {
+		if err := c.loadRouteConfig(); err != nil {
+			errs = append(errs, fmt.Errorf("-route-config (%s): %w", envName("route-config"), err))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -83,15 +83,7 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	// a claim while a slow backend answers.
 	ex := idem.NewExecutor(st.store, idem.SingleTenant(), idem.WithRenewal(true), idemotel.Instrument(otelOpts...))
 
-	proxy := newProxy(c, log)
-	// upstream is the proxy with the time bound of -upstream-timeout, and
-	// the client's writer in the context for the proxy's ModifyResponse.
-	upstream := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), writerKey{}, w), c.upstreamTimeout)
-		defer cancel()
-		proxy.ServeHTTP(w, r.WithContext(ctx))
-	})
-
+	upstream := upstreamHandler(c, log)
 	own := []string{"GET /healthz", "GET /readyz"}
 	if c.metricsPath != "" {
 		own = append(own, "GET "+c.metricsPath)
@@ -100,13 +92,31 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	if err != nil {
 		return nil, fmt.Errorf("-routes (%s): %w", envName("routes"), err)
 	}
-	mw, err := middleware(ex, c, verify, log, routes)
+	// The keyed handler of each route of -route-config, with its settings;
+	// keyed serves every other route, with the flags'.
+	keyedFor := func(rc *config, up http.Handler) (http.Handler, error) {
+		mw, err := middleware(ex, rc, verify, log, routes)
+		if err != nil {
+			if rc != c {
+				err = fmt.Errorf("-route-config, route %q: %w", rc.routes[0], err)
+			}
+			return nil, err
+		}
+		h := mw(up)
+		if verify != nil {
+			h = verify.middleware(h)
+		}
+		return h, nil
+	}
+	keyed, err := keyedFor(c, upstream)
 	if err != nil {
 		return nil, err
 	}
-	keyed := mw(upstream)
-	if verify != nil {
-		keyed = verify.middleware(keyed)
+	perRoute := map[string]http.Handler{}
+	for _, rc := range c.perRoute {
+		if perRoute[rc.routes[0]], err = keyedFor(rc, upstreamHandler(rc, log)); err != nil {
+			return nil, err
+		}
 	}
 
 	mux := http.NewServeMux()
@@ -126,10 +136,24 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	// -routes, ignoring case, repeated slashes and a trailing slash, is
 	// keyed; every other request passes through (docs/GATEWAY.md,
 	// "Routes").
+	keyedMethods := map[string]bool{}
+	for _, rc := range append([]*config{c}, c.perRoute...) {
+		for _, m := range rc.methods {
+			keyedMethods[m] = true
+		}
+	}
 	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(c.methods, r.Method) {
-			if op := routes.match(r); op != "" {
-				keyed.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, op)))
+		if !keyedMethods[r.Method] {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		if op, pattern := routes.match(r); op != "" {
+			rc, h := c, keyed
+			if ph, ok := perRoute[pattern]; ok {
+				rc, h = c.settingsFor(pattern), ph
+			}
+			if slices.Contains(rc.methods, r.Method) {
+				h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, op)))
 				return
 			}
 		}
@@ -137,6 +161,18 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	})
 	g.handler = top
 	return g, nil
+}
+
+// upstreamHandler is the proxy to -upstream with c's settings (its time
+// bound, -unknown-outcome), the client's writer in the context for the
+// proxy's ModifyResponse.
+func upstreamHandler(c *config, log *slog.Logger) http.Handler {
+	proxy := newProxy(c, log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), writerKey{}, w), c.upstreamTimeout)
+		defer cancel()
+		proxy.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // middleware builds idemhttp's middleware from the config; an invalid
@@ -147,7 +183,8 @@ func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Log
 			if op, ok := r.Context().Value(routeKey{}).(string); ok {
 				return op
 			}
-			return routes.match(r)
+			op, _ := routes.match(r)
+			return op
 		}),
 		idemhttp.WithStoredHeaders(c.storedHeaders...),
 		idemhttp.WithMethods(c.methods...),

@@ -169,27 +169,27 @@ func lowerPattern(p string) string {
 }
 
 // match returns the operation of r, the method and its route as given in
-// -routes, or "" when no route matches.
-func (m *routeMatcher) match(r *http.Request) string {
+// -routes, and that route; "" when no route matches.
+func (m *routeMatcher) match(r *http.Request) (op, route string) {
 	probe := r.Clone(r.Context())
 	probe.URL.Path, probe.URL.RawPath = normalPath(r.URL.Path), ""
 	probe.Host = strings.ToLower(r.Host)
 	_, pattern := m.mux.Handler(probe)
 	if pattern == "" {
-		return ""
+		return "", ""
 	}
 	p, ok := m.original[pattern]
 	if !ok {
 		// A redirect the mux would make (/charges to the subtree
 		// /charges/): the route after it.
 		if p, ok = m.original[r.Method+" "+pattern]; !ok {
-			return ""
+			return "", ""
 		}
 	}
 	if strings.HasPrefix(p, r.Method+" ") {
-		return p
+		return p, p
 	}
-	return r.Method + " " + p
+	return r.Method + " " + p, p
 }
 
 // normalPath lowercases path and cleans it (path.Clean: repeated slashes,
