@@ -437,6 +437,9 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 			return notStoredOutcome(), true, fmt.Errorf("idem: encode result of %.64q: %w", c.m.Op, encErr)
 		}
 		out = Outcome{Status: StatusSucceeded, Body: body}
+	case errors.As(err, new(*notStorableError)):
+		// fn ran and had its effects; its result is not to be stored.
+		return notStoredOutcome(), true, err
 	default:
 		for _, f := range c.m.Final {
 			if errors.Is(err, f.Err) {
@@ -822,8 +825,9 @@ func runTx[T any](ctx context.Context, c *call[T], claim Claim, txn Txn, fn func
 	defer cancel()
 	// A final error discards fn's writes. A success commits them, also when
 	// its result cannot be stored and the substitute outcome stands in: the
-	// caller gets the result, so the writes behind it must be there.
-	if cerr := txn.Complete(dctx, out, c.m.TTL, err != nil); cerr != nil {
+	// caller gets the result, so the writes behind it must be there; so does
+	// NotStorable, which says fn ran and had its effects.
+	if cerr := txn.Complete(dctx, out, c.m.TTL, err != nil && !errors.As(err, new(*notStorableError))); cerr != nil {
 		// The commit failed: the method's writes were not committed either,
 		// so the call did not happen and a retry will execute it.
 		var zero T

@@ -302,3 +302,25 @@ func (e *TenantQuotaError) Error() string {
 
 // Unwrap returns ErrStoreFull.
 func (e *TenantQuotaError) Unwrap() error { return ErrStoreFull }
+
+// NotStorable wraps err, the reason, for a method to return when it ran and
+// had its effects but its result must not be stored: an HTTP response
+// larger than the door stores, or an upstream that may have acted and
+// whose answer was lost. The executor does what it does for a result it
+// cannot encode: it stores the final NotStoredCode outcome (in
+// transactional mode, committing the method's writes), tells the observer
+// EventOutcomeNotStored with the error, and returns the error, marked
+// Final, to the caller; retries get an error matching ErrOutcomeNotStored
+// instead of running the method again. The error matches err and
+// ErrOutcomeNotStored. NotStorable(nil) is nil.
+func NotStorable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notStorableError{err: err}
+}
+
+type notStorableError struct{ err error }
+
+func (e *notStorableError) Error() string   { return e.err.Error() }
+func (e *notStorableError) Unwrap() []error { return []error{e.err, ErrOutcomeNotStored} }

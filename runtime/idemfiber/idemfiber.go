@@ -24,7 +24,9 @@
 // docs/decisions/framework-adapters.md): fasthttp sends a response once its
 // handler returned, so a handler cannot stream (a flush sends nothing
 // early; a body stream is read whole before it is stored); no handler
-// hijacks a connection; response trailers and 1xx responses are not sent;
+// hijacks a connection through net/http (one that hijacks it Fiber's way,
+// c.RequestCtx().Hijack, has its response not stored and its key released,
+// as idemhttp does on net/http); response trailers and 1xx responses are not sent;
 // and fasthttp does not end a request's context when its client goes away,
 // so idemhttp.WithClientCancellation has nothing to act on.
 //
@@ -41,10 +43,13 @@
 package idemfiber
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 
@@ -105,7 +110,7 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 		original := c.Context()
 		defer c.SetContext(original)
 		mw.ServeHTTP(out, r)
-		if out.passed {
+		if out.passed || out.hijacked {
 			return out.passErr
 		}
 		return nil
@@ -127,7 +132,20 @@ func run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.SetContext(r.Context())
-	if err := c.Next(); err != nil {
+	err := c.Next()
+	if c.RequestCtx().Hijacked() {
+		// The handler took the connection over (fasthttp hands it over
+		// once this handler returned): what Fiber's response holds is not
+		// what the handler answered, so it is not stored; the key is
+		// released, as idemhttp does for a net/http handler that hijacks
+		// (idemhttp.ErrHijacked). Fiber's response and an error the
+		// handler returned are left to Fiber.
+		out.hijacked = true
+		_, _, _ = http.NewResponseController(w).Hijack()
+		out.passErr = err
+		return
+	}
+	if err != nil {
 		// A wrapped method's refusal is answered as idemhttp answers it,
 		// naming the layer that decided (the business key), in place of
 		// what the handlers wrote; every other error by the app's handler.
@@ -264,6 +282,21 @@ type writer struct {
 	opts    []idemhttp.Option // the middleware's, for idemhttp.WriteError
 	passed  bool              // idemhttp passed r through unprotected
 	passErr error             // what the chain returned then
+	// hijacked: the handler hijacked the fasthttp connection (run).
+	hijacked bool
+}
+
+// errHijackFiber: a handler can only hijack a Fiber connection Fiber's way.
+var errHijackFiber = errors.New("idemfiber: hijack a Fiber connection with c.RequestCtx().Hijack, not through net/http")
+
+// Hijack tells idemhttp's writer that the handler hijacked the fasthttp
+// connection (run calls it then, and only then); the connection itself
+// is fasthttp's to hand over, so none is returned.
+func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if !w.hijacked {
+		return nil, nil, errHijackFiber
+	}
+	return nil, nil, nil
 }
 
 func (w *writer) Header() http.Header { return w.header }

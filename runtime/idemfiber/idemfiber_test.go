@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -206,3 +207,33 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) WriteHeader(code int)        { r.status = code }
 func (r *recorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// TestHijackNotStored: a Fiber handler that hijacks the connection (the
+// fasthttp way) answers on it itself; Fiber's response (an empty 200) is
+// not stored and the key is released, as idemhttp does on net/http: the
+// retry runs again, and no client ever gets an empty 200 or a replay.
+func TestHijackNotStored(t *testing.T) {
+	a := newApp(t, func(f *fiber.App, a *app, opts ...idemhttp.Option) {
+		f.Use(idemfiber.New(a.ex, opts...))
+		f.Post("/hijack", func(c fiber.Ctx) error {
+			run := a.runs.Add(1)
+			c.RequestCtx().HijackSetNoResponse(true)
+			c.RequestCtx().Hijack(func(conn net.Conn) {
+				body := fmt.Sprintf("run %d", run)
+				fmt.Fprintf(conn, "HTTP/1.1 201 Created\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+			})
+			return nil
+		})
+	})
+	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	key := idemhttp.GenerateKey()
+	for run := 1; run <= 2; run++ {
+		r := idemhttptest.Send(t, c, "POST", a.url+"/hijack", key, "{}")
+		if r.Status != http.StatusCreated || r.Body != fmt.Sprintf("run %d", run) || r.Header.Get(idemhttp.ReplayedHeader) != "" {
+			t.Fatalf("request %d: %d %q %v; want the hijacking handler's own answer, run %d", run, r.Status, r.Body, r.Header, run)
+		}
+	}
+	if n := a.runs.Load(); n != 2 {
+		t.Fatalf("%d runs, want 2 (a hijacked response is not stored)", n)
+	}
+}

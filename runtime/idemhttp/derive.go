@@ -52,6 +52,12 @@ const derivedPart = "Idempotency-Key (derived)"
 // executor caps a lease at the TTL), so a handler that may run longer than
 // the window needs lease renewal (idem.WithRenewal) to keep its claim.
 //
+// Two callers never share a derived key: with WithTenant the tenant scopes
+// it, as every key; with SingleTenant the caller's credentials are part of
+// it (every value of the Authorization, Proxy-Authorization and Cookie
+// header fields), so identical requests from two users are two requests.
+// Callers without credentials under SingleTenant are one caller.
+//
 // The risk, which is why this is a fallback only: two legitimate identical
 // requests inside the window (the same payment made twice on purpose) get
 // one answer, and the second is not processed. A request with a key is
@@ -68,11 +74,28 @@ func WithDerivedKey(window time.Duration) Option {
 	}
 }
 
+// callerFields are the request header fields that identify the caller
+// when no tenant does: a derived key without a tenant includes them, so
+// that two callers with different credentials never share one.
+var callerFields = []string{"Authorization", "Proxy-Authorization", "Cookie"}
+
 // derivedFingerprint adds what identifies a keyless request to h: the
 // method, the escaped path, the canonical query, the media type and the
-// canonical body.
-func derivedFingerprint(r *http.Request, body []byte, h *idem.Hasher) {
-	h.String("derived-v1")
+// canonical body; and, when identify is set (no tenant scopes the key:
+// SingleTenant), the caller's credentials, every value of callerFields.
+func derivedFingerprint(r *http.Request, body []byte, h *idem.Hasher, identify bool) {
+	if identify {
+		h.String("derived-v1+caller")
+		for _, f := range callerFields {
+			vs := r.Header.Values(f)
+			h.Int(int64(len(vs)))
+			for _, v := range vs {
+				h.String(v)
+			}
+		}
+	} else {
+		h.String("derived-v1")
+	}
 	h.String(r.Method)
 	h.String(r.URL.EscapedPath())
 	h.String(canonicalQuery(r.URL.RawQuery))

@@ -220,3 +220,63 @@ func TestDerivedKeyOptionRefused(t *testing.T) {
 	}
 	idemhttp.New(ex, idemhttp.SingleTenant(), idemhttp.WithDerivedKey(idemhttp.MaxDerivedKeyWindow)) // the limit itself is accepted
 }
+
+// TestDerivedKeyNeverMergesCallers: keyless identical requests from two
+// callers never get one answer. With WithTenant the tenant tells them
+// apart; with SingleTenant their credentials do (Authorization,
+// Proxy-Authorization, Cookie), and the same caller's retry is still one
+// request.
+func TestDerivedKeyNeverMergesCallers(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		opts     []idemhttp.Option
+		a, b     []string // the two callers' header fields
+		distinct bool
+	}{
+		{"tenants", nil, []string{"X-Tenant", "acme"}, []string{"X-Tenant", "globex"}, true},
+		{"single tenant, Authorization", []idemhttp.Option{idemhttp.SingleTenant()},
+			[]string{"Authorization", "Bearer alice"}, []string{"Authorization", "Bearer bob"}, true},
+		{"single tenant, Cookie", []idemhttp.Option{idemhttp.SingleTenant()},
+			[]string{"Cookie", "session=alice"}, []string{"Cookie", "session=bob"}, true},
+		{"single tenant, Proxy-Authorization", []idemhttp.Option{idemhttp.SingleTenant()},
+			[]string{"Proxy-Authorization", "Basic YQ=="}, []string{"Proxy-Authorization", "Basic Yg=="}, true},
+		{"single tenant, one caller", []idemhttp.Option{idemhttp.SingleTenant()},
+			[]string{"Authorization", "Bearer alice"}, []string{"Authorization", "Bearer alice"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newDerivedEnvTenancy(t, 10*time.Second, tc.opts...)
+			first := e.send("POST", "/charges", `{"amount":5}`, tc.a...)
+			second := e.send("POST", "/charges", `{"amount":5}`, tc.b...)
+			if first.Code != 201 || first.Body.String() != "charge 1" {
+				t.Fatalf("first: %d %q", first.Code, first.Body)
+			}
+			replayed := second.Header().Get(idemhttp.ReplayedHeader) == "true"
+			if tc.distinct && (replayed || second.Body.String() != "charge 2") {
+				t.Fatalf("another caller got %d %q replayed=%v; want its own charge 2", second.Code, second.Body, replayed)
+			}
+			if !tc.distinct && (!replayed || second.Body.String() != "charge 1") {
+				t.Fatalf("the same caller's retry got %d %q replayed=%v; want the replay of charge 1", second.Code, second.Body, replayed)
+			}
+		})
+	}
+}
+
+// newDerivedEnvTenancy is newDerivedEnv whose tenancy is opts' when they
+// name one (SingleTenant), else the X-Tenant header.
+func newDerivedEnvTenancy(t *testing.T, window time.Duration, opts ...idemhttp.Option) *derivedEnv {
+	t.Helper()
+	if len(opts) == 0 {
+		return newDerivedEnv(t, window)
+	}
+	e := &derivedEnv{}
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	now := func() time.Time { return start.Add(time.Duration(e.elapsed.Load())) }
+	ex := idem.NewExecutor(memstore.New(memstore.WithClock(now)), idem.SingleTenant())
+	e.h = idemhttp.New(ex, append([]idemhttp.Option{idemhttp.WithDerivedKey(window)}, opts...)...)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := e.runs.Add(1)
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "charge %d", n)
+	}))
+	return e
+}

@@ -63,8 +63,13 @@
 // headers and everything written so far go out at once, and later writes
 // pass through. A streamed response is still stored whole (when it fits
 // within WithMaxResponse and the policy allows) and replayed in one piece;
-// an endless or large stream is sent but not stored, and its key is
-// released. If the outcome of a streamed response cannot be committed the
+// a response larger than WithMaxResponse is sent, marked
+// "Idempotent-Not-Stored: too-large" (NotStoredHeader: a header field when
+// the size was known before anything was sent, else a trailer), and not
+// stored; its key is not released either (idem.NotStorable): every retry
+// gets 500 response-not-replayable, never a second run. A handler that
+// cannot tell what its request did (a proxy whose upstream broke after
+// receiving it) calls OutcomeUnknown for the same treatment. If the outcome of a streamed response cannot be committed the
 // connection is aborted, so that the client sees a broken response rather
 // than a complete one. With pgstore in transactional mode the handler's
 // request context carries the transaction (pgstore.TxFrom), so that its own

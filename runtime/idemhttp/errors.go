@@ -139,13 +139,13 @@ func problemOfKey(err error, maxRetry time.Duration) (p problemSpec, ok bool) {
 		// The first request ran; what it answered is not available to
 		// replay, and it will not run again for this key. A 503 would
 		// invite retries that can never succeed.
-		why := "its response could not be stored"
+		why := "its response could not be stored (too large, or its outcome unknown: it was answered with " + NotStoredHeader + ")"
 		if errors.Is(err, idem.ErrUndecodable) {
 			why = "its stored response no longer decodes (the service was changed since)"
 		}
 		return problemSpec{kind: EventNotReplayable, status: http.StatusInternalServerError,
 			rule: "response-not-replayable", title: "Response of this Idempotency-Key cannot be replayed",
-			detail: "The first request with this Idempotency-Key was processed, but " + why + ". Retrying with this key will not process it again; look its result up instead."}, true
+			detail: "The first request with this Idempotency-Key was processed (or may have been, when its outcome is unknown), but " + why + ". Retrying with this key will not process it again; look its result up instead, and send a new key only for a new request."}, true
 	case errors.Is(err, idem.ErrMisconfigured):
 		return problemSpec{kind: EventStoreError, status: http.StatusInternalServerError,
 			rule: "server-misconfigured", title: "Idempotency misconfigured",

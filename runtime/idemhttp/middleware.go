@@ -23,7 +23,14 @@ var (
 	// ErrNotStored: the policy declined the response's status.
 	ErrNotStored = errors.New("idemhttp: response status not stored by policy")
 	// ErrResponseTooLarge: the response body exceeded the storage limit.
+	// The handler ran and its response was sent; the key is kept decided
+	// (idem.NotStorable): retries get 500 response-not-replayable, never a
+	// second run.
 	ErrResponseTooLarge = errors.New("idemhttp: response larger than the storage limit")
+	// ErrOutcomeUnknown: the handler said (OutcomeUnknown) that the
+	// request may have had its effects and its response does not say what
+	// they were. The key is kept decided, as for ErrResponseTooLarge.
+	ErrOutcomeUnknown = errors.New("idemhttp: the request may have had its effects, and its outcome is unknown")
 	// ErrHijacked: the handler took the connection over.
 	ErrHijacked = errors.New("idemhttp: connection hijacked by the handler")
 	// ErrNoResponse: the client went away and the handler returned without
@@ -208,7 +215,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	var h idem.Hasher
 	if ev.Derived {
-		derivedFingerprint(r, body, &h)
+		derivedFingerprint(r, body, &h, m.cfg.tenant == nil)
 	} else {
 		err = m.cfg.fingerprint(r, body, &h)
 	}
@@ -249,7 +256,8 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	var rec *recorder
-	resp, err := idem.Do(claimCtx, m.ex, &method, &parts, &h, func(ctx context.Context) (response, error) {
+	var aborted bool
+	resp, err := idem.Do(claimCtx, m.ex, &method, &parts, &h, func(ctx context.Context) (_ response, err error) {
 		rec = newRecorder(w, m.cfg.maxResponse)
 		if ev.Tenant != "" {
 			// One tenant from the door to the record: every executor the
@@ -263,9 +271,28 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2 := r.WithContext(idem.WithDecisions(ctx, &cell))
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		defer func() {
+			// A handler that said its outcome is unknown (OutcomeUnknown)
+			// and then aborted its response (a proxy whose upstream broke
+			// mid-body: http.ErrAbortHandler) keeps the key decided; the
+			// client's response is aborted after the outcome is settled.
+			if rec.unknown && !rec.hijacked {
+				if p := recover(); p != nil {
+					if p != http.ErrAbortHandler {
+						panic(p)
+					}
+					aborted, err = true, idem.NotStorable(ErrOutcomeUnknown)
+				}
+			}
+		}()
 		m.next.ServeHTTP(rec, r2)
 		return m.settle(ctx, rec, r2, &cell)
 	})
+	if aborted {
+		ev.Kind, ev.Status, ev.Err = EventOutcomeUnknown, rec.status, err
+		m.cfg.observe(ev)
+		panic(http.ErrAbortHandler)
+	}
 	if rec != nil {
 		m.afterRun(w, rec, err, &ev)
 		return
@@ -421,7 +448,10 @@ func (m *middleware) settle(ctx context.Context, rec *recorder, r *http.Request,
 		return response{}, fmt.Errorf("%w: %w", ErrNoResponse, context.Cause(ctx))
 	}
 	if rec.overflow {
-		return response{}, ErrResponseTooLarge
+		return response{}, idem.NotStorable(ErrResponseTooLarge)
+	}
+	if rec.unknown {
+		return response{}, idem.NotStorable(ErrOutcomeUnknown)
 	}
 	// The body is the recorder's buffer, not a copy: nothing writes to it
 	// once the handler returned, and the response is encoded before
@@ -484,6 +514,11 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 	case errors.Is(err, ErrResponseTooLarge):
 		ev.Kind, ev.Err = EventResponseTooLarge, err
 		m.cfg.observe(*ev)
+		rec.notStored("too-large")
+	case errors.Is(err, ErrOutcomeUnknown):
+		ev.Kind, ev.Err = EventOutcomeUnknown, err
+		m.cfg.observe(*ev)
+		rec.notStored("outcome-unknown")
 	case errors.Is(err, ErrNotStored):
 		ev.Kind, ev.Err = EventNotStored, err
 		m.cfg.observe(*ev)
@@ -512,6 +547,33 @@ func (m *middleware) afterRun(w http.ResponseWriter, rec *recorder, err error, e
 		return
 	}
 	rec.send()
+}
+
+// OutcomeUnknown tells the middleware serving w that the request may have
+// had its effects but the response the handler writes does not say what
+// they were: a proxy whose upstream received the request and then broke
+// the connection or did not answer in time. The middleware then neither
+// stores that response nor releases the key: the key is kept decided
+// (idem.NotStorable), the response goes to the client with
+// "Idempotent-Not-Stored: outcome-unknown" (NotStoredHeader), the observer
+// is told (EventOutcomeUnknown), and every retry with the key gets 500
+// response-not-replayable instead of a second run, until the key expires.
+// It reports whether w is (or wraps, through Unwrap) the middleware's
+// writer; it does nothing otherwise (no middleware above the handler, a
+// method it does not apply to, or WithOptionalKey letting a request
+// without a key through).
+func OutcomeUnknown(w http.ResponseWriter) bool {
+	for {
+		switch x := w.(type) {
+		case *recorder:
+			x.unknown = true
+			return true
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return false
+		}
+	}
 }
 
 // refused answers a request that did not run the handler and has nothing

@@ -440,7 +440,8 @@ const (
 	// EventBodyTooLarge: the request body exceeded WithMaxBody (413).
 	EventBodyTooLarge
 	// EventResponseTooLarge: the response exceeded WithMaxResponse; it was
-	// sent but not stored, and the key was released.
+	// sent, with NotStoredHeader, but not stored, and the key is kept
+	// decided: retries get 500 response-not-replayable, not a second run.
 	EventResponseTooLarge
 	// EventNotStored: the policy declined the handler's Status; the key was
 	// released.
@@ -494,12 +495,17 @@ const (
 	// requests and none freed up in time (idem.ErrStoreBusy); 503,
 	// store-busy, nothing was processed. The store is not full.
 	EventStoreBusy
+	// EventOutcomeUnknown: the handler called OutcomeUnknown (the request
+	// may have had its effects; its response does not say what they
+	// were); the response was sent with NotStoredHeader and not stored,
+	// and the key is kept decided: retries get 500 response-not-replayable.
+	EventOutcomeUnknown
 )
 
 var kindNames = [...]string{"", "key_missing", "key_invalid", "body_too_large", "response_too_large",
 	"not_stored", "replayed", "conflict", "in_progress", "store_error", "hijacked",
 	"not_acceptable", "scope_too_long", "store_full", "invalid_request", "not_replayable", "client_gone", "tenant_missing",
-	"body_unreadable", "tenant_over_quota", "store_busy"}
+	"body_unreadable", "tenant_over_quota", "store_busy", "outcome_unknown"}
 
 // String returns the event's name in snake case.
 func (k EventKind) String() string {

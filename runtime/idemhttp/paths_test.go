@@ -236,15 +236,16 @@ func TestHijackReleases(t *testing.T) {
 
 func TestEventKindString(t *testing.T) {
 	for k, want := range map[idemhttp.EventKind]string{
-		idemhttp.EventKeyMissing:       "key_missing",
-		idemhttp.EventResponseTooLarge: "response_too_large",
-		idemhttp.EventClientGone:       "client_gone",
-		idemhttp.EventTenantMissing:    "tenant_missing",
-		idemhttp.EventBodyUnreadable:   "body_unreadable",
-		idemhttp.EventTenantOverQuota:  "tenant_over_quota",
-		idemhttp.EventStoreBusy:        "store_busy",
-		idemhttp.EventStoreBusy + 1:    "event(" + strconv.Itoa(int(idemhttp.EventStoreBusy)+1) + ")",
-		0:                              "event(0)",
+		idemhttp.EventKeyMissing:         "key_missing",
+		idemhttp.EventResponseTooLarge:   "response_too_large",
+		idemhttp.EventClientGone:         "client_gone",
+		idemhttp.EventTenantMissing:      "tenant_missing",
+		idemhttp.EventBodyUnreadable:     "body_unreadable",
+		idemhttp.EventTenantOverQuota:    "tenant_over_quota",
+		idemhttp.EventStoreBusy:          "store_busy",
+		idemhttp.EventOutcomeUnknown:     "outcome_unknown",
+		idemhttp.EventOutcomeUnknown + 1: "event(" + strconv.Itoa(int(idemhttp.EventOutcomeUnknown)+1) + ")",
+		0:                                "event(0)",
 	} {
 		if got := k.String(); got != want {
 			t.Errorf("EventKind(%d).String() = %q, want %q", k, got, want)

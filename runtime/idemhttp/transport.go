@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -45,6 +46,88 @@ func GenerateKey() string {
 	return u.String()
 }
 
+// SendOnce is an http.RoundTripper that sends each request at most once:
+// unlike an *http.Transport on its own, it never resends a request that may
+// have reached the server.
+//
+// net/http's Transport resends a request by itself when a reused keep-alive
+// connection breaks before the response arrives and the request "looks
+// replayable": its body is empty or can be rewound (GetBody), and its
+// method is GET, HEAD, OPTIONS or TRACE or it has an Idempotency-Key or
+// X-Idempotency-Key header. A server that closed the connection after it
+// read such a request may have acted on it, and a server that does not
+// honour the key acts on it twice. SendOnce removes both conditions: a
+// request with a body is sent without GetBody (the Transport cannot rewind
+// it, so it does not resend it), and a request without a body that would
+// be resent (every method but GET, HEAD, OPTIONS and TRACE without a key) goes
+// over a fresh connection, never a reused one (the Transport resends only
+// on a reused connection). A request that was never written (the
+// connection broke before its first byte) may still be sent again on
+// another connection: the server cannot have seen it. The caller's own
+// retries (a retry loop, http.Client following a 307 or 308) are the
+// caller's and are not affected.
+//
+// Build it with NewSendOnce; it must not be copied after use.
+type SendOnce struct {
+	reuse *http.Transport // keep-alive connections: requests it will not resend
+	fresh *http.Transport // a new connection per request
+}
+
+// NewSendOnce returns a SendOnce over base (nil: a clone of
+// http.DefaultTransport). The connections of requests without a body that
+// would otherwise be resendable are base's settings on a clone with
+// keep-alives off. CloseIdleConnections closes both.
+func NewSendOnce(base *http.Transport) *SendOnce {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	fresh := base.Clone()
+	fresh.DisableKeepAlives = true
+	return &SendOnce{reuse: base, fresh: fresh}
+}
+
+// RoundTrip sends req once.
+func (s *SendOnce) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && req.Body != http.NoBody {
+		if req.GetBody != nil {
+			req = req.WithContext(req.Context()) // a shallow copy, to leave the caller's GetBody alone
+			req.GetBody = nil
+		}
+		return s.reuse.RoundTrip(req)
+	}
+	if safeMethod(req.Method) && !hasKeyHeader(req.Header) {
+		return s.reuse.RoundTrip(req) // resent only when it changes nothing
+	}
+	return s.fresh.RoundTrip(req)
+}
+
+// CloseIdleConnections closes the idle connections of the transports.
+func (s *SendOnce) CloseIdleConnections() {
+	s.reuse.CloseIdleConnections()
+	s.fresh.CloseIdleConnections()
+}
+
+// safeMethod reports the methods net/http's Transport treats as idempotent
+// by themselves (an empty method is GET).
+func safeMethod(m string) bool {
+	switch m {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// hasKeyHeader reports the header fields that make net/http's Transport
+// treat a request as idempotent, in any spelling of their names.
+func hasKeyHeader(h http.Header) bool {
+	for k := range h {
+		if strings.EqualFold(k, Header) || strings.EqualFold(k, "X-Idempotency-Key") {
+			return true
+		}
+	}
+	return false
+}
+
 // Transport is an http.RoundTripper that sets the Idempotency-Key header on
 // outgoing requests (POST and PATCH by default) that do not have one, so
 // that the server can tell a retry from a new request. The key is, in order:
@@ -78,7 +161,12 @@ func GenerateKey() string {
 //
 // The zero value is ready to use; a Transport must not be copied after use.
 type Transport struct {
-	// Base sends the requests; nil means http.DefaultTransport.
+	// Base sends the requests. nil means a SendOnce over a clone of
+	// http.DefaultTransport, and an *http.Transport is wrapped in a
+	// SendOnce: net/http's Transport would otherwise resend a keyed
+	// request by itself when a reused connection breaks (see SendOnce).
+	// Any other RoundTripper is used as it is: its retries are the
+	// caller's choice (wrap the *http.Transport under it with NewSendOnce).
 	Base http.RoundTripper
 	// Methods lists the methods that get a key; nil means POST and PATCH.
 	Methods []string
@@ -90,14 +178,37 @@ type Transport struct {
 	Quoted bool
 	// GenerateKey returns a fresh key (case 4); nil means GenerateKey.
 	GenerateKey func() string
+
+	once sync.Once
+	base http.RoundTripper // Base, or the SendOnce over it
+}
+
+// sender returns the RoundTripper requests go to (see Base).
+func (t *Transport) sender() http.RoundTripper {
+	t.once.Do(func() {
+		switch b := t.Base.(type) {
+		case nil:
+			t.base = NewSendOnce(nil)
+		case *http.Transport:
+			t.base = NewSendOnce(b)
+		default:
+			t.base = b
+		}
+	})
+	return t.base
+}
+
+// CloseIdleConnections closes the idle connections of the RoundTripper
+// requests go to, when it has such a method.
+func (t *Transport) CloseIdleConnections() {
+	if c, ok := t.sender().(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
 }
 
 // RoundTrip sets the Idempotency-Key header when it applies and sends req.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
-	base := t.Base
-	if base == nil {
-		base = http.DefaultTransport
-	}
+	base := t.sender()
 	if !t.applies(req.Method) || req.Header.Get(Header) != "" {
 		return base.RoundTrip(req)
 	}

@@ -29,6 +29,34 @@ type recorder struct {
 	streaming bool // status and headers went to w; writes pass through
 	overflow  bool // the body outgrew limit: not storable
 	hijacked  bool
+	unknown   bool // OutcomeUnknown: not stored, not released
+	// notStoredSent: NotStoredHeader went out with the headers.
+	notStoredSent bool
+}
+
+// NotStoredHeader is set on the response of a request whose handler ran
+// but whose response was not stored, and whose key is not released:
+// "too-large" (the body exceeded WithMaxResponse) or "outcome-unknown"
+// (OutcomeUnknown). A retry with the key gets 500 response-not-replayable,
+// not a second run. It is a header field when the response had not been
+// sent yet when that was known, else a trailer (on a chunked response; a
+// response whose handler set Content-Length cannot carry it).
+const NotStoredHeader = "Idempotent-Not-Stored"
+
+// notStored marks the response as not stored, for why: a header field
+// when nothing was sent yet, else a trailer.
+func (r *recorder) notStored(why string) {
+	if r.hijacked {
+		return
+	}
+	if !r.streaming {
+		r.snapshot.Set(NotStoredHeader, why)
+		return
+	}
+	if r.notStoredSent {
+		return
+	}
+	r.header.Set(http.TrailerPrefix+NotStoredHeader, why) // copied by sendTrailers
 }
 
 func newRecorder(w http.ResponseWriter, limit int) *recorder {
@@ -71,6 +99,10 @@ func (r *recorder) Write(p []byte) (int, error) {
 		if r.body.Len()+len(p) > r.limit {
 			r.overflow = true
 			if !r.streaming {
+				// Not storable, known before anything is sent: say so in
+				// the header.
+				r.snapshot.Set(NotStoredHeader, "too-large")
+				r.notStoredSent = true
 				r.startStreaming()
 			}
 			r.body = bytes.Buffer{} // not storable: stop holding it

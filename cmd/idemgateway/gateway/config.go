@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/internal/storeopen"
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -50,6 +52,35 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	metricsPath     string
+
+	upstreamTimeout   time.Duration
+	readTimeout       time.Duration
+	readHeaderTimeout time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	unknownOutcome    string   // keep or release
+	storedHeaders     []string // the response header fields stored and replayed
+
+	routeConfig string    // -route-config: the file
+	perRoute    []*config // a copy of the config per route of the file, its settings applied
+}
+
+// Defaults of the time bounds (docs/GATEWAY.md, "Time bounds").
+const (
+	defaultUpstreamTimeout   = 25 * time.Second
+	defaultReadTimeout       = 30 * time.Second
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultWriteTimeout      = 2 * time.Minute
+	defaultIdleTimeout       = 2 * time.Minute
+)
+
+// effectiveLease is the lease of a claim: -lease, or the executor's
+// default.
+func (c *config) effectiveLease() time.Duration {
+	if c.lease > 0 {
+		return c.lease
+	}
+	return idem.DefaultLease
 }
 
 // tenancy says where a request's tenant comes from.
@@ -76,7 +107,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	c := &config{}
 	fs := flag.NewFlagSet("idemgateway", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	var upstream, routes, methods, logLevel string
+	var upstream, routes, methods, logLevel, storedHeaders string
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
 	fs.StringVar(&upstream, "upstream", "", "the backend's base URL, http:// or https:// (required)")
 	fs.StringVar(&c.store, "store", "", "the idempotency store (required): memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), mysql://user:pass@host:port/db or mysql:// and a go-sql-driver/mysql DSN (mysqlstore: MySQL, MariaDB), redis://… or rediss://… (redisstore)")
@@ -98,9 +129,17 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.DurationVar(&c.wait, "wait", 0, "how long a duplicate of a request in flight waits for its response instead of a 409")
 	fs.DurationVar(&c.deriveWindow, "derive-window", 0, "fallback for clients that send no key: derive it from the request and deduplicate within this window (at most "+idemhttp.MaxDerivedKeyWindow.String()+"; two identical requests inside it get one answer); 0: off, such requests get 400")
 	fs.Int64Var(&c.maxBody, "max-body", idemhttp.DefaultMaxBody, "largest request body of a keyed request, in bytes (larger: 413)")
-	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent, not stored)")
+	fs.IntVar(&c.maxResponse, "max-response", idemhttp.DefaultMaxResponse, "largest response body stored, in bytes (larger: sent marked Idempotent-Not-Stored: too-large, not stored, and the key kept: retries get 500 response-not-replayable, never a second run)")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long requests in flight may finish")
 	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&c.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "how long the backend may take for one request, from connecting to the last byte of its response; then 504 upstream-timeout (its outcome is unknown: see -unknown-outcome). At most the lease (-lease)")
+	fs.DurationVar(&c.readTimeout, "read-timeout", defaultReadTimeout, "how long a client may take to send a request, headers and body (a stalled body is cut: 400 unreadable-body, nothing claimed)")
+	fs.DurationVar(&c.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "how long a client may take to send a request's headers")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", defaultWriteTimeout, "how long, from the end of a request's headers, the gateway may take to answer it: more than -read-timeout + -wait + -upstream-timeout")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", defaultIdleTimeout, "how long a client's idle keep-alive connection stays open")
+	fs.StringVar(&c.unknownOutcome, "unknown-outcome", "keep", "when the backend received a keyed request and then broke the connection or timed out (its outcome is unknown): keep (the key stays decided: retries get 500 response-not-replayable, the backend never runs twice) or release (retries reach the backend again: only for a backend that undoes a request it did not answer)")
+	fs.StringVar(&storedHeaders, "stored-headers", strings.Join(idemhttp.DefaultStoredHeaders(), ","), "comma-separated response header fields stored and replayed (the others are sent to the first client only); Set-Cookie and the other credential fields are never stored")
+	fs.StringVar(&c.routeConfig, "route-config", "", "a JSON file of per-route settings: [{\"route\": \"POST /charges\", \"ttl\": \"48h\", \"max_response\": 4194304, \"upstream_timeout\": \"10s\", …}] (docs/GATEWAY.md, \"Per-route settings\"); its routes are keyed with their settings, the flags' for every other route")
 	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (the metrics go to the global OpenTelemetry provider)")
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "Usage: idemgateway -upstream URL -store DSN (-tenant-header NAME | -jwt-hmac-secret-file F | -jwt-public-key-file F | -single-tenant) [flags]\n\n"+
@@ -217,8 +256,25 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if c.shutdownTimeout < 0 {
 		bad("shutdown-timeout", "negative")
 	}
+	c.timeBounds(bad)
+	switch c.unknownOutcome {
+	case "keep", "release":
+	default:
+		bad("unknown-outcome", "%q: want keep or release", c.unknownOutcome)
+	}
+	c.storedHeaders = splitList(storedHeaders)
+	for _, h := range c.storedHeaders {
+		if never[http.CanonicalHeaderKey(h)] {
+			bad("stored-headers", "%s is never stored: a replay would hand one client's credentials or session to whoever sends its key", h)
+		}
+	}
 	if err := c.level(logLevel); err != nil {
 		bad("log-level", "%v", err)
+	}
+	if c.routeConfig != "" && len(errs) == 0 {
+		if err := c.loadRouteConfig(); err != nil {
+			errs = append(errs, fmt.Errorf("-route-config (%s): %w", envName("route-config"), err))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -226,6 +282,44 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	// What idemhttp checks (durations, sizes, methods, the window) it
 	// reports through middlewareOptions' panic, caught by build.
 	return c, nil
+}
+
+// never are the response header fields -stored-headers refuses (idemhttp
+// never stores them).
+var never = map[string]bool{"Set-Cookie": true, "Set-Cookie2": true, "Authorization": true, "Proxy-Authorization": true,
+	"Cookie": true, "Www-Authenticate": true, "Proxy-Authenticate": true, "Authentication-Info": true, "Proxy-Authentication-Info": true}
+
+// timeBounds checks that every wait is bounded and that the bounds agree:
+// a claim outlives the longest upstream wait even if its renewal fails,
+// and the server does not cut a response the backend gives in time.
+func (c *config) timeBounds(bad func(name, format string, args ...any)) {
+	for _, b := range []struct {
+		name string
+		d    time.Duration
+	}{{"upstream-timeout", c.upstreamTimeout}, {"read-timeout", c.readTimeout}, {"read-header-timeout", c.readHeaderTimeout},
+		{"write-timeout", c.writeTimeout}, {"idle-timeout", c.idleTimeout}} {
+		if b.d <= 0 {
+			bad(b.name, "%v: every wait of the gateway is bounded; give a positive duration", b.d)
+		}
+	}
+	if c.upstreamTimeout <= 0 {
+		return
+	}
+	if lease := c.effectiveLease(); lease < c.upstreamTimeout {
+		bad("lease", "%v is shorter than -upstream-timeout %v: if a renewal failed, another request could take the key over while the backend still runs the first (set -lease above -upstream-timeout)", lease, c.upstreamTimeout)
+	}
+	if c.ttl > 0 && c.ttl < c.upstreamTimeout {
+		bad("ttl", "%v is shorter than -upstream-timeout %v: a claim is capped at the TTL", c.ttl, c.upstreamTimeout)
+	}
+	if c.deriveWindow > 0 && c.deriveWindow < c.upstreamTimeout {
+		bad("derive-window", "%v is shorter than -upstream-timeout %v: a derived key's claim is capped at the window", c.deriveWindow, c.upstreamTimeout)
+	}
+	if need := c.readTimeout + c.wait + c.upstreamTimeout; c.writeTimeout > 0 && c.writeTimeout <= need {
+		bad("write-timeout", "%v is not more than -read-timeout + -wait + -upstream-timeout (%v): the gateway would cut responses the backend gives in time", c.writeTimeout, need)
+	}
+	if c.shutdownTimeout < c.upstreamTimeout {
+		bad("shutdown-timeout", "%v is shorter than -upstream-timeout %v: a shutdown would cut requests the backend is still running", c.shutdownTimeout, c.upstreamTimeout)
+	}
 }
 
 func (c *config) level(s string) error {

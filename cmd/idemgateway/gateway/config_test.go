@@ -39,6 +39,20 @@ func TestConfigErrors(t *testing.T) {
 		{"bad log level", with("-log-level", "loud"), nil, []string{"-log-level (IDEMGW_LOG_LEVEL)"}},
 		{"stray argument", with("extra"), nil, []string{`unexpected arguments ["extra"]`}},
 		{"bad env", ok, map[string]string{"IDEMGW_WAIT": "forever"}, []string{`IDEMGW_WAIT="forever" (flag -wait)`}},
+		// Every wait is bounded, and the bounds agree (class 3).
+		{"unbounded upstream", with("-upstream-timeout", "0"), nil, []string{"-upstream-timeout (IDEMGW_UPSTREAM_TIMEOUT): 0s: every wait of the gateway is bounded"}},
+		{"unbounded body read", with("-read-timeout", "0"), nil, []string{"-read-timeout (IDEMGW_READ_TIMEOUT): 0s"}},
+		{"unbounded write", with("-write-timeout", "0"), nil, []string{"-write-timeout (IDEMGW_WRITE_TIMEOUT): 0s"}},
+		{"unbounded idle", with("-idle-timeout", "0"), nil, []string{"-idle-timeout (IDEMGW_IDLE_TIMEOUT): 0s"}},
+		{"lease shorter than the upstream timeout", with("-lease", "10s", "-upstream-timeout", "20s"), nil, []string{"-lease (IDEMGW_LEASE): 10s is shorter than -upstream-timeout 20s"}},
+		{"default lease shorter than the upstream timeout", with("-upstream-timeout", "1m", "-shutdown-timeout", "2m", "-write-timeout", "5m"), nil, []string{"-lease (IDEMGW_LEASE): 30s is shorter than -upstream-timeout 1m0s"}},
+		{"ttl shorter than the upstream timeout", with("-ttl", "5s"), nil, []string{"-ttl (IDEMGW_TTL): 5s is shorter than -upstream-timeout 25s"}},
+		{"window shorter than the upstream timeout", with("-derive-window", "10s"), nil, []string{"-derive-window (IDEMGW_DERIVE_WINDOW): 10s is shorter than -upstream-timeout 25s"}},
+		{"write timeout cuts answers in time", with("-write-timeout", "40s"), nil, []string{"-write-timeout (IDEMGW_WRITE_TIMEOUT): 40s is not more than -read-timeout + -wait + -upstream-timeout (55s)"}},
+		{"shutdown cuts the upstream", with("-shutdown-timeout", "5s"), nil, []string{"-shutdown-timeout (IDEMGW_SHUTDOWN_TIMEOUT): 5s is shorter than -upstream-timeout 25s"}},
+		{"unknown outcome mode", with("-unknown-outcome", "retry"), nil, []string{`-unknown-outcome (IDEMGW_UNKNOWN_OUTCOME): "retry": want keep or release`}},
+		// Set-Cookie is never replayed (class 4).
+		{"stored Set-Cookie", with("-stored-headers", "Content-Type,set-cookie"), nil, []string{"-stored-headers (IDEMGW_STORED_HEADERS): set-cookie is never stored"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, &bytes.Buffer{})

@@ -396,7 +396,7 @@ func TestDerivedKeyFlag(t *testing.T) {
 	var elapsed atomic.Int64 // memstore's clock: it moves only when the test moves it
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
-	g := startGateway(t, deps{storeClock: now}, "-store", "memory", "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-derive-window", "10s")
+	g := startGateway(t, deps{storeClock: now}, "-store", "memory", "-upstream", b.srv.URL, "-tenant-header", "X-Tenant", "-derive-window", "10s", "-upstream-timeout", "5s")
 	for i, want := range []string{"", "true"} {
 		resp, body := mustPost(t, g.url(""), "", `{"amount": 5}`, "X-Tenant", "acme")
 		if resp.StatusCode != 201 || resp.Header.Get(idemhttp.DerivedKeyHeader) != "true" ||
@@ -476,32 +476,53 @@ func TestReadyzWhileDraining(t *testing.T) {
 	}
 }
 
-// TestUpstreamFailure: when the backend's connection breaks before it
-// answers, the gateway answers 502 (upstream-failed) and releases the
-// key, so that the retry reaches the backend, which charges once.
+// TestUpstreamFailure: when the backend's connection breaks after it
+// received the request (it may have acted), the gateway answers 502
+// upstream-failed; by default (-unknown-outcome keep) the key stays
+// decided and the retry is refused, so the backend never runs twice; with
+// -unknown-outcome release the retry reaches the backend again.
 func TestUpstreamFailure(t *testing.T) {
-	var charges, attempts atomic.Int64
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if attempts.Add(1) == 1 {
-			panic(http.ErrAbortHandler) // the connection breaks before any work or answer
-		}
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"charge":%d}`, charges.Add(1))
-	}))
-	t.Cleanup(backend.Close)
-	g := startGateway(t, deps{}, "-store", "memory", "-upstream", backend.URL, "-single-tenant")
-	key := idemhttp.GenerateKey()
-	resp, body := mustPost(t, g.url(""), key, `{}`)
-	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "upstream-failed") {
-		t.Fatalf("first: %d %s, want 502 upstream-failed", resp.StatusCode, body)
-	}
-	for i, replayed := range []string{"", "true"} {
-		resp, body = mustPost(t, g.url(""), key, `{}`)
-		if resp.StatusCode != 201 || resp.Header.Get(idemhttp.ReplayedHeader) != replayed || body != `{"charge":1}` {
-			t.Fatalf("retry %d: %d %v %s", i, resp.StatusCode, resp.Header, body)
-		}
-	}
-	if charges.Load() != 1 {
-		t.Fatalf("%d charges, want 1", charges.Load())
+	for _, tc := range []struct {
+		mode     string
+		retry    int // the retries' status
+		wantRuns int64
+	}{
+		{"keep", http.StatusInternalServerError, 1},
+		{"release", http.StatusCreated, 2},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			var attempts atomic.Int64
+			backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if attempts.Add(1) == 1 {
+					panic(http.ErrAbortHandler) // the connection breaks after the request arrived
+				}
+				w.WriteHeader(http.StatusCreated)
+				fmt.Fprintf(w, `{"attempt":%d}`, attempts.Load())
+			}))
+			backend.Config.ErrorLog = discardStdLog()
+			t.Cleanup(backend.Close)
+			g := startGateway(t, deps{}, "-store", "memory", "-upstream", backend.URL, "-single-tenant", "-unknown-outcome", tc.mode)
+			key := idemhttp.GenerateKey()
+			resp, body := mustPost(t, g.url(""), key, `{}`)
+			if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "upstream-failed") {
+				t.Fatalf("first: %d %s, want 502 upstream-failed", resp.StatusCode, body)
+			}
+			if tc.mode == "keep" && resp.Header.Get(idemhttp.NotStoredHeader) != "outcome-unknown" {
+				t.Fatalf("first: %s %q, want outcome-unknown", idemhttp.NotStoredHeader, resp.Header.Get(idemhttp.NotStoredHeader))
+			}
+			for i := range 2 {
+				resp, body = mustPost(t, g.url(""), key, `{}`)
+				replayed := resp.Header.Get(idemhttp.ReplayedHeader)
+				switch {
+				case tc.retry == 500 && (resp.StatusCode != 500 || !strings.Contains(body, "response-not-replayable")):
+					t.Fatalf("retry %d: %d %s; want 500 response-not-replayable", i, resp.StatusCode, body)
+				case tc.retry == 201 && (resp.StatusCode != 201 || (replayed == "true") != (i == 1)):
+					t.Fatalf("retry %d: %d %v %s; want 201, replayed on the second", i, resp.StatusCode, resp.Header, body)
+				}
+			}
+			if got := attempts.Load(); got != tc.wantRuns {
+				t.Fatalf("the backend received %d requests, want %d", got, tc.wantRuns)
+			}
+		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -84,35 +83,40 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	// a claim while a slow backend answers.
 	ex := idem.NewExecutor(st.store, idem.SingleTenant(), idem.WithRenewal(true), idemotel.Instrument(otelOpts...))
 
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(c.upstream)
-			pr.SetXForwarded()
-		},
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			log.Warn("upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
-			// A 5xx: idemhttp releases the key, and the retry goes to the
-			// backend again (it may have done the work: see GATEWAY.md).
-			writeProblem(w, http.StatusBadGateway, "upstream-failed", "Upstream failed",
-				"The gateway could not get the backend's response. Retry with the same Idempotency-Key.")
-		},
+	upstream := upstreamHandler(c, log)
+	own := []string{"GET /healthz", "GET /readyz"}
+	if c.metricsPath != "" {
+		own = append(own, "GET "+c.metricsPath)
 	}
-
-	mw, err := middleware(ex, c, verify, log)
+	routes, err := newRouteMatcher(c.routes, own)
+	if err != nil {
+		return nil, fmt.Errorf("-routes (%s): %w", envName("routes"), err)
+	}
+	// The keyed handler of each route of -route-config, with its settings;
+	// keyed serves every other route, with the flags'.
+	keyedFor := func(rc *config, up http.Handler) (http.Handler, error) {
+		mw, err := middleware(ex, rc, verify, log, routes)
+		if err != nil {
+			if rc != c {
+				err = fmt.Errorf("-route-config, route %q: %w", rc.routes[0], err)
+			}
+			return nil, err
+		}
+		h := mw(up)
+		if verify != nil {
+			h = verify.middleware(h)
+		}
+		return h, nil
+	}
+	keyed, err := keyedFor(c, upstream)
 	if err != nil {
 		return nil, err
 	}
-	keyed := mw(proxy)
-	if verify != nil {
-		keyed = verify.middleware(keyed)
-	}
-	keyedMethods := func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(c.methods, r.Method) {
-			keyed.ServeHTTP(w, r)
-			return
+	perRoute := map[string]http.Handler{}
+	for _, rc := range c.perRoute {
+		if perRoute[rc.routes[0]], err = keyedFor(rc, upstreamHandler(rc, log)); err != nil {
+			return nil, err
 		}
-		proxy.ServeHTTP(w, r)
 	}
 
 	mux := http.NewServeMux()
@@ -127,24 +131,62 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 			return nil, fmt.Errorf("-metrics-path (%s): %w", envName("metrics-path"), err)
 		}
 	}
-	for _, p := range c.routes {
-		if err := handle(mux, p, http.HandlerFunc(keyedMethods)); err != nil {
-			return nil, fmt.Errorf("-routes (%s): %w", envName("routes"), err)
+	mux.Handle("/", upstream)
+	// A request with a method of -methods whose path matches a route of
+	// -routes, ignoring case, repeated slashes and a trailing slash, is
+	// keyed; every other request passes through (docs/GATEWAY.md,
+	// "Routes").
+	keyedMethods := map[string]bool{}
+	for _, rc := range append([]*config{c}, c.perRoute...) {
+		for _, m := range rc.methods {
+			keyedMethods[m] = true
 		}
 	}
-	if !slices.Contains(c.routes, "/") {
-		if err := handle(mux, "/", proxy); err != nil {
-			return nil, err
+	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !keyedMethods[r.Method] {
+			mux.ServeHTTP(w, r)
+			return
 		}
-	}
-	g.handler = mux
+		if op, pattern := routes.match(r); op != "" {
+			rc, h := c, keyed
+			if ph, ok := perRoute[pattern]; ok {
+				rc, h = c.settingsFor(pattern), ph
+			}
+			if slices.Contains(rc.methods, r.Method) {
+				h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), routeKey{}, op)))
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+	g.handler = top
 	return g, nil
+}
+
+// upstreamHandler is the proxy to -upstream with c's settings (its time
+// bound, -unknown-outcome), the client's writer in the context for the
+// proxy's ModifyResponse.
+func upstreamHandler(c *config, log *slog.Logger) http.Handler {
+	proxy := newProxy(c, log)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(context.WithValue(r.Context(), writerKey{}, w), c.upstreamTimeout)
+		defer cancel()
+		proxy.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // middleware builds idemhttp's middleware from the config; an invalid
 // setting, which idemhttp.New reports by a panic, is returned as an error.
-func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Logger) (mw func(http.Handler) http.Handler, err error) {
+func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Logger, routes *routeMatcher) (mw func(http.Handler) http.Handler, err error) {
 	opts := []idemhttp.Option{
+		idemhttp.WithOperation(func(r *http.Request) string {
+			if op, ok := r.Context().Value(routeKey{}).(string); ok {
+				return op
+			}
+			op, _ := routes.match(r)
+			return op
+		}),
+		idemhttp.WithStoredHeaders(c.storedHeaders...),
 		idemhttp.WithMethods(c.methods...),
 		idemhttp.WithTTL(c.ttl),
 		idemhttp.WithWait(c.wait),
@@ -153,7 +195,10 @@ func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Log
 		idemhttp.WithObserver(func(ev idemhttp.Event) {
 			level := slog.LevelDebug
 			switch ev.Kind {
-			case idemhttp.EventStoreError, idemhttp.EventStoreFull, idemhttp.EventStoreBusy, idemhttp.EventNotReplayable:
+			case idemhttp.EventStoreError, idemhttp.EventStoreFull, idemhttp.EventStoreBusy, idemhttp.EventNotReplayable,
+				idemhttp.EventResponseTooLarge, idemhttp.EventOutcomeUnknown:
+				// The last two: a response sent but not stored, its key
+				// kept: every retry of it will be refused.
 				level = slog.LevelWarn
 			}
 			log.Log(context.Background(), level, "idempotency", "event", ev.Kind.String(), "op", ev.Op,
@@ -177,7 +222,7 @@ func middleware(ex *idem.Executor, c *config, verify *jwtVerifier, log *slog.Log
 	}
 	defer func() {
 		if p := recover(); p != nil {
-			mw, err = nil, fmt.Errorf("%v (flags: -methods, -ttl, -lease, -wait, -derive-window, -max-body, -max-response)", p)
+			mw, err = nil, fmt.Errorf("%v (flags: -methods, -ttl, -lease, -wait, -derive-window, -max-body, -max-response, -stored-headers)", p)
 		}
 	}()
 	return idemhttp.New(ex, opts...), nil

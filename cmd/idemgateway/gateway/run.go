@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
+	"slices"
 )
 
 // ErrUsage is wrapped by the error of Run for a configuration error (a
@@ -52,9 +52,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return fmt.Errorf("-listen (%s): %w", envName("listen"), err)
 	}
-	srv := &http.Server{Handler: g.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	srv := &http.Server{Handler: g.handler, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout}
 	log.Info("serving", "addr", ln.Addr().String(), "upstream", c.upstream.String(), "store", c.storeKind,
-		"routes", c.routes, "methods", c.methods, "tenancy", c.tenancy(), "derive_window", c.deriveWindow)
+		"routes", c.routes, "methods", c.methods, "tenancy", c.tenancy(), "derive_window", c.deriveWindow,
+		"upstream_timeout", c.upstreamTimeout, "unknown_outcome", c.unknownOutcome)
+	if !slices.Contains(c.routes, "/") {
+		log.Info("requests outside -routes pass through without keys", "routes", c.routes,
+			"hint", "-routes / keys every path; a route matches ignoring case, repeated slashes and a trailing slash")
+	}
 	if listening != nil {
 		listening(ln.Addr().String())
 	}

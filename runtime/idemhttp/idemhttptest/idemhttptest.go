@@ -17,7 +17,9 @@
 // the fields never stored, 422 key-reused, 409 request-in-progress with
 // Retry-After, the status policy, tenancy (required by the constructor;
 // 403 missing-tenant; keys scoped by tenant), body limits (413), 503
-// store-unavailable, streaming, responses over the storage limit,
+// store-unavailable, streaming, responses over the storage limit (sent
+// marked Idempotent-Not-Stored, the retry refused, never run again), an
+// outcome the handler says is unknown, a hijacked connection (not stored),
 // panicking and aborted handlers, a client that goes away, and concurrent
 // duplicates running once. Every refusal is RFC 9457 problem+json naming
 // its rule.
@@ -113,6 +115,8 @@ func Run(t *testing.T, o Options) {
 		{"StoreDown503", s.testStoreDown},
 		{"Streaming", s.testStreaming},
 		{"ResponseOverStorageLimit", s.testResponseTooLarge},
+		{"OutcomeUnknownKeepsKey", s.testOutcomeUnknown},
+		{"HijackNotStored", s.testHijack},
 		{"PanicReleases", s.testPanic},
 		{"AbortedHandlerReleases", s.testAborted},
 		{"ClientGoneThenRetry", s.testClientGone},
@@ -185,9 +189,10 @@ func (s *suite) mountStore(t *testing.T, store idem.Store, h handlerFunc, opts .
 
 // resp is what the client got.
 type resp struct {
-	status int
-	header http.Header
-	body   []byte
+	status  int
+	header  http.Header
+	trailer http.Header
+	body    []byte
 }
 
 // send sends one request: key "" sends no Idempotency-Key; hdr are more
@@ -221,7 +226,7 @@ func (e *env) sendCtx(ctx context.Context, method, path, key, body string, hdr .
 	if err != nil {
 		return resp{}, err
 	}
-	return resp{status: res.StatusCode, header: res.Header, body: b}, nil
+	return resp{status: res.StatusCode, header: res.Header, trailer: res.Trailer, body: b}, nil
 }
 
 func (e *env) wantRuns(n int64) {
@@ -528,16 +533,119 @@ func (s *suite) testStreaming(t *testing.T) {
 	e.wantRuns(1)
 }
 
+// testResponseTooLarge: a response over WithMaxResponse is sent to the
+// first client marked Idempotent-Not-Stored (a header field when it was
+// known before anything was sent, else a trailer), and the key is kept
+// decided: the retry gets 500 response-not-replayable, never a second run.
 func (s *suite) testResponseTooLarge(t *testing.T) {
 	big := strings.Repeat("b", 64)
+	for _, flush := range []bool{false, true} {
+		t.Run(fmt.Sprintf("flushed=%v", flush), func(t *testing.T) {
+			e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+				w.WriteHeader(201)
+				_, _ = io.WriteString(w, big[:30])
+				if flush {
+					_ = http.NewResponseController(w).Flush()
+				}
+				_, _ = io.WriteString(w, big[30:])
+			}, idemhttp.WithMaxResponse(32))
+			key := idemhttp.GenerateKey()
+			first := e.send("POST", "/orders", key, "{}")
+			want(t, first, 201, big, false)
+			marked := first.header.Get(idemhttp.NotStoredHeader)
+			if marked == "" {
+				marked = first.trailer.Get(idemhttp.NotStoredHeader)
+			}
+			if marked != "too-large" && !(flush && e.noStreaming(first)) {
+				t.Fatalf("%s: %q (header %v, trailer %v), want too-large", idemhttp.NotStoredHeader, marked, first.header, first.trailer)
+			}
+			for range 2 {
+				wantProblem(t, e.send("POST", "/orders", key, "{}"), 500, "response-not-replayable")
+			}
+			e.wantRuns(1)
+		})
+	}
+}
+
+// noStreaming reports whether the door sent r without streaming it (a
+// Flush sent nothing early, as on Fiber): it then had the whole response
+// before sending, and the header field must be there.
+func (e *env) noStreaming(r resp) bool {
+	return r.header.Get("Content-Length") != "" && r.header.Get(idemhttp.NotStoredHeader) != ""
+}
+
+// testOutcomeUnknown: a handler that says the outcome of its request is
+// unknown (idemhttp.OutcomeUnknown: a proxy whose upstream broke the
+// connection after receiving the request) has its response sent marked
+// Idempotent-Not-Stored: outcome-unknown, and the key kept decided: the
+// retry is refused, never a second run. A door whose handlers do not
+// write through idemhttp's writer (Fiber's net/http adaptor) skips it.
+func (s *suite) testOutcomeUnknown(t *testing.T) {
+	for _, abort := range []bool{false, true} {
+		t.Run(fmt.Sprintf("aborted=%v", abort), func(t *testing.T) {
+			var unsupported atomic.Bool
+			e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
+				if !idemhttp.OutcomeUnknown(w) {
+					unsupported.Store(true)
+				}
+				w.WriteHeader(http.StatusBadGateway)
+				_, _ = io.WriteString(w, "upstream broke")
+				if abort {
+					// An upstream that broke mid-body: the response is cut.
+					_ = http.NewResponseController(w).Flush()
+					panic(http.ErrAbortHandler)
+				}
+			})
+			key := idemhttp.GenerateKey()
+			first, err := e.sendCtx(context.Background(), "POST", "/orders", key, "{}")
+			if unsupported.Load() {
+				t.Skip("the door's handlers do not write through idemhttp's writer")
+			}
+			if !abort {
+				if err != nil {
+					t.Fatal(err)
+				}
+				want(t, first, 502, "upstream broke", false)
+				if got := first.header.Get(idemhttp.NotStoredHeader); got != "outcome-unknown" {
+					t.Fatalf("%s: %q, want outcome-unknown", idemhttp.NotStoredHeader, got)
+				}
+			} else if err == nil && first.header.Get(idemhttp.ReplayedHeader) != "" {
+				t.Fatalf("an aborted response was a replay: %d %q", first.status, first.body)
+			}
+			wantProblem(t, e.send("POST", "/orders", key, "{}"), 500, "response-not-replayable")
+			e.wantRuns(1)
+		})
+	}
+}
+
+// testHijack: a handler that hijacks the connection answers on it itself;
+// nothing is stored and the key is released (idemhttp.ErrHijacked), so no
+// client gets an empty or made-up response, and the retry runs again. A
+// door that cannot hijack through net/http skips it (Fiber tests its own
+// hijack).
+func (s *suite) testHijack(t *testing.T) {
+	var unsupported atomic.Bool
 	e := s.mount(t, func(w http.ResponseWriter, r *http.Request, run int64) {
-		w.WriteHeader(201)
-		_, _ = io.WriteString(w, big[:30])
-		_, _ = io.WriteString(w, big[30:])
-	}, idemhttp.WithMaxResponse(32))
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			unsupported.Store(true)
+			w.WriteHeader(http.StatusNotImplemented)
+			return
+		}
+		defer conn.Close()
+		body := fmt.Sprintf("run %d", run)
+		_, _ = fmt.Fprintf(rw, "HTTP/1.1 201 Created\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+		_ = rw.Flush()
+	}, idemhttp.WithWait(hangGuard)) // the client has its answer before the key is released: the retry waits for that
+
 	key := idemhttp.GenerateKey()
-	want(t, e.send("POST", "/orders", key, "{}"), 201, big, false)
-	want(t, e.send("POST", "/orders", key, "{}"), 201, big, false)
+	for run := int64(1); run <= 2; run++ {
+		r := e.send("POST", "/orders", key, "{}")
+		if unsupported.Load() {
+			t.Skip("the door's handlers cannot hijack through net/http")
+		}
+		want(t, r, 201, fmt.Sprintf("run %d", run), false)
+	}
 	e.wantRuns(2)
 }
 
