@@ -47,8 +47,11 @@
 // when a fault left the store unreachable for at least the key's lease;
 // the injectors record each outage (Env.Outage), and the leases come from
 // the recorded claims). A store-outage scenario cuts every store call off
-// for less than the lease, on every lease-mode store: nothing may execute
-// twice there.
+// for less than the lease, on every lease-mode store, starting at a chosen
+// Complete (Storm.CutAtComplete: it is met on every run, not by chance);
+// store-readonly does the same with a store that answers as a read-only
+// database does (an error that can pass, idem.ErrStoreOutage): nothing may
+// execute twice there.
 //
 // Result.Line is the one-line summary; internal/cmd/stress prints one per
 // scenario and store.
