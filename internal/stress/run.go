@@ -632,7 +632,11 @@ func (r *run) checkHistory(res *Result) {
 		}
 		res.failf("%s", msg)
 	case porcupine.Unknown:
-		res.failf("the linearizability check did not finish within %v", r.st.CheckTimeout)
+		if cr.OverBudget != "" {
+			res.failf("the linearizability check of key %s took more than %d steps of the model (stress.StepBudget, the same on every machine): the history is too ambiguous to decide", cr.OverBudget, StepBudget)
+		} else {
+			res.failf("the linearizability check of key %s was still running at the hang guard (%v)", cr.TimedOut, r.st.CheckTimeout)
+		}
 	}
 }
 
