@@ -717,7 +717,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 			k.since = now
 		}
 		k.err = &storeError{key: c.key, call: "complete", err: err}
-		if !outage(err) {
+		if !outage(err) || mutant.On(ctx, mutant.OutageAsRefusal) {
 			// The store answered and refused.
 			k.refusals++
 			switch {
