@@ -223,3 +223,33 @@ func (s *countedRefusals) Complete(ctx context.Context, key idem.Key, token idem
 	}
 	return s.outageStore.Complete(ctx, key, token, out, ttl)
 }
+
+// TestDoSubstituteThroughPassingErrors: a store that refuses the outcome
+// (the executor's attempts) and then answers with an error that can pass
+// (a read-only database) for 3 s of a 5 s lease: the substitute is kept
+// through the outage like any outcome, and stored once it passes; the
+// method ran once and retries get ErrOutcomeNotStored.
+func TestDoSubstituteThroughPassingErrors(t *testing.T) {
+	clk := newFakeClock(true)
+	readOnly := &sqlError{"25006", "ERROR: cannot execute UPDATE in a read-only transaction"}
+	st := &countedRefusals{outageStore: newOutageStore(clk, readOnly, "complete", "release", "renew"), left: 3, err: &driverError{1366, "Incorrect string value"}}
+	var ev eventLog
+	ex := idem.NewExecutor(noRenew{st}, idem.SingleTenant(), idem.WithClock(clk), idem.WithLease(5*time.Second), idem.WithObserver(ev.observe))
+	m := &idem.Method{Op: "T.Pay", TTL: time.Hour}
+	runs := 0
+	pay := func(context.Context) (int, error) {
+		runs++
+		st.down(3 * time.Second) // the refusals come first, then the read-only answers
+		return 1, nil
+	}
+	v, err := call(t.Context(), ex, m, "order-1", pay)
+	require.NoError(t, err)
+	assert.Equal(t, 1, v)
+	assert.Greater(t, st.count("complete"), 1, "the substitute met the outage")
+	assert.Contains(t, ev.kinds(), idem.EventOutcomeNotStored)
+	assert.NotContains(t, ev.kinds(), idem.EventStoreError)
+	clk.Advance(time.Minute)
+	_, err = call(t.Context(), ex, m, "order-1", pay)
+	assert.ErrorIs(t, err, idem.ErrOutcomeNotStored)
+	assert.Equal(t, 1, runs)
+}
