@@ -472,6 +472,48 @@ type CheckResult struct {
 // most a few hundred thousand steps a key.
 const StepBudget = 20_000_000
 
+// reductions returns the histories to check for one key's history h, the
+// smallest first, h itself last. An operation whose effect is unknown (the
+// store returned an error: Return is infinite) may always be linearized
+// last, as no effect; so if h without some of them is linearizable, h is
+// too, and only h itself can be found illegal. A storm through a restart
+// holds many such operations, which make the search for an order
+// exponential; most had no effect, which the smaller histories settle in a
+// few steps. The reductions: without every unknown operation; without the
+// unknown claims and completes of tokens that no answer ever showed (a
+// claim or complete that took effect would show in the record later
+// operations read), and h.
+func reductions(h []porcupine.Operation) [][]porcupine.Operation {
+	seen := map[idem.Token]bool{}
+	unknown := 0
+	for _, op := range h {
+		out := op.Output.(opOutput)
+		if out.Unknown {
+			unknown++
+		} else if out.Rec.Status != 0 {
+			seen[out.Rec.Token] = true
+		}
+	}
+	if unknown == 0 {
+		return [][]porcupine.Operation{h}
+	}
+	var none, unseen []porcupine.Operation
+	for _, op := range h {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		if !out.Unknown {
+			none = append(none, op)
+		}
+		if !out.Unknown || in.Kind == opRelease || in.Kind == opCommit || seen[in.Token] {
+			unseen = append(unseen, op)
+		}
+	}
+	r := [][]porcupine.Operation{none}
+	if len(unseen) > len(none) && len(unseen) < len(h) {
+		r = append(r, unseen)
+	}
+	return append(r, h)
+}
+
 // stepBudget counts the steps of one key's check.
 type stepBudget struct {
 	n     atomic.Int64
@@ -537,14 +579,21 @@ func check(history []porcupine.Operation, opts ModelOptions, budget int64, timeo
 	for range min(runtime.GOMAXPROCS(0), max(len(parts), 1)) {
 		wg.Go(func() {
 			for i := range next {
-				b := &stepBudget{limit: budget}
-				left := time.Until(deadline)
-				r := porcupine.Unknown
-				if left > 0 {
-					r = porcupine.CheckOperationsTimeout(model(opts, b), parts[i], left)
+				var v verdict
+				for _, h := range reductions(parts[i]) {
+					b := &stepBudget{limit: budget}
+					left := time.Until(deadline)
+					r := porcupine.Unknown
+					if left > 0 {
+						r = porcupine.CheckOperationsTimeout(model(opts, b), h, left)
+					}
+					n := b.n.Load()
+					v = verdict{result: r, steps: v.steps + min(n, budget), over: n > budget}
+					if r != porcupine.Illegal || v.over {
+						break // decided (Ok), or no smaller history left to try
+					}
 				}
-				n := b.n.Load()
-				verdicts[i] = verdict{result: r, steps: min(n, budget), over: n > budget}
+				verdicts[i] = v
 			}
 		})
 	}
