@@ -482,34 +482,62 @@ const StepBudget = 20_000_000
 // few steps. The reductions: without every unknown operation; without the
 // unknown claims and completes of tokens that no answer ever showed (a
 // claim or complete that took effect would show in the record later
-// operations read), and h.
+// operations read) or that the same token repeated with an answer; without
+// the unknown claims and completes of tokens no answer showed; and h.
 func reductions(h []porcupine.Operation) [][]porcupine.Operation {
+	type done struct {
+		kind  opKind
+		token idem.Token
+	}
 	seen := map[idem.Token]bool{}
+	known := map[done]bool{} // a claim or complete of the token that took effect, answered
 	unknown := 0
 	for _, op := range h {
-		out := op.Output.(opOutput)
-		if out.Unknown {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		switch {
+		case out.Unknown:
 			unknown++
-		} else if out.Rec.Status != 0 {
+			continue
+		case in.Kind == opClaim && out.Claimed, in.Kind == opComplete && !out.LeaseLost:
+			known[done{in.Kind, in.Token}] = true
+		}
+		if out.Rec.Status != 0 {
 			seen[out.Rec.Token] = true
 		}
 	}
 	if unknown == 0 {
 		return [][]porcupine.Operation{h}
 	}
-	var none, unseen []porcupine.Operation
-	for _, op := range h {
+	keep := func(op porcupine.Operation, repeats bool) bool {
 		in, out := op.Input.(opInput), op.Output.(opOutput)
-		if !out.Unknown {
-			none = append(none, op)
+		switch {
+		case !out.Unknown, in.Kind == opRelease, in.Kind == opCommit:
+			return true
+		case !seen[in.Token]:
+			return false
 		}
-		if !out.Unknown || in.Kind == opRelease || in.Kind == opCommit || seen[in.Token] {
-			unseen = append(unseen, op)
-		}
+		// With repeats false, an unknown claim or complete repeated by the
+		// same token with an answer is left out: the answered one shows
+		// the effect.
+		return repeats || !known[done{in.Kind, in.Token}]
 	}
-	r := [][]porcupine.Operation{none}
-	if len(unseen) > len(none) && len(unseen) < len(h) {
-		r = append(r, unseen)
+	r := [][]porcupine.Operation{}
+	last := -1
+	for _, pass := range []func(porcupine.Operation) bool{
+		func(op porcupine.Operation) bool { return !op.Output.(opOutput).Unknown },
+		func(op porcupine.Operation) bool { return keep(op, false) },
+		func(op porcupine.Operation) bool { return keep(op, true) },
+	} {
+		var sub []porcupine.Operation
+		for _, op := range h {
+			if pass(op) {
+				sub = append(sub, op)
+			}
+		}
+		if len(sub) > last && len(sub) < len(h) {
+			r = append(r, sub)
+			last = len(sub)
+		}
 	}
 	return append(r, h)
 }
