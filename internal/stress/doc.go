@@ -23,7 +23,10 @@
 //   - the recorded history is linearizable (porcupine) against Model, a
 //     sequential model of the Store contract, partitioned by key, in which
 //     only time is nondeterministic (when a lease lapses, when a record
-//     expires), bounded by the recorded instants.
+//     expires), bounded by the recorded instants; each key is checked on
+//     its own within StepBudget steps of the model (the same on every
+//     machine: a slow one does not fail a correct history), first without
+//     the operations of unknown effect that no answer shows (Check).
 //
 // Fault scenarios (faults.go) kill redis-server and restart it on the same
 // port (redis-kill), delete Redis records after their first outcome
