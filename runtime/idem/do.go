@@ -27,15 +27,15 @@ import (
 // Once fn has run, nothing but its own transient error releases the key. An
 // outcome that cannot be stored (the codec refuses the result, such as NaN,
 // ±Inf or a cycle in JSON; it exceeds MaxOutcomeLen; the store refuses it
-// after its retries, with an answer rather than a lost connection) is
+// after its retries, with an answer that cannot pass, not an outage) is
 // replaced by a final outcome with the code NotStoredCode: the caller gets
 // fn's own result, the observer is told (EventOutcomeNotStored), and
 // retries get an error matching ErrOutcomeNotStored instead of running fn
-// again. A store in an outage (lease mode) gets no substitute: one that
-// cannot be reached, or answers with an error that can pass (a read-only
-// database during a failover, a full disk, too many connections; see
-// ErrStoreOutage):
-// the executor keeps trying to store the outcome, with backoff on its Clock,
+// again. A store in an outage (lease mode: one that cannot be reached, or
+// answers with an error that can pass, such as a read-only database during
+// a failover, a full disk, too many connections; see ErrStoreOutage) gets
+// no substitute: the executor keeps trying to store the outcome, with
+// backoff on its Clock,
 // fenced by the claim's token, renewing the lease where the store can
 // (Renewer), for as long as the claim can be live (a lease after the reply
 // of its claim or last renewal), so that an outage shorter than the lease
@@ -325,9 +325,9 @@ func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
 // A store answers nil when there is no such claim, and ErrLeaseLost when
 // another token holds the key: neither is news.
 //
-// A store in an outage (see outage) is asked again in the
-// background, as after a method's transient error (releaseOn), for at most
-// a lease: the claim, if it was made, was made before now.
+// A store in an outage (see outage) is asked again in the background, as
+// after a method's transient error (releaseOn), for at most a lease: the
+// claim, if it was made, was made before now.
 func (c *call[T]) abandon(ctx context.Context, token Token, lease time.Duration) {
 	if err := c.releaseOnce(ctx, token); err != nil && outage(err) {
 		c.until = c.ex.now().Add(lease)
@@ -597,8 +597,7 @@ func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 }
 
 // releaseOn tries again, in a goroutine of its own, to release a claim that
-// a store in an outage still holds (see outage), with
-// keep's backoff on the executor's clock, until the release passes, the
+// a store in an outage still holds (see outage), with keep's backoff on the executor's clock, until the release passes, the
 // store answers otherwise, or the claim's lease has ended (a retry then
 // takes the key over, which is as good). Without it, a store outage as the
 // method fails would keep every retry of a call that changed nothing
@@ -677,8 +676,7 @@ const (
 // at once for ErrTooLarge) gets the substitute notStoredOutcome instead, so
 // that no encoding or storage error turns a decided outcome into a second
 // execution. A store in an outage (see outage: unreachable, or an answer
-// that can pass) is tried
-// again, with backoff on the executor's clock, until the outcome is stored,
+// that can pass) is tried again, with backoff on the executor's clock, until the outcome is stored,
 // another token holds the key (ErrLeaseLost), or the claim's lease has
 // certainly ended (c.until): a store outage shorter than the lease loses
 // nothing. Where the store renews leases (Renewer), a claim that has less
