@@ -34,11 +34,16 @@ const (
 	// its few quick attempts when the store cannot be reached, instead of
 	// trying for as long as its claim can be live (runtime/idem).
 	QuickCompleteGiveUp
+	// OutageAsRefusal: the executor takes a store error that can pass (an
+	// outage: a read-only database, a full disk, a store it cannot reach)
+	// for a refusal when storing an outcome, and stores the "not stored"
+	// substitute, or gives up when that is refused too (runtime/idem).
+	OutageAsRefusal
 )
 
 // All returns every mutation, in declaration order.
 func All() []Flag {
-	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint, QuickCompleteGiveUp}
+	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint, QuickCompleteGiveUp, OutageAsRefusal}
 }
 
 func name(f Flag) string {
@@ -53,6 +58,8 @@ func name(f Flag) string {
 		return "takeover-without-fingerprint"
 	case QuickCompleteGiveUp:
 		return "quick-complete-give-up"
+	case OutageAsRefusal:
+		return "outage-as-refusal"
 	}
 	return "unknown"
 }

@@ -180,7 +180,7 @@ func (w *world) fence(prev *worker) {
 	margin := lease/4 + 2*w.p.maxDelay // a backoff (at most lease/8) and two trips, with room to spare
 	if prev.state != crashed && e.ended && prev.sawDown && !prev.linkFaulted &&
 		w.downTil.Add(margin).Before(ks.leaseUntil) && e.endedAt.Add(margin).Before(ks.leaseUntil) {
-		w.violate("%s: exec #%d decided (%s) but its outcome was not stored: the store was unreachable until %v before its lease lapsed (no other fault), and the key was taken over: it runs again",
+		w.violate("%s: exec #%d decided (%s) but its outcome was not stored: the store was down (unreachable or answering an outage) until %v before its lease lapsed (no other fault), and the key was taken over: it runs again",
 			ks.name, e.id, e.kind, ks.leaseUntil.Sub(w.downTil))
 		return
 	}

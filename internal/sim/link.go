@@ -18,6 +18,35 @@ var (
 	errStoreDown   = fmt.Errorf("sim: store unavailable: %w", syscall.ECONNREFUSED)
 )
 
+// outageErrs are the answers of a store in an outage after a decided
+// execution (Outages), taken in turn: one it cannot be reached by, and
+// two it answers with while it cannot write, as a demoted primary or a
+// full disk does. The read-only answer carries only its SQLSTATE (the
+// executor knows it by its kind); the full disk is marked by the store
+// with idem.StoreOutage, as every store marks its driver's errors. None
+// is a refusal: each passes when the outage ends.
+var outageErrs = []error{
+	errStoreDown,
+	fmt.Errorf("sim: %w", sqlStateError{"25006", "cannot execute UPDATE in a read-only transaction"}),
+	idem.StoreOutage(errors.New("sim: database or disk is full")),
+}
+
+// sqlStateError is a database's answer with its SQLSTATE, as pgx's.
+type sqlStateError struct{ code, msg string }
+
+func (e sqlStateError) Error() string    { return e.msg + " (SQLSTATE " + e.code + ")" }
+func (e sqlStateError) SQLState() string { return e.code }
+
+// isDown reports whether err is the answer of a store that is down.
+func isDown(err error) bool {
+	for _, d := range outageErrs {
+		if errors.Is(err, d) {
+			return true
+		}
+	}
+	return false
+}
+
 // link is the idem.Store the executor sees: the path to the real store
 // through a simulated network that delays, drops and duplicates requests
 // and replies. Every request and reply is a yield point; the store applies
@@ -79,7 +108,7 @@ func (l link) call(ctx context.Context, o op) error {
 			wk.owner().sawDown = true
 		}
 		w.tracef("%s %s: store down", wk, o.name)
-		return fmt.Errorf("%s: %w", o.name, errStoreDown)
+		return fmt.Errorf("%s: %w", o.name, w.downErr)
 	}
 	err := o.apply(sctx)
 	w.tracef("%s %s applied: %s", wk, o.name, errText(err))
@@ -184,7 +213,7 @@ func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error
 		}
 		return err
 	}})
-	if wk.parent == nil && (errors.Is(err, errRequestLost) || errors.Is(err, errReplyLost) || errors.Is(err, errStoreDown)) {
+	if wk.parent == nil && (errors.Is(err, errRequestLost) || errors.Is(err, errReplyLost) || isDown(err)) {
 		wk.releaseLost = true // the executor will send it again
 	}
 	return err
@@ -223,7 +252,7 @@ var _ idem.Renewer = link{}
 func (w *world) crashStore() {
 	w.stats.StoreCrashes++
 	down := w.between(0, 300*time.Millisecond)
-	w.downTil = w.now.Add(down)
+	w.downTil, w.downErr = w.now.Add(down), errStoreDown
 	if w.opts.Store == Losing {
 		w.mem = w.newStore()
 		for _, ks := range w.keys {

@@ -37,7 +37,8 @@
 //     except the documented lease-stall case, counted apart (Stats.Stalls):
 //     the deciding worker lost its lease (it stalled, crashed, or its
 //     Complete was lost or late) before its outcome was stored; a
-//     Complete that failed only because the store was unreachable, and
+//     Complete that failed only because the store was down (unreachable,
+//     or answering an error that can pass), and
 //     back with time to spare before the lease lapsed, is no excuse (the
 //     executor keeps the outcome through an outage shorter than the
 //     lease, Outages);
@@ -130,10 +131,11 @@ const (
 	Unencodable
 	// PayloadReuse: some callers reuse a key with another payload.
 	PayloadReuse
-	// Outages: the store cannot be reached for a while (shorter than the
-	// lease) right after a method decided its outcome, as during a
-	// database restart or a failover: the executor must keep the outcome
-	// and store it when the store is back.
+	// Outages: the store cannot be reached, or answers with an error that
+	// can pass (a read-only database, a full disk: see outageErrs), for a
+	// while (shorter than the lease) right after a method decided its
+	// outcome, as during a database restart or a failover: the executor
+	// must keep the outcome and store it when the store is back.
 	Outages
 
 	// AllFaults is every fault class.

@@ -427,11 +427,14 @@ func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*s
 		w.decide(e)
 		if !wk.cl.probe && w.p.outage > 0 && w.orng.Float64() < w.p.outage {
 			d := time.Duration(w.orng.Int64N(int64(lease/2))) + lease/20
+			// The kind of outage goes in turn (no draw: the schedules of
+			// the seeds stay what they were).
+			kind := outageErrs[w.stats.Outages%len(outageErrs)]
 			if until := w.now.Add(d); until.After(w.downTil) {
-				w.downTil = until
+				w.downTil, w.downErr = until, kind
 			}
 			w.stats.Outages++
-			w.tracef("STORE UNREACHABLE for %v as exec #%d returns", d, e.id)
+			w.tracef("STORE DOWN for %v as exec #%d returns, answering: %v", d, e.id, kind)
 		}
 	}
 	res := &simsvc.Result{Key: req.Key, Payload: req.Payload, Exec: e.id}

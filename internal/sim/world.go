@@ -43,6 +43,7 @@ type world struct {
 	back     chan struct{} // a worker hands the baton back
 	mem      *memstore.Store
 	downTil  time.Time // the store refuses requests until then
+	downErr  error     // with this answer (see outageErrs)
 	svc      *simsvc.IdempotentService
 	ctx      context.Context // the mutations of the schedule
 

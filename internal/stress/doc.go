@@ -23,7 +23,10 @@
 //   - the recorded history is linearizable (porcupine) against Model, a
 //     sequential model of the Store contract, partitioned by key, in which
 //     only time is nondeterministic (when a lease lapses, when a record
-//     expires), bounded by the recorded instants.
+//     expires), bounded by the recorded instants; each key is checked on
+//     its own within StepBudget steps of the model (the same on every
+//     machine: a slow one does not fail a correct history), first without
+//     the operations of unknown effect that no answer shows (Check).
 //
 // Fault scenarios (faults.go) kill redis-server and restart it on the same
 // port (redis-kill), delete Redis records after their first outcome
@@ -47,8 +50,11 @@
 // when a fault left the store unreachable for at least the key's lease;
 // the injectors record each outage (Env.Outage), and the leases come from
 // the recorded claims). A store-outage scenario cuts every store call off
-// for less than the lease, on every lease-mode store: nothing may execute
-// twice there.
+// for less than the lease, on every lease-mode store, starting at a chosen
+// Complete (Storm.CutAtComplete: it is met on every run, not by chance);
+// store-readonly does the same with a store that answers as a read-only
+// database does (an error that can pass, idem.ErrStoreOutage): nothing may
+// execute twice there.
 //
 // Result.Line is the one-line summary; internal/cmd/stress prints one per
 // scenario and store.

@@ -2,10 +2,13 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/idemgen/idemgen/runtime/idem"
 )
 
 // The fault scenarios. Each kills, restarts or cuts a server, or loses
@@ -167,33 +170,47 @@ func serverDown(name, verb string, stop func(ctx context.Context, env *Env, outa
 
 // StoreOutage cuts every store call off (a connection refused, before the
 // call reaches the store) for 1s (400ms when short), shorter than Pay's
-// lease, right after a side effect of Pay past 30% of the calls (so that
-// at least that method's Complete meets it), on every lease-mode store: the
+// lease, starting at a Complete past 30% of the calls (that Complete meets
+// it, whatever the machine's speed), on every lease-mode store: the
 // executors that ran their method meanwhile keep its outcome and store it
 // when the store is back, so nothing executes twice (a duplicate charged
 // to complete-store-error fails the run, the outage being shorter than the
 // lease).
 func StoreOutage() Scenario {
+	return cutScenario("store-outage", "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice", nil)
+}
+
+// StoreReadOnly is StoreOutage with a store that answers instead of being
+// unreachable: every call gets the answer of a read-only database (SQLSTATE
+// 25006, what a demoted primary or a standby answers during a failover),
+// marked by the store as an error that can pass (idem.StoreOutage). It is
+// an outage, not a refusal: nothing executes twice, and no "not stored"
+// substitute replaces an outcome.
+func StoreReadOnly() Scenario {
+	return cutScenario("store-readonly", "every store call answered read-only (SQLSTATE 25006) for 1s mid-run: an outage, not a refusal",
+		idem.StoreOutage(errors.New("ERROR: cannot execute UPDATE in a read-only transaction (SQLSTATE 25006)")))
+}
+
+func cutScenario(name, about string, answer error) Scenario {
 	return Scenario{
-		Name:    "store-outage",
-		About:   "every store call refused for 1s (shorter than the lease) mid-run: outcomes kept, nothing runs twice",
+		Name:    name,
+		About:   about,
 		Applies: func(b string) bool { return b != "pg-tx" && b != "mysql-tx" },
 		Configure: func(s *Storm) {
 			faulty(s)
-			s.Cut = true
-			outage := time.Second
+			s.Cut, s.CutAnswer = true, answer
+			s.CutFor = time.Second
 			if s.Short {
-				outage = 400 * time.Millisecond
+				s.CutFor = 400 * time.Millisecond
 			}
-			// No hold: the cut waits for a side effect, which needs calls.
+			// The Complete that starts the cut: past 30% of the keys' first
+			// outcomes, and sure to come (every key completes at least once).
+			s.CutAtComplete = max(1, s.Keys*3/10)
 			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				if err := env.WaitProgress(ctx, 0.3); err != nil {
-					return fmt.Errorf("store-outage: the storm ended before 30%% of its calls")
-				}
-				if err := env.CutAfterNextEffect(ctx, outage); err != nil {
+				if err := env.CutOver(ctx); err != nil {
 					return nil // the storm ended
 				}
-				env.Note("store cut off for %v after a side effect at call %d", outage, env.Issued())
+				env.Note("store cut off for %v at Complete #%d, at call %d", s.CutFor, s.CutAtComplete, env.Issued())
 				return nil
 			})
 		},

@@ -158,10 +158,22 @@ type Storm struct {
 	// store error, as a client retrying after a 503 would (so that an outage
 	// does not burn the whole plan in a moment).
 	ErrorPause time.Duration
-	// Cut puts a switch in front of the store (Env.CutAfterNextEffect): while it is
-	// off, every store call fails with a connection refused before it
-	// reaches the store, as a store that cannot be reached does.
+	// Cut puts a switch in front of the store (Env.CutAtNextComplete,
+	// Env.CutAfterNextEffect): while it is off, every store call fails with
+	// a connection refused before it reaches the store, as a store that
+	// cannot be reached does, or with CutAnswer when it is set.
 	Cut bool
+	// CutAnswer, when set, is what the store answers every call with while
+	// it is cut off: an error that can pass (idem.ErrStoreOutage), such as
+	// a read-only database's during a failover.
+	CutAnswer error
+	// CutAtComplete, when > 0, arms the cut before the storm starts: the
+	// run's CutAtComplete-th Complete starts it, for CutFor, and fails
+	// with it (a Background function calls Env.CutOver). A run makes at
+	// least one Complete per key, so a CutAtComplete up to the number of
+	// keys is met on every run, whatever the machine's speed.
+	CutAtComplete int
+	CutFor        time.Duration
 	// Background functions run during the storm (fault injectors); they must
 	// return when ctx is done.
 	Background []func(ctx context.Context, env *Env) error
@@ -175,7 +187,11 @@ type Storm struct {
 	// transactional mode: after the business write, before the commit).
 	AfterEffect time.Duration
 
-	CallTimeout  time.Duration
+	CallTimeout time.Duration
+	// CheckTimeout is the hang guard of the linearizability check, not its
+	// budget: the check is bounded by StepBudget steps a key, the same on
+	// every machine, so that a slow or loaded machine does not fail a
+	// correct history.
 	CheckTimeout time.Duration
 }
 
@@ -186,7 +202,7 @@ func DefaultStorm(short bool) Storm {
 		Short: short, Calls: 10000, Keys: 100, Workers: 32, Burst: 8,
 		Conflict: 0.01, Transient: 0.1, Poor: 5,
 		StallLease:  300 * time.Millisecond,
-		CallTimeout: 30 * time.Second, CheckTimeout: 60 * time.Second,
+		CallTimeout: 30 * time.Second, CheckTimeout: 5 * time.Minute,
 	}
 	if short {
 		// The check keeps the full run's 60s: a short history is checked
@@ -238,13 +254,15 @@ type Env struct {
 	faults    sync.WaitGroup
 	completed chan idem.Key
 
-	cut       *cutStore // Storm.Cut
-	gate      effectGate
-	mu        sync.Mutex
-	losses    map[string]int // per key text
-	lostAll   int
-	notes     []string
-	outageMax time.Duration // the longest outage a fault caused
+	cut *cutStore // Storm.Cut
+	// cutStarted is closed when the cut armed by Storm.CutAtComplete starts.
+	cutStarted chan struct{}
+	gate       effectGate
+	mu         sync.Mutex
+	losses     map[string]int // per key text
+	lostAll    int
+	notes      []string
+	outageMax  time.Duration // the longest outage a fault caused
 }
 
 // WaitProgress returns once the storm has issued frac of its calls, or ctx
@@ -308,16 +326,50 @@ func (e *Env) Outage(d time.Duration) {
 	e.mu.Unlock()
 }
 
-// CutAfterNextEffect makes every store call fail as unreachable for d
-// (Storm.Cut), starting right after the next side effect of Pay (so that
-// at least that call's Complete meets the outage), records the outage and
-// returns when it is over.
+// CutAfterNextEffect makes every store call fail for d (Storm.Cut: as
+// unreachable, or with Storm.CutAnswer), starting right after the next side
+// effect of Pay, records the outage and returns when it is over. Whether
+// that call's Complete meets the outage depends on how soon the method
+// returns: a scenario that needs a Complete to meet it uses
+// CutAtNextComplete.
 func (e *Env) CutAfterNextEffect(ctx context.Context, d time.Duration) error {
+	return e.cutAt(ctx, d, false)
+}
+
+// CutAtNextComplete makes every store call fail for d (Storm.Cut: as
+// unreachable, or with Storm.CutAnswer), starting at the next Complete,
+// which fails with it: at least one Complete meets the outage, whatever
+// the machine's speed (if one comes: Storm.CutAtComplete arms the cut
+// before the storm, for a Complete that is sure to come). It records the
+// outage and returns when it is over.
+func (e *Env) CutAtNextComplete(ctx context.Context, d time.Duration) error {
+	return e.cutAt(ctx, d, true)
+}
+
+// CutOver waits for the cut that Storm.CutAtComplete armed to start,
+// records the outage and returns when it is over.
+func (e *Env) CutOver(ctx context.Context) error {
+	if e.cut == nil || e.cutStarted == nil {
+		return errors.New("stress: the storm armed no cut (Storm.CutAtComplete)")
+	}
+	select {
+	case <-e.cutStarted:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	e.cut.mu.Lock()
+	d := e.cut.cutFor
+	e.cut.mu.Unlock()
+	e.Outage(d)
+	return (idem.SystemClock{}).Sleep(ctx, d)
+}
+
+func (e *Env) cutAt(ctx context.Context, d time.Duration, atComplete bool) error {
 	if e.cut == nil {
 		return errors.New("stress: the storm has no cut (Storm.Cut)")
 	}
 	started := make(chan struct{})
-	e.cut.arm(d, started)
+	e.cut.arm(d, atComplete, 0, started)
 	select {
 	case <-started:
 	case <-ctx.Done():
@@ -523,7 +575,7 @@ func (r *Result) Line() string {
 	total := r.Calls + r.ShipCalls
 	fmt.Fprintf(&b, " | %.0f calls/s p50=%v p99=%v", float64(total)/max(secs, 1e-9), round(r.P50), round(r.P99))
 	fmt.Fprintf(&b, " | probe final=%d free=%d leaked=%d stuck=%d", r.Probe.Final, r.Probe.Free, r.Probe.Leaked, r.Probe.Stuck)
-	fmt.Fprintf(&b, " | history %d ops/%d keys: %s", r.Check.Ops, r.Check.Keys, verdict(r.Check.Result))
+	fmt.Fprintf(&b, " | history %d ops/%d keys: %s (%d steps/key at most)", r.Check.Ops, r.Check.Keys, verdict(r.Check.Result), r.Check.Steps)
 	if r.Check.MayLose {
 		b.WriteString(" (records may vanish: documented)")
 	}
@@ -548,7 +600,7 @@ func verdict(c porcupine.CheckResult) string {
 	case porcupine.Illegal:
 		return "NOT LINEARIZABLE"
 	case porcupine.Unknown:
-		return "check timed out"
+		return "undecided"
 	}
 	return "not checked"
 }

@@ -6,8 +6,11 @@ import (
 	"hash/fnv"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -353,6 +356,13 @@ type ModelOptions struct {
 // the old outcome is still replayed. With opts.MayLose, any record may vanish
 // (plain Redis's documented limit).
 func Model(opts ModelOptions) porcupine.Model {
+	return model(opts, nil)
+}
+
+// model is Model; with steps set, every step of the model counts there, and
+// once steps.limit is reached, no step leads anywhere (the check then ends
+// at once, and its verdict is void: see stepBudget).
+func model(opts ModelOptions, steps *stepBudget) porcupine.Model {
 	nm := porcupine.NondeterministicModel{
 		Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
 			idx := map[[32]byte]int{}
@@ -371,6 +381,9 @@ func Model(opts ModelOptions) porcupine.Model {
 		},
 		Init: func() []any { return []any{absent} },
 		Step: func(state, input, output any) []any {
+			if steps != nil && steps.n.Add(1) > steps.limit {
+				return nil
+			}
 			next := step(state.(recState), input.(opInput), output.(opOutput), opts)
 			r := make([]any, len(next))
 			for i, s := range next {
@@ -432,15 +445,107 @@ func describeOp(input, output any) string {
 
 // CheckResult is the verdict of the linearizability check of one history.
 type CheckResult struct {
+	// Result is Ok when every key's history is linearizable, Illegal when
+	// one is not, and Unknown when the check of a key could not decide
+	// within its budget of steps (OverBudget) or its hang guard (Timeout).
 	Result porcupine.CheckResult
 	Ops    int
 	Keys   int
 	// MayLose: the check allowed records to vanish (ModelOptions.MayLose).
 	MayLose bool
+	// Steps is the most steps of the model the check of one key took; a
+	// property of the history, the same on every machine.
+	Steps int64
+	// OverBudget names a key whose check exceeded StepBudget; TimedOut one
+	// whose check was still running at the hang guard.
+	OverBudget, TimedOut string
 	// Viz is the path of the visualization written for an illegal history,
 	// if one was asked for; Dump the path of the same partition as text
 	// (DumpHistory).
 	Viz, Dump string
+}
+
+// StepBudget bounds the steps of the model that the check of one key may
+// take: a key whose history needs more is reported undecided (Unknown,
+// OverBudget), the same on every machine, however slow or loaded; the
+// check's timeout is only a hang guard. Histories of the storms take at
+// most a few hundred thousand steps a key.
+const StepBudget = 20_000_000
+
+// reductions returns the histories to check for one key's history h, the
+// smallest first, h itself last. An operation whose effect is unknown (the
+// store returned an error: Return is infinite) may always be linearized
+// last, as no effect; so if h without some of them is linearizable, h is
+// too, and only h itself can be found illegal. A storm through a restart
+// holds many such operations, which make the search for an order
+// exponential; most had no effect, which the smaller histories settle in a
+// few steps. The reductions: without every unknown operation; without the
+// unknown claims and completes of tokens that no answer ever showed (a
+// claim or complete that took effect would show in the record later
+// operations read) or that the same token repeated with an answer; without
+// the unknown claims and completes of tokens no answer showed; and h.
+func reductions(h []porcupine.Operation) [][]porcupine.Operation {
+	type done struct {
+		kind  opKind
+		token idem.Token
+	}
+	seen := map[idem.Token]bool{}
+	known := map[done]bool{} // a claim or complete of the token that took effect, answered
+	unknown := 0
+	for _, op := range h {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		switch {
+		case out.Unknown:
+			unknown++
+			continue
+		case in.Kind == opClaim && out.Claimed, in.Kind == opComplete && !out.LeaseLost:
+			known[done{in.Kind, in.Token}] = true
+		}
+		if out.Rec.Status != 0 {
+			seen[out.Rec.Token] = true
+		}
+	}
+	if unknown == 0 {
+		return [][]porcupine.Operation{h}
+	}
+	keep := func(op porcupine.Operation, repeats bool) bool {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		switch {
+		case !out.Unknown, in.Kind == opRelease, in.Kind == opCommit:
+			return true
+		case !seen[in.Token]:
+			return false
+		}
+		// With repeats false, an unknown claim or complete repeated by the
+		// same token with an answer is left out: the answered one shows
+		// the effect.
+		return repeats || !known[done{in.Kind, in.Token}]
+	}
+	r := [][]porcupine.Operation{}
+	last := -1
+	for _, pass := range []func(porcupine.Operation) bool{
+		func(op porcupine.Operation) bool { return !op.Output.(opOutput).Unknown },
+		func(op porcupine.Operation) bool { return keep(op, false) },
+		func(op porcupine.Operation) bool { return keep(op, true) },
+	} {
+		var sub []porcupine.Operation
+		for _, op := range h {
+			if pass(op) {
+				sub = append(sub, op)
+			}
+		}
+		if len(sub) > last && len(sub) < len(h) {
+			r = append(r, sub)
+			last = len(sub)
+		}
+	}
+	return append(r, h)
+}
+
+// stepBudget counts the steps of one key's check.
+type stepBudget struct {
+	n     atomic.Int64
+	limit int64
 }
 
 // DumpHistory returns ops as text, one operation a line in the order of
@@ -475,26 +580,85 @@ func DumpHistory(ops []porcupine.Operation) string {
 	return b.String()
 }
 
-// Check checks history against Model(opts) within timeout. With vizDir set, an
-// illegal history's visualization (HTML) is written there.
+// Check checks history against Model(opts), key by key (the model is per
+// key): each key's history is checked on its own, GOMAXPROCS at a time,
+// within StepBudget steps of the model, so that the verdict comes from the
+// history, not from the machine's speed. timeout is a hang guard for the
+// whole check, not a budget: a key still undecided then is reported as
+// TimedOut. With vizDir set, an illegal history's visualization (HTML) is
+// written there.
 func Check(history []porcupine.Operation, opts ModelOptions, timeout time.Duration, vizDir, name string) (CheckResult, error) {
-	m := Model(opts)
-	keys := map[[32]byte]bool{}
-	for _, op := range history {
-		keys[op.Input.(opInput).Key] = true
+	return check(history, opts, StepBudget, timeout, vizDir, name)
+}
+
+// check is Check with a budget of its own.
+func check(history []porcupine.Operation, opts ModelOptions, budget int64, timeout time.Duration, vizDir, name string) (CheckResult, error) {
+	parts := Model(opts).Partition(history)
+	res := CheckResult{Ops: len(history), Keys: len(parts), MayLose: opts.MayLose, Result: porcupine.Ok}
+	type verdict struct {
+		result porcupine.CheckResult
+		steps  int64
+		over   bool
 	}
-	res := CheckResult{Ops: len(history), Keys: len(keys), MayLose: opts.MayLose}
-	res.Result = porcupine.CheckOperationsTimeout(m, history, timeout)
-	if res.Result == porcupine.Illegal && vizDir != "" {
-		// Only the illegal partitions are worth drawing.
-		var bad []porcupine.Operation
-		for _, part := range m.Partition(history) {
-			if porcupine.CheckOperationsTimeout(m, part, timeout) == porcupine.Illegal {
-				bad = append(bad, part...)
-				break
+	verdicts := make([]verdict, len(parts))
+	deadline := time.Now().Add(timeout)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(parts), 1)) {
+		wg.Go(func() {
+			for i := range next {
+				var v verdict
+				for _, h := range reductions(parts[i]) {
+					b := &stepBudget{limit: budget}
+					left := time.Until(deadline)
+					r := porcupine.Unknown
+					if left > 0 {
+						r = porcupine.CheckOperationsTimeout(model(opts, b), h, left)
+					}
+					n := b.n.Load()
+					v = verdict{result: r, steps: v.steps + min(n, budget), over: n > budget}
+					if r != porcupine.Illegal || v.over {
+						break // decided (Ok), or no smaller history left to try
+					}
+				}
+				verdicts[i] = v
+			}
+		})
+	}
+	for i := range parts {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var bad []porcupine.Operation
+	for i, v := range verdicts {
+		res.Steps = max(res.Steps, v.steps)
+		key := parts[i][0].Input.(opInput).Text
+		switch {
+		case v.over:
+			if res.OverBudget == "" {
+				res.OverBudget = key
+			}
+		case v.result == porcupine.Illegal:
+			if bad == nil {
+				bad = parts[i]
+			}
+		case v.result == porcupine.Unknown:
+			if res.TimedOut == "" {
+				res.TimedOut = key
 			}
 		}
-		_, info := porcupine.CheckOperationsVerbose(m, bad, timeout)
+	}
+	switch {
+	case bad != nil:
+		res.Result = porcupine.Illegal
+	case res.OverBudget != "" || res.TimedOut != "":
+		res.Result = porcupine.Unknown
+	}
+	if bad != nil && vizDir != "" {
+		// Only the illegal partition is worth drawing.
+		m := Model(opts)
+		_, info := porcupine.CheckOperationsVerbose(m, bad, max(time.Until(deadline), time.Minute))
 		res.Viz = vizDir + "/" + name + ".html"
 		if err := porcupine.VisualizePath(m, info, res.Viz); err != nil {
 			return res, err

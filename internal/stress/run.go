@@ -74,7 +74,9 @@ type run struct {
 	// keyEvents is the observer's per-key counts when the run was collected.
 	keyEvents map[string]map[string]int
 	cut       *cutStore // Storm.Cut
-	svc       *stormsvc.IdempotentService
+	// cutStarted is closed when the cut armed by Storm.CutAtComplete starts.
+	cutStarted chan struct{}
+	svc        *stormsvc.IdempotentService
 
 	// makePlan, storm: the calls and what each got.
 	plan    []plannedCall
@@ -258,7 +260,11 @@ func (r *run) prepare() {
 		if _, tx := tweak.(idem.TxStore); tx {
 			panic("stress: Storm.Cut on a transactional store") // the scenario's Applies excludes them
 		}
-		r.cut = &cutStore{next: tweak}
+		r.cut = &cutStore{next: tweak, answer: st.CutAnswer}
+		if st.CutAtComplete > 0 {
+			r.cutStarted = make(chan struct{})
+			r.cut.arm(st.CutFor, true, int64(st.CutAtComplete), r.cutStarted)
+		}
 		store = r.cut
 	}
 	ex := idem.NewExecutor(store,
@@ -391,7 +397,7 @@ func (bg *background) start(f func(ctx context.Context) error) {
 func (r *run) startBackground(ctx context.Context) {
 	st := &r.st
 	r.env = &Env{Backend: r.b.Name, Handle: r.h, Recorder: r.rec, Ledger: r.ledger, Tenant: r.tenant, Seed: r.seed, Short: st.Short,
-		Cluster: r.cluster, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}, cut: r.cut}
+		Cluster: r.cluster, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}, cut: r.cut, cutStarted: r.cutStarted}
 	if r.sc.OwnRedis {
 		r.env.Redis = r.redis
 	}
@@ -626,7 +632,11 @@ func (r *run) checkHistory(res *Result) {
 		}
 		res.failf("%s", msg)
 	case porcupine.Unknown:
-		res.failf("the linearizability check did not finish within %v", r.st.CheckTimeout)
+		if cr.OverBudget != "" {
+			res.failf("the linearizability check of key %s took more than %d steps of the model (stress.StepBudget, the same on every machine): the history is too ambiguous to decide", cr.OverBudget, StepBudget)
+		} else {
+			res.failf("the linearizability check of key %s was still running at the hang guard (%v)", cr.TimedOut, r.st.CheckTimeout)
+		}
 	}
 }
 

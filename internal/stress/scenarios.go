@@ -9,7 +9,7 @@ import "time"
 // records) and, for faults of a server, appends a Background injector that
 // acts through the Env (see Storm.Background); list it here.
 func Scenarios() []Scenario {
-	return []Scenario{Plain(), Stall(), StallAfterEffect(), Sweep(), RedisKill(), RedisLoseKey(), PGRestart(), StoreOutage(), PGKillBackend(),
+	return []Scenario{Plain(), Stall(), StallAfterEffect(), Sweep(), RedisKill(), RedisLoseKey(), PGRestart(), StoreOutage(), StoreReadOnly(), PGKillBackend(),
 		ClusterFailover(), ClusterReshard(), MySQLKill(), MySQLKillConnection()}
 }
 

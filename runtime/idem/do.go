@@ -25,12 +25,15 @@ import (
 // Once fn has run, nothing but its own transient error releases the key. An
 // outcome that cannot be stored (the codec refuses the result, such as NaN,
 // ±Inf or a cycle in JSON; it exceeds MaxOutcomeLen; the store refuses it
-// after its retries, with an answer rather than a lost connection) is
+// after its retries, with an answer that cannot pass, not an outage) is
 // replaced by a final outcome with the code NotStoredCode: the caller gets
 // fn's own result, the observer is told (EventOutcomeNotStored), and
 // retries get an error matching ErrOutcomeNotStored instead of running fn
-// again. A store that cannot be reached (lease mode) gets no substitute:
-// the executor keeps trying to store the outcome, with backoff on its Clock,
+// again. A store in an outage (lease mode: one that cannot be reached, or
+// answers with an error that can pass, such as a read-only database during
+// a failover, a full disk, too many connections; see ErrStoreOutage) gets
+// no substitute: the executor keeps trying to store the outcome, with
+// backoff on its Clock,
 // fenced by the claim's token, renewing the lease where the store can
 // (Renewer), for as long as the claim can be live (a lease after the reply
 // of its claim or last renewal), so that an outage shorter than the lease
@@ -322,11 +325,11 @@ func (c *call[T]) claim(ctx context.Context, req *ClaimRequest) (Claim, error) {
 // A store answers nil when there is no such claim, and ErrLeaseLost when
 // another token holds the key: neither is news.
 //
-// A store that cannot be reached (see unreachable) is asked again in the
-// background, as after a method's transient error (releaseOn), for at most
-// a lease: the claim, if it was made, was made before now.
+// A store in an outage (see outage) is asked again in the background, as
+// after a method's transient error (releaseOn), for at most a lease: the
+// claim, if it was made, was made before now.
 func (c *call[T]) abandon(ctx context.Context, token Token, lease time.Duration) {
-	if err := c.releaseOnce(ctx, token); err != nil && unreachable(err) {
+	if err := c.releaseOnce(ctx, token); err != nil && outage(err) {
 		c.until = c.ex.now().Add(lease)
 		c.releaseOn(ctx, token, nil, false)
 	}
@@ -589,7 +592,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 		c.emit(EventLeaseLost, err)
 	default:
 		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
-		if unreachable(err) {
+		if outage(err) {
 			c.releaseOn(ctx, token, cause, true)
 		}
 	}
@@ -604,8 +607,7 @@ func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 }
 
 // releaseOn tries again, in a goroutine of its own, to release a claim that
-// a store which could not be reached still holds (see unreachable), with
-// keep's backoff on the executor's clock, until the release passes, the
+// a store in an outage still holds (see outage), with keep's backoff on the executor's clock, until the release passes, the
 // store answers otherwise, or the claim's lease has ended (a retry then
 // takes the key over, which is as good). Without it, a store outage as the
 // method fails would keep every retry of a call that changed nothing
@@ -637,7 +639,7 @@ func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claim
 				return
 			case errors.Is(err, ErrLeaseLost):
 				return // taken over, or released by an attempt whose reply was lost
-			case !unreachable(err):
+			case !outage(err):
 				rc.emit(EventStoreError, &storeError{key: rc.key, call: "release", err: err})
 				return
 			}
@@ -683,8 +685,8 @@ const (
 // live. A store that answers and refuses (after the executor's attempts, or
 // at once for ErrTooLarge) gets the substitute notStoredOutcome instead, so
 // that no encoding or storage error turns a decided outcome into a second
-// execution. A store that cannot be reached (see unreachable) is tried
-// again, with backoff on the executor's clock, until the outcome is stored,
+// execution. A store in an outage (see outage: unreachable, or an answer
+// that can pass) is tried again, with backoff on the executor's clock, until the outcome is stored,
 // another token holds the key (ErrLeaseLost), or the claim's lease has
 // certainly ended (c.until): a store outage shorter than the lease loses
 // nothing. Where the store renews leases (Renewer), a claim that has less
@@ -723,7 +725,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 			k.since = now
 		}
 		k.err = &storeError{key: c.key, call: "complete", err: err}
-		if !unreachable(err) {
+		if !outage(err) || mutated(ctx, mOutageAsRefusal) {
 			// The store answered and refused.
 			k.refusals++
 			switch {

@@ -83,8 +83,10 @@
 //     it, it exceeds MaxOutcomeLen, the store refuses it) is replaced by a
 //     final outcome with the code NotStoredCode, whose replay matches
 //     ErrOutcomeNotStored.
-//   - A store that cannot be reached after the method ran (lease mode) is
-//     retried, with backoff on the Clock, fenced by the claim's token and
+//   - A store in an outage after the method ran (lease mode: it cannot be
+//     reached, or it answers with an error that can pass, such as a
+//     read-only database during a failover or a full disk; see
+//     [ErrStoreOutage]) is retried, with backoff on the Clock, fenced by the claim's token and
 //     renewing the lease where the store can (Renewer), for as long as the
 //     claim can be live: an outage shorter than the lease loses nothing and
 //     runs nothing twice. The caller gets its result once the outcome is

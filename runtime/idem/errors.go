@@ -39,7 +39,7 @@ var (
 	// result. The key stays decided until its TTL.
 	ErrOutcomeNotStored = errors.New("idem: the call ran but its outcome could not be stored")
 	// ErrOutcomePending: the method ran (lease mode), but its outcome is not
-	// stored yet: the store could not be reached, and the caller's context
+	// stored yet: the store was in an outage (see ErrStoreOutage), and the caller's context
 	// ended before it could. The executor goes on storing it, in the
 	// background, for as long as the call's claim can be live; a retry
 	// meanwhile gets ErrInProgress, then the stored outcome. The error is an
@@ -140,12 +140,12 @@ func (e *InProgressError) Unwrap() error { return ErrInProgress }
 
 // OutcomePendingError is returned (matching ErrOutcomePending and
 // ErrInProgress) when the method ran but its outcome could not be stored
-// before the caller's context ended, because the store could not be
-// reached (lease mode). The executor keeps trying to store it, fenced by the
+// before the caller's context ended, because the store was in an outage
+// (lease mode; see ErrStoreOutage). The executor keeps trying to store it, fenced by the
 // call's token, until it is stored or the claim's lease has ended. Retrying
 // the call is safe: while the claim is live a retry gets ErrInProgress (the
 // method does not run again), and once the outcome is stored, the outcome.
-// Only if the store stays unreachable past the lease can a retry after
+// Only if the outage lasts past the lease can a retry after
 // RetryAfter run the method again (the documented limit of lease mode).
 type OutcomePendingError struct {
 	Key Key

@@ -288,9 +288,9 @@ func fail(op string, key idem.Key, err error) error {
 			op, key.Hex(), idem.ErrStoreSchema, err)
 	}
 	if transient(err) {
-		return fmt.Errorf("mysqlstore: %s %s: transient, nothing was decided: %w", op, key.Hex(), err)
+		return outage(fmt.Errorf("mysqlstore: %s %s: transient, nothing was decided: %w", op, key.Hex(), err))
 	}
-	return fmt.Errorf("mysqlstore: %s %s: %w", op, key.Hex(), err)
+	return outage(fmt.Errorf("mysqlstore: %s %s: %w", op, key.Hex(), err)) // transient.go
 }
 
 // MySQL and MariaDB error numbers the store tells apart.

@@ -433,13 +433,19 @@ const setLockTimeout = "SELECT set_config('lock_timeout', $1::text, true)"
 // fail wraps err in the store's convention: "pgstore: OP KEYHEX: err". A
 // server's answer that the table, a column or an index the statement needs
 // does not exist (a table never migrated, or migrated by an older release)
-// also wraps idem.ErrStoreSchema and names the call that fixes it.
+// also wraps idem.ErrStoreSchema and names the call that fixes it. An
+// answer that can pass (see passing: a read-only standby, a shutdown, too
+// many connections, a full disk) is marked with idem.StoreOutage.
 func fail(op string, key idem.Key, err error) error {
 	if schemaMissing(err) {
 		return fmt.Errorf("pgstore: %s %s: %w: run the store's Migrate method (or apply pgstore's migrations) on this database: %w",
 			op, key.Hex(), idem.ErrStoreSchema, err)
 	}
-	return fmt.Errorf("pgstore: %s %s: %w", op, key.Hex(), err)
+	err = fmt.Errorf("pgstore: %s %s: %w", op, key.Hex(), err)
+	if passing(err) {
+		return idem.StoreOutage(err)
+	}
+	return err
 }
 
 // schemaMissing reports whether err is the server's answer that an object

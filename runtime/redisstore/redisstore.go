@@ -735,12 +735,14 @@ func (s *Store) settleClaim(ctx context.Context, req idem.ClaimRequest, c *call,
 
 // errorf wraps err with the store's name, the operation and the key's ID.
 // A Redis server out of memory under maxmemory-policy noeviction (an "OOM"
-// error reply) is a full store: the error wraps idem.ErrStoreFull too.
+// error reply) is a full store: the error wraps idem.ErrStoreFull too. An
+// answer that can pass (see passing: a read-only replica, a failover, a
+// lost connection) is marked with idem.StoreOutage.
 func errorf(op string, k idem.Key, err error) error {
 	if isOOM(err) {
 		return fmt.Errorf("redisstore: %s %s: %w: %w", op, k.Hex(), idem.ErrStoreFull, err)
 	}
-	return fmt.Errorf("redisstore: %s %s: %w", op, k.Hex(), err)
+	return outage(fmt.Errorf("redisstore: %s %s: %w", op, k.Hex(), err))
 }
 
 // isOOM reports whether err is a Redis "OOM" error reply.

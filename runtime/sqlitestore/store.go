@@ -125,13 +125,15 @@ func (s *Store) DB() *sql.DB { return s.db }
 // fail wraps err in the store's convention: "sqlitestore: OP KEYHEX: err".
 // SQLite's answer that the table or a column the statement needs does not
 // exist (a database never migrated, or migrated by an older release) also
-// wraps idem.ErrStoreSchema and names the call that fixes it.
+// wraps idem.ErrStoreSchema and names the call that fixes it. An answer
+// that can pass (see passing: a full disk, a lock held too long, an I/O
+// error) is marked with idem.StoreOutage.
 func fail(op string, key idem.Key, err error) error {
 	if schemaMissing(err) {
 		return fmt.Errorf("sqlitestore: %s %s: %w: run the store's Migrate method (or apply sqlitestore.Schema) on this database: %w",
 			op, key.Hex(), idem.ErrStoreSchema, err)
 	}
-	return fmt.Errorf("sqlitestore: %s %s: %w", op, key.Hex(), err)
+	return outage(fmt.Errorf("sqlitestore: %s %s: %w", op, key.Hex(), err))
 }
 
 // schemaMissing reports whether err is SQLite's answer that a table, a
@@ -170,7 +172,9 @@ func (s *Store) acquire(ctx context.Context, budget time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-timer.C:
-		return fmt.Errorf("the write lock was not free within %v: %w", budget, idem.ErrStoreFull)
+		// Busy, not broken: a Complete or a Release tries again (an outage),
+		// a claim is refused at once (ErrStoreFull).
+		return idem.StoreOutage(fmt.Errorf("the write lock was not free within %v: %w", budget, idem.ErrStoreFull))
 	}
 }
 
