@@ -5,7 +5,8 @@
 #
 #   scripts/pg-replica.sh start DIR [async|sync|remote_apply]
 #   scripts/pg-replica.sh lag DIR       # SIGSTOP the standby's WAL receiver
-#   scripts/pg-replica.sh promote DIR   # SIGKILL the primary, promote the standby
+#   scripts/pg-replica.sh kill DIR      # SIGKILL the primary
+#   scripts/pg-replica.sh promote DIR   # the same if it lives, then promote the standby
 #   scripts/pg-replica.sh stop DIR
 #
 # start runs initdb into DIR/primary/pgdata (as the postgres user when run as
@@ -194,11 +195,9 @@ lag() {
 	log "walsender $pid stopped: nothing the primary commits from now on reaches the standby"
 }
 
-promote() {
+kill_primary() {
 	local pid i
-	bin=$(find_bin) || die "pg_ctl not found"
-	user=$(id -un)
-	[[ $(id -u) -eq 0 ]] && user=postgres
+	[[ -s "$dir/primary.pid" ]] || return 0
 	pid=$(cat "$dir/primary.pid")
 	# pg_ctl made the postmaster a session (and process group) leader.
 	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
@@ -208,13 +207,22 @@ promote() {
 		sleep 0.01
 	done
 	rm -f "$dir/primary.pid"
+	log "primary $pid killed"
+}
+
+promote() {
+	local i
+	bin=$(find_bin) || die "pg_ctl not found"
+	user=$(id -un)
+	[[ $(id -u) -eq 0 ]] && user=postgres
+	kill_primary
 	as_owner "$bin/pg_ctl" -D "$dir/standby/pgdata" -w -t 60 promote >&2 || die "pg_ctl promote failed"
 	for i in $(seq 1 300); do
 		[[ $(psql_at "$(cat "$dir/standby.port")" -c "SELECT pg_is_in_recovery()" 2>/dev/null) == f ]] && break
 		[[ $i -eq 300 ]] && die "the standby did not leave recovery within 30s"
 		sleep 0.1
 	done
-	log "primary $pid killed, standby promoted on 127.0.0.1:$(cat "$dir/standby.port")"
+	log "standby promoted on 127.0.0.1:$(cat "$dir/standby.port")"
 }
 
 stop_one() {
@@ -232,7 +240,7 @@ stop() {
 	stop_one standby
 }
 
-[[ $# -ge 2 ]] || die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | promote DIR | stop DIR"
+[[ $# -ge 2 ]] || die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | kill DIR | promote DIR | stop DIR"
 verb=$1
 dir=$2
 [[ $verb == start ]] && mkdir -p "$dir"
@@ -241,7 +249,8 @@ dir=$(cd "$dir" && pwd)
 case $verb in
 start) start "${3:-async}" ;;
 lag) lag ;;
+kill) kill_primary ;;
 promote) promote ;;
 stop) stop ;;
-*) die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | promote DIR | stop DIR" ;;
+*) die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | kill DIR | promote DIR | stop DIR" ;;
 esac

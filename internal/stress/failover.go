@@ -1,0 +1,220 @@
+package stress
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The failover scenarios: a replicated store's primary dies mid-storm and a
+// replica takes over, as users run it. They start their own replicated
+// servers (Scenario.Own), take longer than the other scenarios, and run in
+// `make failover` (IDEM_FAILOVER=1), not in `make stress` or `make test`.
+// docs/FAILOVER.md holds the guarantee table they measure.
+
+// FailoverScenarios returns the failover scenarios, in the order they run.
+func FailoverScenarios() []Scenario {
+	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async")}
+}
+
+// FindFailover returns the failover scenario named name.
+func FindFailover(name string) (Scenario, bool) {
+	for _, s := range FailoverScenarios() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Scenario{}, false
+}
+
+// failoverWindow is how long the standby falls behind before the primary
+// dies: the unreplicated window of an asynchronous standby, in which a
+// synchronous primary makes its commits wait.
+func failoverWindow(short bool) time.Duration {
+	if short {
+		return 500 * time.Millisecond
+	}
+	return time.Second
+}
+
+// PGFailover runs pgstore (lease and transactional mode) on a PostgreSQL
+// primary with a streaming standby (scripts/pg-replica.sh, mode async,
+// sync or remote_apply), the pool on a DSN naming both hosts with
+// target_session_attrs=read-write, over four times the storm's keys. At
+// 10% of the calls the next call to make its side effect is held before
+// its Complete, the primary's walsender stops (the standby falls behind:
+// the unreplicated window), and after the window the primary is SIGKILLed
+// (every backend with it), the held call let go, and the standby
+// promoted; the storm holds at 60% until it accepts writes.
+//
+// Synchronous modes: no commit the primary acknowledged is missing on the
+// standby, so the full checks apply: every key executes once.
+// Asynchronous: what the primary acknowledged in the window is lost (the
+// model lets records vanish, as for plain Redis); a key may execute once
+// more, and only a key the window wrote (Verify checks both, and reports
+// the figures). In transactional mode the lost commit takes the business
+// row with it: the committed rows still count one per key, but the
+// method's body (its effects outside the database: the ledger's debits)
+// ran again; Verify reports how often.
+func PGFailover(mode string) Scenario {
+	async := mode == "async"
+	name := "pg-failover-" + strings.ReplaceAll(mode, "_", "-")
+	w := &windowLog{}
+	return Scenario{
+		Name:    name,
+		About:   "PostgreSQL primary killed mid-storm, streaming standby (" + mode + ") promoted; pool on both hosts, target_session_attrs=read-write",
+		Applies: only("pg", "pg-tx"),
+		Own: func(ctx context.Context) (*Owned, error) {
+			w.reset()
+			rep, err := StartPGReplica(ctx, mode)
+			if err != nil {
+				return nil, err
+			}
+			return &Owned{Servers: Servers{PGDSN: rep.DSN}, Value: rep, Stop: rep.Stop}, nil
+		},
+		Configure: func(s *Storm) {
+			faulty(s)
+			// Four times the keys, each retried a quarter as often: most
+			// keys are still undecided when the primary dies.
+			s.Keys *= 4
+			s.MayLose = async
+			s.Faults, s.HoldAt = 1, 0.6
+			window := failoverWindow(s.Short)
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				rep := env.Own.(*PGReplica)
+				if err := env.WaitProgress(ctx, 0.1); err != nil {
+					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
+				}
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
+				if err := rep.Lag(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				from := len(env.Recorder.History())
+				time.Sleep(window)
+				t0 := time.Now()
+				if err := rep.Kill(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				// A reply the primary sent just before it died reaches
+				// its caller's Recorder a moment later.
+				time.Sleep(50 * time.Millisecond)
+				to := len(env.Recorder.History())
+				release()
+				if err := rep.Promote(ctx); err != nil {
+					return fmt.Errorf("%s: %w\n%s", name, err, rep.Log())
+				}
+				env.Outage(time.Since(t0))
+				if async {
+					env.LostAll()
+				}
+				w.set(env, from, to)
+				if !held {
+					env.Note("no side effect to hold")
+				}
+				env.Note("standby %v behind, primary killed at call %d, promoted in %v", window, env.Issued(), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+		Verify: func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, async) },
+	}
+}
+
+// windowLog is what a failover's window wrote: the keys whose writes the
+// primary acknowledged between the walsender's stop and the primary's
+// death (the history's operations from, up to to). An operation appended
+// later was acknowledged by the promoted standby or failed.
+type windowLog struct {
+	mu      sync.Mutex
+	written map[string]bool // Pay's orders
+	writes  int
+}
+
+func (w *windowLog) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.written, w.writes = nil, 0
+}
+
+func (w *windowLog) set(env *Env, from, to int) {
+	h := env.Recorder.History()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.written, w.writes = map[string]bool{}, 0
+	for _, op := range h[from:min(to, len(h))] {
+		in, out := op.Input.(opInput), op.Output.(opOutput)
+		if out.Unknown || out.LeaseLost {
+			continue
+		}
+		if (in.Kind == opClaim || in.Kind == opClaimTx) && !out.Claimed {
+			continue // a read
+		}
+		w.writes++
+		if order, ok := strings.CutSuffix(in.Text, "+pay"); ok {
+			w.written[order] = true
+		}
+	}
+}
+
+// verify checks that every extra execution is on a key the window wrote
+// (an asynchronous failover loses those writes, nothing else), and at most
+// one per key (the lost-record allowance); it reports the window's writes,
+// the extra executions, the lost outcomes (a receipt whose commit was lost,
+// transactional mode), and the method's body runs beyond one per order (in
+// transactional mode the body's effects outside the database are not
+// rolled back with the lost commit).
+func (w *windowLog) verify(res *Result, env *Env, execs map[string]int, async bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.written == nil {
+		res.failf("the failover did not happen")
+		return
+	}
+	extra, bodyExtra := 0, 0
+	var outside []string
+	for order, n := range execs {
+		if n > 1 {
+			extra += n - 1
+			if !w.written[order] {
+				outside = append(outside, order)
+			}
+		}
+		if b := env.Ledger.Executions(order); b > 1 && env.Handle.Tx {
+			bodyExtra += b - 1
+		}
+	}
+	// A caller that got its receipt from a commit the failover lost
+	// (transactional mode: the record and the business row went together)
+	// and never called again leaves no execution behind: a lost outcome,
+	// what an asynchronous failover may do, on a key the window wrote.
+	lost := 0
+	if async {
+		kept := res.Failures[:0]
+		for _, f := range res.Failures {
+			order, ok := strings.CutPrefix(f, "order ")
+			order, _, _ = strings.Cut(order, ":")
+			if ok && w.written[order] && strings.HasSuffix(f, ": a call got a receipt but no execution of the method counts") {
+				lost++
+				continue
+			}
+			kept = append(kept, f)
+		}
+		res.Failures = kept
+	}
+	sort.Strings(outside)
+	if len(outside) > 0 {
+		res.failf("orders %v executed again although the failover's window wrote nothing of them", outside)
+	}
+	if !async && extra > 0 {
+		res.failf("%d extra executions through a synchronous failover", extra)
+	}
+	note := fmt.Sprintf("window: %d acknowledged writes on %d orders; extra executions %d, lost outcomes %d", w.writes, len(w.written), extra, lost)
+	if env.Handle.Tx {
+		note += fmt.Sprintf(", body runs beyond one per order %d (rolled-back or lost commits)", bodyExtra)
+	}
+	res.Notes = append(res.Notes, note)
+}
