@@ -17,7 +17,7 @@ import (
 
 // FailoverScenarios returns the failover scenarios, in the order they run.
 func FailoverScenarios() []Scenario {
-	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async")}
+	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async"), SentinelFailover(), TieredDoubleFailover()}
 }
 
 // FindFailover returns the failover scenario named name.
@@ -217,4 +217,148 @@ func (w *windowLog) verify(res *Result, env *Env, execs map[string]int, async bo
 		note += fmt.Sprintf(", body runs beyond one per order %d (rolled-back or lost commits)", bodyExtra)
 	}
 	res.Notes = append(res.Notes, note)
+}
+
+// SentinelFailover runs redisstore and tiered (over PostgreSQL) on a Redis
+// master with one replica and three Sentinels (scripts/redis-sentinel.sh),
+// through go-redis's failover client, over four times the storm's keys. At
+// 10% of the calls the next call to make its side effect is held before
+// its Complete, the master is SIGKILLed, the held call let go, and the
+// Sentinels promote the replica (about 2s: down-after-milliseconds 1000);
+// the storm holds at 60% until the client's master answers. Redis
+// replicates asynchronously: plain Redis may lose records (the model lets
+// them vanish; each loss allows one more execution, reported as
+// lost-record); tiered keeps one execution per key (PostgreSQL decides
+// every claim).
+func SentinelFailover() Scenario {
+	const name = "sentinel-failover"
+	return Scenario{
+		Name:    name,
+		About:   "Redis master SIGKILLed mid-storm, replica promoted by three Sentinels; go-redis failover client",
+		Applies: only("redis-sentinel", "tiered-sentinel"),
+		Own: func(ctx context.Context) (*Owned, error) {
+			sr, err := StartSentinelRedis(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return &Owned{Servers: Servers{Sentinel: &sr.Sentinel}, Value: sr, Stop: sr.Stop}, nil
+		},
+		Configure: func(s *Storm) {
+			faulty(s)
+			s.Keys *= 4
+			s.Faults, s.HoldAt = 1, 0.6
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				sr := env.Own.(*SentinelRedis)
+				if err := env.WaitProgress(ctx, 0.1); err != nil {
+					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
+				}
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
+				t0 := time.Now()
+				if err := sr.KillMaster(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				release()
+				env.LostAll() // whatever the replica had not received
+				addr, err := sr.WaitMaster(ctx)
+				if err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				env.Outage(time.Since(t0))
+				if !held {
+					env.Note("no side effect to hold")
+				}
+				env.Note("master killed at call %d, %s promoted in %v", env.Issued(), addr, time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+	}
+}
+
+// doubleFailover is what TieredDoubleFailover's Own started.
+type doubleFailover struct {
+	pg    *PGReplica
+	redis *SentinelRedis
+}
+
+// TieredDoubleFailover runs tiered on Redis behind Sentinels in front of
+// PostgreSQL with an asynchronous standby, and fails both over at once,
+// the worst case of a shared outage: at 10% of the calls a call is held
+// after its side effect, PostgreSQL's standby falls behind for the window
+// (its walsender stopped), then the PostgreSQL primary and the Redis
+// master are SIGKILLed, the held call let go, the standby promoted and the
+// Sentinels promote the replica. What the PostgreSQL window acknowledged is
+// lost (the model lets records vanish); Verify bounds the extra executions
+// by the window's keys, as in pg-failover-async, and reports them.
+func TieredDoubleFailover() Scenario {
+	const name = "tiered-double-failover"
+	w := &windowLog{}
+	return Scenario{
+		Name:    name,
+		About:   "tiered: Redis master (Sentinel) and PostgreSQL primary (async standby, lagging) killed together, both promoted",
+		Applies: only("tiered-sentinel"),
+		Own: func(ctx context.Context) (*Owned, error) {
+			w.reset()
+			pg, err := StartPGReplica(ctx, "async")
+			if err != nil {
+				return nil, err
+			}
+			sr, err := StartSentinelRedis(ctx)
+			if err != nil {
+				pg.Stop()
+				return nil, err
+			}
+			return &Owned{Servers: Servers{PGDSN: pg.DSN, Sentinel: &sr.Sentinel}, Value: &doubleFailover{pg: pg, redis: sr},
+				Stop: func() { sr.Stop(); pg.Stop() }}, nil
+		},
+		Configure: func(s *Storm) {
+			faulty(s)
+			s.Keys *= 4
+			s.MayLose = true
+			s.Faults, s.HoldAt = 1, 0.6
+			window := failoverWindow(s.Short)
+			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+				defer env.FaultDone()
+				d := env.Own.(*doubleFailover)
+				if err := env.WaitProgress(ctx, 0.1); err != nil {
+					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
+				}
+				release, held := env.HoldNextEffect(ctx, 10*time.Second)
+				defer release()
+				if err := d.pg.Lag(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
+				from := len(env.Recorder.History())
+				time.Sleep(window)
+				t0 := time.Now()
+				var wg sync.WaitGroup
+				var perr, rerr error
+				wg.Go(func() { perr = d.pg.Kill(ctx) })
+				wg.Go(func() { rerr = d.redis.KillMaster(ctx) })
+				wg.Wait()
+				if perr != nil || rerr != nil {
+					return fmt.Errorf("%s: %v; %v", name, perr, rerr)
+				}
+				time.Sleep(50 * time.Millisecond)
+				to := len(env.Recorder.History())
+				release()
+				env.LostAll()
+				wg.Go(func() { perr = d.pg.Promote(ctx) })
+				wg.Go(func() { _, rerr = d.redis.WaitMaster(ctx) })
+				wg.Wait()
+				if perr != nil || rerr != nil {
+					return fmt.Errorf("%s: %v; %v", name, perr, rerr)
+				}
+				env.Outage(time.Since(t0))
+				w.set(env, from, to)
+				if !held {
+					env.Note("no side effect to hold")
+				}
+				env.Note("standby %v behind, primary and master killed at call %d, both promoted in %v", window, env.Issued(), time.Since(t0).Round(time.Millisecond))
+				return nil
+			})
+		},
+		Verify: func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, true) },
+	}
 }
