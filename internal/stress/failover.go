@@ -17,7 +17,7 @@ import (
 
 // FailoverScenarios returns the failover scenarios, in the order they run.
 func FailoverScenarios() []Scenario {
-	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async"), SentinelFailover(), TieredDoubleFailover()}
+	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async"), SentinelFailover(), TieredDoubleFailover(), GaleraKill()}
 }
 
 // FindFailover returns the failover scenario named name.
