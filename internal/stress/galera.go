@@ -159,8 +159,8 @@ func (g *GaleraCluster) Stop() {
 func GaleraKill() Scenario {
 	const name = "galera-kill"
 	return Scenario{
-		Name:    name,
-		About:   "MariaDB Galera, three nodes, connections spread over all; one node SIGKILLed mid-storm",
+		Name:  name,
+		About: "MariaDB Galera, three nodes, connections spread over all; one node SIGKILLed mid-storm",
 		// Transactional mode refuses Galera (mysqlstore.ErrGalera).
 		Applies: only("mysql"),
 		Own: func(ctx context.Context) (*Owned, error) {
