@@ -143,7 +143,7 @@ bench-growth:
 # killed mid-storm and a replica promoted, executions per key counted and
 # the measured figures printed. Not part of make test or make stress.
 failover:
-	IDEM_FAILOVER=1 $(GO) test -count=1 -v -timeout 60m -run '^TestFailover' ./internal/stress/...
+	IDEM_FAILOVER=1 scripts/with-services.sh $(GO) test -count=1 -v -timeout 60m -run '^TestFailover' ./internal/stress/...
 
 # The duplicate storm with faults, full size, on every store.
 stress:

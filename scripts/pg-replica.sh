@@ -4,7 +4,8 @@
 # scenarios (internal/stress/failover.go, make failover) run on it.
 #
 #   scripts/pg-replica.sh start DIR [async|sync|remote_apply]
-#   scripts/pg-replica.sh lag DIR       # SIGSTOP the standby's WAL receiver
+#   scripts/pg-replica.sh catchup DIR   # wait until the standby has what the primary wrote
+#   scripts/pg-replica.sh lag DIR       # stop the standby's replication
 #   scripts/pg-replica.sh kill DIR      # SIGKILL the primary
 #   scripts/pg-replica.sh promote DIR   # the same if it lives, then promote the standby
 #   scripts/pg-replica.sh stop DIR
@@ -32,12 +33,15 @@
 #   remote_apply  the same, and the standby has applied it (visible to reads
 #                 on the standby).
 #
-# lag stops (SIGSTOP) the primary's walsender process, so that nothing the
-# primary commits from then on reaches the standby: the unreplicated window
-# of an asynchronous standby that fell behind (bounded in Patroni by
+# The standby streams through a TCP proxy (socat, DIR/proxy.pid). lag stops
+# the proxy (SIGSTOP to its process group), so that nothing the primary
+# commits from then on reaches the standby: the unreplicated window of an
+# asynchronous standby that fell behind (bounded in Patroni by
 # maximum_lag_on_failover). In the synchronous modes commits then wait.
-# (Stopping the standby's walreceiver instead loses nothing: the kernel
-# keeps what the walsender sent in the socket's buffer.)
+# (Stopping a server process instead is unsafe: a walsender stopped while
+# it holds a spinlock stalls every commit of the primary; and stopping the
+# standby's walreceiver loses nothing: the kernel keeps what was sent in
+# the socket's buffer.) kill SIGKILLs the primary and the proxy.
 # promote SIGKILLs the primary's whole process group (pg_ctl starts the
 # postmaster as a session leader: the postmaster and every backend die at
 # once, as in a machine crash), promotes the standby (pg_ctl promote) and
@@ -113,6 +117,10 @@ start() {
 		apt_install postgresql || die "apt-get install postgresql failed"
 		bin=$(find_bin) || die "initdb not found after installing postgresql"
 	fi
+	if ! command -v socat >/dev/null 2>&1; then
+		log "installing socat (apt-get)"
+		apt_install socat || die "apt-get install socat failed"
+	fi
 	user=$(id -un)
 	mkdir -p "$dir/primary" "$dir/standby"
 	if [[ $(id -u) -eq 0 ]]; then
@@ -138,9 +146,16 @@ start() {
 	"$bin/createdb" -h 127.0.0.1 -p "$p1" -U "$user" idem >&2
 	as_owner "$bin/pg_basebackup" -h 127.0.0.1 -p "$p1" -U "$user" -D "$dir/standby/pgdata" -R -X stream -c fast >&2 ||
 		die "pg_basebackup failed"
-	# The standby names itself standby1, the name synchronous_standby_names
-	# waits for (the last primary_conninfo of postgresql.auto.conf wins).
-	printf "primary_conninfo = 'host=127.0.0.1 port=%s user=%s application_name=standby1'\n" "$p1" "$user" |
+	# The standby streams through a proxy (socat, in a process group of its
+	# own: lag stops it) and names itself standby1, the name
+	# synchronous_standby_names waits for (the last primary_conninfo of
+	# postgresql.auto.conf wins).
+	local px
+	px=$(free_ports 1)
+	setsid socat "TCP-LISTEN:$px,bind=127.0.0.1,reuseaddr,fork" "TCP:127.0.0.1:$p1" >"$dir/proxy.log" 2>&1 </dev/null &
+	echo $! >"$dir/proxy.pid"
+	echo "$px" >"$dir/proxy.port"
+	printf "primary_conninfo = 'host=127.0.0.1 port=%s user=%s application_name=standby1'\n" "$px" "$user" |
 		as_owner tee -a "$dir/standby/pgdata/postgresql.auto.conf" >/dev/null
 	for attempt in 1 2 3 4 5; do
 		p2=$(free_ports 1)
@@ -170,29 +185,28 @@ start() {
 	printf 'IDEM_PG_STANDBY_DSN=postgres://%s@127.0.0.1:%s/idem?sslmode=disable\n' "$user" "$p2"
 }
 
-# walsender prints the PID of the primary's walsender process (a child of
-# its postmaster), the one that streams to the standby.
-walsender() {
-	local ppid pid
-	ppid=$(cat "$dir/primary.pid")
-	for pid in $(pgrep -P "$ppid" 2>/dev/null || true); do
-		if grep -q 'walsender' "/proc/$pid/cmdline" 2>/dev/null; then
-			echo "$pid"
-			return 0
-		fi
+# catchup waits until the standby has received and flushed every WAL record
+# the primary had written when it was called (at most 30s).
+catchup() {
+	local lsn i
+	bin=$(find_bin) || die "psql not found"
+	user=$(id -un)
+	[[ $(id -u) -eq 0 ]] && user=postgres
+	lsn=$(psql_at "$(cat "$dir/primary.port")" -c "SELECT pg_current_wal_lsn()")
+	for i in $(seq 1 3000); do
+		[[ $(psql_at "$(cat "$dir/standby.port")" -c "SELECT pg_last_wal_receive_lsn() >= '$lsn'::pg_lsn") == t ]] && return 0
+		sleep 0.01
 	done
-	return 1
+	die "the standby did not receive $lsn within 30s"
 }
 
+# lag stops (SIGSTOP) the replication proxy's process group: what the
+# primary sends from now on stays in the proxy's socket buffers and never
+# reaches the standby.
 lag() {
-	local pid i
-	for i in $(seq 1 100); do
-		pid=$(walsender) && break
-		[[ $i -eq 100 ]] && die "no walsender under the primary $(cat "$dir/primary.pid")"
-		sleep 0.05
-	done
-	kill -STOP "$pid"
-	log "walsender $pid stopped: nothing the primary commits from now on reaches the standby"
+	[[ -s "$dir/proxy.pid" ]] || die "no replication proxy"
+	kill -STOP -- "-$(cat "$dir/proxy.pid")"
+	log "replication proxy $(cat "$dir/proxy.pid") stopped: nothing the primary commits from now on reaches the standby"
 }
 
 kill_primary() {
@@ -207,6 +221,7 @@ kill_primary() {
 		sleep 0.01
 	done
 	rm -f "$dir/primary.pid"
+	stop_proxy
 	log "primary $pid killed"
 }
 
@@ -229,18 +244,26 @@ stop_one() {
 	local name=$1 pid=""
 	[[ -s "$dir/$name.pid" ]] && pid=$(cat "$dir/$name.pid")
 	[[ -n "$pid" ]] || return 0
-	# SIGKILL to the process group: a walsender stopped by lag cannot take
-	# a shutdown request.
+	# SIGKILL to the process group: the data directories are thrown away.
 	kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
 	rm -f "$dir/$name.pid"
 }
 
+# stop_proxy SIGKILLs the replication proxy's process group, stopped or not:
+# what it held never reaches the standby.
+stop_proxy() {
+	[[ -s "$dir/proxy.pid" ]] || return 0
+	kill -KILL -- "-$(cat "$dir/proxy.pid")" 2>/dev/null || kill -KILL "$(cat "$dir/proxy.pid")" 2>/dev/null || true
+	rm -f "$dir/proxy.pid"
+}
+
 stop() {
+	stop_proxy
 	stop_one primary
 	stop_one standby
 }
 
-[[ $# -ge 2 ]] || die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | kill DIR | promote DIR | stop DIR"
+[[ $# -ge 2 ]] || die "usage: $0 start DIR [async|sync|remote_apply] | catchup DIR | lag DIR | kill DIR | promote DIR | stop DIR"
 verb=$1
 dir=$2
 [[ $verb == start ]] && mkdir -p "$dir"
@@ -248,9 +271,10 @@ dir=$2
 dir=$(cd "$dir" && pwd)
 case $verb in
 start) start "${3:-async}" ;;
+catchup) catchup ;;
 lag) lag ;;
 kill) kill_primary ;;
 promote) promote ;;
 stop) stop ;;
-*) die "usage: $0 start DIR [async|sync|remote_apply] | lag DIR | kill DIR | promote DIR | stop DIR" ;;
+*) die "usage: $0 start DIR [async|sync|remote_apply] | catchup DIR | lag DIR | kill DIR | promote DIR | stop DIR" ;;
 esac

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/anishathalye/porcupine"
 )
 
 // The failover scenarios: a replicated store's primary dies mid-storm and a
@@ -91,10 +93,14 @@ func PGFailover(mode string) Scenario {
 				}
 				release, held := env.HoldNextEffect(ctx, 10*time.Second)
 				defer release()
+				// Every write acknowledged before from is on the standby.
+				from := len(env.Recorder.History())
+				if err := rep.CatchUp(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
 				if err := rep.Lag(ctx); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				from := len(env.Recorder.History())
 				time.Sleep(window)
 				t0 := time.Now()
 				if err := rep.Kill(ctx); err != nil {
@@ -125,13 +131,35 @@ func PGFailover(mode string) Scenario {
 }
 
 // windowLog is what a failover's window wrote: the keys whose writes the
-// primary acknowledged between the walsender's stop and the primary's
-// death (the history's operations from, up to to). An operation appended
-// later was acknowledged by the promoted standby or failed.
+// primary acknowledged after the last instant the standby was known to
+// have every acknowledged write (the history's operations from, appended
+// before PGReplica.CatchUp), up to the primary's death (to). An operation
+// appended later was acknowledged by the promoted standby or failed.
 type windowLog struct {
 	mu      sync.Mutex
 	written map[string]bool // Pay's orders
 	writes  int
+}
+
+// recheck checks the history of the keys the window did not write, alone
+// (w.mu held): the failover must have left them as they were.
+func (w *windowLog) recheck(res *Result, env *Env) {
+	var ops []porcupine.Operation
+	for _, op := range env.Recorder.History() {
+		order, _ := strings.CutSuffix(op.Input.(opInput).Text, "+pay")
+		if !w.written[order] {
+			ops = append(ops, op)
+		}
+	}
+	cr, _ := Check(ops, ModelOptions{StaleReplay: env.Handle.StaleReplay, MayLose: true}, time.Minute, "", "")
+	switch cr.Result {
+	case porcupine.Ok:
+		res.Notes = append(res.Notes, fmt.Sprintf("history of the %d keys the window did not write (%d ops): linearizable; the window's keys went back to an earlier state", cr.Keys, cr.Ops))
+	case porcupine.Illegal:
+		res.failf("the history of the keys the failover's window did not write is not linearizable against the model")
+	default:
+		res.failf("the check of the keys the failover's window did not write did not finish")
+	}
 }
 
 func (w *windowLog) reset() {
@@ -187,23 +215,42 @@ func (w *windowLog) verify(res *Result, env *Env, execs map[string]int, async bo
 			bodyExtra += b - 1
 		}
 	}
-	// A caller that got its receipt from a commit the failover lost
-	// (transactional mode: the record and the business row went together)
-	// and never called again leaves no execution behind: a lost outcome,
-	// what an asynchronous failover may do, on a key the window wrote.
-	lost := 0
+	// What an asynchronous failover may do to a key the window wrote, and
+	// only to such a key, is taken back from the failures and counted:
+	//   - a lost outcome: a caller got its receipt from a commit the
+	//     failover lost (transactional mode: the record and the business
+	//     row went together) and never called again, so no execution is
+	//     left;
+	//   - a rollback to PROCESSING: the standby had the claim but not the
+	//     Complete, so the key is held for the rest of its lease (callers
+	//     get ErrInProgress) and the probe takes it over;
+	//   - the history of such a key is not linearizable against the model,
+	//     which lets a record vanish but not go back to an earlier state;
+	//     the history of every other key is checked again, alone.
+	lost, rolledBack := 0, 0
 	if async {
 		kept := res.Failures[:0]
+		illegal := false
 		for _, f := range res.Failures {
 			order, ok := strings.CutPrefix(f, "order ")
 			order, _, _ = strings.Cut(order, ":")
-			if ok && w.written[order] && strings.HasSuffix(f, ": a call got a receipt but no execution of the method counts") {
+			key, kok := strings.CutPrefix(f, "key ")
+			key, _, _ = strings.Cut(key, "+pay:")
+			switch {
+			case ok && w.written[order] && strings.HasSuffix(f, ": a call got a receipt but no execution of the method counts"):
 				lost++
-				continue
+			case kok && w.written[key] && strings.Contains(f, "a PROCESSING record was left behind"):
+				rolledBack++
+			case strings.HasPrefix(f, "the store history is not linearizable"):
+				illegal = true
+			default:
+				kept = append(kept, f)
 			}
-			kept = append(kept, f)
 		}
 		res.Failures = kept
+		if illegal {
+			w.recheck(res, env)
+		}
 	}
 	sort.Strings(outside)
 	if len(outside) > 0 {
@@ -212,7 +259,8 @@ func (w *windowLog) verify(res *Result, env *Env, execs map[string]int, async bo
 	if !async && extra > 0 {
 		res.failf("%d extra executions through a synchronous failover", extra)
 	}
-	note := fmt.Sprintf("window: %d acknowledged writes on %d orders; extra executions %d, lost outcomes %d", w.writes, len(w.written), extra, lost)
+	note := fmt.Sprintf("window: %d acknowledged writes on %d orders; extra executions %d, lost outcomes %d, rolled back to PROCESSING %d",
+		w.writes, len(w.written), extra, lost, rolledBack)
 	if env.Handle.Tx {
 		note += fmt.Sprintf(", body runs beyond one per order %d (rolled-back or lost commits)", bodyExtra)
 	}
@@ -326,10 +374,13 @@ func TieredDoubleFailover() Scenario {
 				}
 				release, held := env.HoldNextEffect(ctx, 10*time.Second)
 				defer release()
+				from := len(env.Recorder.History())
+				if err := d.pg.CatchUp(ctx); err != nil {
+					return fmt.Errorf("%s: %w", name, err)
+				}
 				if err := d.pg.Lag(ctx); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
-				from := len(env.Recorder.History())
 				time.Sleep(window)
 				t0 := time.Now()
 				var wg sync.WaitGroup

@@ -25,7 +25,8 @@ import (
 type GaleraCluster struct {
 	// DSN spreads its connections over every node (GaleraNet): what a
 	// client sees behind a load balancer that sends each new connection to
-	// the next live node.
+	// the next live node. Its wsrep_sync_wait is 15, or
+	// $IDEM_GALERA_SYNC_WAIT (0 reproduces Galera's default).
 	DSN string
 	// Nodes are the nodes' host:port, node 1 first.
 	Nodes []string
@@ -46,10 +47,12 @@ var (
 )
 
 // GaleraDSN returns a DSN (user root, database idem) whose connections go
-// to the nodes in turn (GaleraNet), with wsrep_sync_wait=15: each
-// statement (read, update, delete, insert) first waits until its node has
-// applied every write set the cluster committed before it.
-func GaleraDSN(nodes []string) string {
+// to the nodes in turn (GaleraNet), with wsrep_sync_wait=syncWait: 15 makes
+// each statement (read, update, delete, insert) first wait until its node
+// has applied every write set the cluster committed before it; 0 is
+// Galera's default (no wait: a node may answer from before a write another
+// node committed).
+func GaleraDSN(nodes []string, syncWait int) string {
 	galeraOnce.Do(func() {
 		mysql.RegisterDialContext(GaleraNet, func(ctx context.Context, addr string) (net.Conn, error) {
 			nodes := strings.Split(addr, ",")
@@ -66,7 +69,7 @@ func GaleraDSN(nodes []string) string {
 			return nil, errors.Join(errs...)
 		})
 	})
-	return "root@" + GaleraNet + "(" + strings.Join(nodes, ",") + ")/idem?wsrep_sync_wait=15"
+	return "root@" + GaleraNet + "(" + strings.Join(nodes, ",") + ")/idem?wsrep_sync_wait=" + strconv.Itoa(syncWait)
 }
 
 // StartGalera starts a three-node Galera cluster (scripts/galera.sh start).
@@ -110,7 +113,14 @@ func StartGalera(ctx context.Context) (*GaleraCluster, error) {
 		g.Stop()
 		return nil, fmt.Errorf("scripts/galera.sh start printed %q", out)
 	}
-	g.DSN = GaleraDSN(g.Nodes)
+	syncWait := 15
+	if v := os.Getenv("IDEM_GALERA_SYNC_WAIT"); v != "" {
+		if syncWait, err = strconv.Atoi(v); err != nil {
+			g.Stop()
+			return nil, fmt.Errorf("IDEM_GALERA_SYNC_WAIT=%q: %w", v, err)
+		}
+	}
+	g.DSN = GaleraDSN(g.Nodes, syncWait)
 	return g, nil
 }
 

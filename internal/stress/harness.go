@@ -126,9 +126,10 @@ type Scenario struct {
 	// (replicated ones: failover.go); their Servers override the
 	// backend's, and their Value reaches the injectors as Env.Own.
 	Own func(ctx context.Context) (*Owned, error)
-	// Verify, when set, runs after the checks of the callers' outcomes and
-	// of the executions per order (execs; in transactional mode the
-	// committed business rows), and may add failures or notes to res.
+	// Verify, when set, runs after every other check, with the executions
+	// per order (execs; in transactional mode the committed business rows),
+	// and may add failures or notes to res, or take back a failure the
+	// scenario documents (a failover's window: failover.go).
 	Verify func(res *Result, env *Env, execs map[string]int)
 }
 

@@ -70,6 +70,9 @@ func StartPGReplica(ctx context.Context, mode string) (*PGReplica, error) {
 			s.ports = append(s.ports, u.Port())
 		}
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "proxy.port")); err == nil {
+		s.ports = append(s.ports, strings.TrimSpace(string(b)))
+	}
 	if s.DSN == "" || s.PrimaryDSN == "" || s.StandbyDSN == "" {
 		s.Stop()
 		return nil, fmt.Errorf("scripts/pg-replica.sh start printed %q", out)
@@ -89,8 +92,17 @@ func (s *PGReplica) run(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(stdout.String()), nil
 }
 
-// Lag stops the primary's walsender (SIGSTOP): nothing the primary commits
-// from now on reaches the standby. An asynchronous primary goes on
+// CatchUp returns once the standby has received (and flushed) every WAL
+// record the primary had written when it was called.
+func (s *PGReplica) CatchUp(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.run(ctx, "catchup")
+	return err
+}
+
+// Lag stops the proxy the standby streams through (SIGSTOP): nothing the
+// primary commits from now on reaches the standby. An asynchronous primary goes on
 // acknowledging commits (the unreplicated window); a synchronous one makes
 // them wait.
 func (s *PGReplica) Lag(ctx context.Context) error {

@@ -37,15 +37,15 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 		return nil, err
 	}
 	r.checkCalls(res)
-	if r.sc.Verify != nil {
-		r.sc.Verify(res, r.env, r.execs)
-	}
 	if r.st.Cut && res.Events["complete_retry"] == 0 {
 		res.failf("the store was cut off, but no Complete met the outage: the run proves nothing")
 	}
 	r.probe(ctx, res)
 	r.checkDerivation(res)
 	r.checkHistory(res)
+	if r.sc.Verify != nil {
+		r.sc.Verify(res, r.env, r.execs)
+	}
 	return res, nil
 }
 
