@@ -19,7 +19,8 @@ import (
 
 // FailoverScenarios returns the failover scenarios, in the order they run.
 func FailoverScenarios() []Scenario {
-	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async"), SentinelFailover(), TieredDoubleFailover(), GaleraKill()}
+	return []Scenario{PGFailover("sync"), PGFailover("remote_apply"), PGFailover("async"), SentinelFailover(), TieredDoubleFailover(), GaleraKill(),
+		PatroniFailover("sync"), PatroniFailover("async")}
 }
 
 // FindFailover returns the failover scenario named name.
