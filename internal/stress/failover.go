@@ -51,7 +51,8 @@ func failoverWindow(short bool) time.Duration {
 // its Complete, the primary's walsender stops (the standby falls behind:
 // the unreplicated window), and after the window the primary is SIGKILLed
 // (every backend with it), the held call let go, and the standby
-// promoted; the storm holds at 60% until it accepts writes.
+// promoted; the storm holds at 80% until it accepts writes (late, so that
+// it still runs through the window).
 //
 // Synchronous modes: no commit the primary acknowledged is missing on the
 // standby, so the full checks apply: every key executes once.
@@ -84,7 +85,8 @@ func PGFailover(mode string) Scenario {
 			// keys are still undecided when the primary dies.
 			s.Keys *= 4
 			s.MayLose = async
-			s.Faults, s.HoldAt = 1, 0.6
+			// The storm must still run through the window: it holds late.
+			s.Faults, s.HoldAt = 1, 0.8
 			window := failoverWindow(s.Short)
 			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
 				defer env.FaultDone()
@@ -102,6 +104,7 @@ func PGFailover(mode string) Scenario {
 				if err := rep.Lag(ctx); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
+				lagged := len(env.Recorder.History())
 				time.Sleep(window)
 				t0 := time.Now()
 				if err := rep.Kill(ctx); err != nil {
@@ -123,7 +126,7 @@ func PGFailover(mode string) Scenario {
 				if !held {
 					env.Note("no side effect to hold")
 				}
-				env.Note("standby %v behind, primary killed at call %d, promoted in %v", window, env.Issued(), time.Since(t0).Round(time.Millisecond))
+				env.Note("standby %v behind (%d operations meanwhile), primary killed at call %d, promoted in %v", window, to-lagged, env.Issued(), time.Since(t0).Round(time.Millisecond))
 				return nil
 			})
 		},
@@ -365,7 +368,7 @@ func TieredDoubleFailover() Scenario {
 			faulty(s)
 			s.Keys *= 4
 			s.MayLose = true
-			s.Faults, s.HoldAt = 1, 0.6
+			s.Faults, s.HoldAt = 1, 0.8
 			window := failoverWindow(s.Short)
 			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
 				defer env.FaultDone()
@@ -382,6 +385,7 @@ func TieredDoubleFailover() Scenario {
 				if err := d.pg.Lag(ctx); err != nil {
 					return fmt.Errorf("%s: %w", name, err)
 				}
+				lagged := len(env.Recorder.History())
 				time.Sleep(window)
 				t0 := time.Now()
 				var wg sync.WaitGroup
@@ -407,7 +411,7 @@ func TieredDoubleFailover() Scenario {
 				if !held {
 					env.Note("no side effect to hold")
 				}
-				env.Note("standby %v behind, primary and master killed at call %d, both promoted in %v", window, env.Issued(), time.Since(t0).Round(time.Millisecond))
+				env.Note("standby %v behind (%d operations meanwhile), primary and master killed at call %d, both promoted in %v", window, to-lagged, env.Issued(), time.Since(t0).Round(time.Millisecond))
 				return nil
 			})
 		},
