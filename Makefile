@@ -15,7 +15,7 @@ PKGS := ./...
 # them; the targets below loop over them.
 NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/migrationtest runtime/idemotel runtime/idemgrpc runtime/idemgin runtime/idemecho runtime/idemfiber cmd/idemgateway examples/grpcapi examples/consumer examples/shop examples/gateway
 
-.PHONY: test-rules demo test generate check fmt-check vet modules-listed staticcheck go-floor lint idemvet test-golangci fuzz fingerprint-gen bench bench-idemvet bench-growth stress sim soak-gateway \
+.PHONY: test-rules demo test generate check fmt-check vet modules-listed staticcheck go-floor lint idemvet test-golangci fuzz fingerprint-gen bench bench-idemvet bench-growth stress failover sim soak-gateway \
 	demo-grpc demo-consumer demo-gateway test-nested nested
 
 demo:
@@ -159,6 +159,13 @@ bench-idemvet:
 
 bench-growth:
 	IDEM_PG_DURABLE=1 scripts/with-services.sh $(GO) run ./internal/cmd/benchgrowth -max-records 10000000
+
+# The failover scenarios (internal/stress/failover.go, docs/FAILOVER.md):
+# replicated servers of their own (scripts/pg-replica.sh, ...), a primary
+# killed mid-storm and a replica promoted, executions per key counted and
+# the measured figures printed. Not part of make test or make stress.
+failover:
+	IDEM_FAILOVER=1 scripts/with-services.sh $(GO) test -count=1 -v -timeout 60m -run '^TestFailover' ./internal/stress/...
 
 # The duplicate storm with faults, full size, on every store.
 stress:

@@ -32,6 +32,26 @@ type Servers struct {
 	// RedisClusterAddrs are the nodes of a Redis Cluster; nil keeps the
 	// backend's.
 	RedisClusterAddrs []string
+	// Sentinel names a Redis master behind Sentinels (a failover
+	// scenario's own); nil when there is none.
+	Sentinel *Sentinel
+}
+
+// Sentinel is a Redis master as its Sentinels know it: a client asks them
+// where the master is, and asks again after a failover.
+type Sentinel struct {
+	Master string   // the master's name in the Sentinels' configuration
+	Addrs  []string // the Sentinels, host:port
+}
+
+// Owned is what a scenario's Own started for one run.
+type Owned struct {
+	// Servers are what the backend opens its store on.
+	Servers Servers
+	// Value reaches the injectors as Env.Own (the servers' handle).
+	Value any
+	// Stop ends the servers; it runs after the store is closed.
+	Stop func()
 }
 
 // Handle is one opened store.
@@ -102,6 +122,15 @@ type Scenario struct {
 	// OwnCluster: the scenario kills a node of, or moves slots in, the
 	// Redis Cluster, so it runs on one the harness starts for the run.
 	OwnCluster bool
+	// Own, when set, starts servers of the scenario's own for each run
+	// (replicated ones: failover.go); their Servers override the
+	// backend's, and their Value reaches the injectors as Env.Own.
+	Own func(ctx context.Context) (*Owned, error)
+	// Verify, when set, runs after every other check, with the executions
+	// per order (execs; in transactional mode the committed business rows),
+	// and may add failures or notes to res, or take back a failure the
+	// scenario documents (a failover's window: failover.go).
+	Verify func(res *Result, env *Env, execs map[string]int)
 }
 
 // Storm is the shape of one run.
@@ -183,6 +212,11 @@ type Storm struct {
 	// of the calls run against a recovered server.
 	Faults int
 	HoldAt float64
+	// MayLose: the scenario's faults may lose records the store
+	// acknowledged (a failover to an asynchronous standby): when a fault
+	// reports the loss (Env.LostAll), the checks apply the store's
+	// lost-record allowance as they do for plain Redis (Handle.MayLose).
+	MayLose bool
 	// AfterEffect is how long Pay's body takes after its side effect (in
 	// transactional mode: after the business write, before the commit).
 	AfterEffect time.Duration
@@ -247,6 +281,8 @@ type Env struct {
 	MySQL *MySQLServer
 	// Cluster is the scenario's own Redis Cluster (OwnCluster).
 	Cluster *ClusterServer
+	// Own is the Value of the scenario's Own servers.
+	Own any
 
 	total     int
 	start     atomic.Pointer[time.Time]

@@ -43,6 +43,9 @@ func Run(ctx context.Context, sc Scenario, b Backend, opt Options) (*Result, err
 	r.probe(ctx, res)
 	r.checkDerivation(res)
 	r.checkHistory(res)
+	if r.sc.Verify != nil {
+		r.sc.Verify(res, r.env, r.execs)
+	}
 	return res, nil
 }
 
@@ -59,6 +62,7 @@ type run struct {
 	pg       *PGServer
 	mysql    *MySQLServer
 	cluster  *ClusterServer
+	own      any // the Value of the scenario's Own servers
 	h        *Handle
 	teardown []func() // in the order they must run
 
@@ -156,6 +160,15 @@ func (r *run) setUp(ctx context.Context) error {
 		r.teardown = append(r.teardown, s.Stop)
 		r.cluster = s
 		r.srv.RedisClusterAddrs = s.Addrs()
+	}
+	if r.sc.Own != nil {
+		o, err := r.sc.Own(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.sc.Name, err)
+		}
+		r.teardown = append(r.teardown, o.Stop)
+		r.own = o.Value
+		r.srv = o.Servers
 	}
 	h, err := r.b.Open(ctx, r.srv)
 	if err != nil {
@@ -397,7 +410,7 @@ func (bg *background) start(f func(ctx context.Context) error) {
 func (r *run) startBackground(ctx context.Context) {
 	st := &r.st
 	r.env = &Env{Backend: r.b.Name, Handle: r.h, Recorder: r.rec, Ledger: r.ledger, Tenant: r.tenant, Seed: r.seed, Short: st.Short,
-		Cluster: r.cluster, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}, cut: r.cut, cutStarted: r.cutStarted}
+		Cluster: r.cluster, Own: r.own, total: len(r.plan), completed: make(chan idem.Key, 4096), losses: map[string]int{}, cut: r.cut, cutStarted: r.cutStarted}
 	if r.sc.OwnRedis {
 		r.env.Redis = r.redis
 	}
@@ -530,7 +543,7 @@ func (r *run) collect(ctx context.Context) (*Result, error) {
 		return nil, err
 	}
 	res.RolledBack = rolledBack
-	r.lim = limits{tx: r.h.Tx, mayLose: r.h.MayLose && r.env.lostAny(), env: r.env, completeErrs: completeErrs,
+	r.lim = limits{tx: r.h.Tx, mayLose: (r.h.MayLose || st.MayLose) && r.env.lostAny(), env: r.env, completeErrs: completeErrs,
 		outage: r.env.longestOutage(), leases: r.leases()}
 	r.execs = execs
 	return res, nil

@@ -27,6 +27,10 @@
 // [TxStore.ClaimTx]. No PROCESSING row is ever committed in this mode, so
 // there is no lease to lose: a crashed or killed caller's transaction rolls
 // back with its connection, and the next caller runs the method once.
+// The locks are the server's own: on a MariaDB Galera cluster, which does
+// not replicate them, every transactional claim fails with [ErrGalera];
+// use lease mode there, with wsrep_sync_wait=15 in the DSN
+// (docs/FAILOVER.md).
 //
 // Lock waits are bounded: a write waits at most WithLockTimeout (5s by
 // default) for its answer; a deadlock (error 1213) or a lock wait timeout

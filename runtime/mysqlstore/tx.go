@@ -27,6 +27,8 @@ type TxStore struct {
 	*Store
 	mu   sync.Mutex
 	held map[[32]byte]idem.Token // keys this store holds in an open transaction
+	// wsrep is whether the server is a Galera node (refuseGalera).
+	wsrep atomic.Int32
 }
 
 // NewTx returns a store in transactional mode on db; the options are those
@@ -102,9 +104,15 @@ func releaseLocks(locks []string) string {
 //
 // Use one mode per table: a lease-mode claim of a key that a transactional
 // claim holds waits for that transaction, at most the lock timeout.
+//
+// On a MariaDB Galera cluster every claim fails with ErrGalera: the locks
+// are not replicated across its nodes.
 func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, nil, err
+	}
+	if err := s.refuseGalera(ctx); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond

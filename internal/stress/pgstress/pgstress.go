@@ -94,6 +94,35 @@ func Tiered(dsn, addr string) stress.Backend {
 	}}
 }
 
+// TieredSentinel is Redis behind Sentinels (go-redis's failover client, on
+// the scenario's own Sentinels: Servers.Sentinel) in front of PostgreSQL at
+// dsn (or the scenario's own).
+func TieredSentinel(dsn string) stress.Backend {
+	return stress.Backend{Name: "tiered-sentinel", Open: func(ctx context.Context, srv stress.Servers) (*stress.Handle, error) {
+		if srv.Sentinel == nil {
+			return nil, fmt.Errorf("tiered-sentinel: the scenario starts no Sentinels")
+		}
+		pool, _, err := openPool(ctx, pick(srv.PGDSN, dsn), 16)
+		if err != nil {
+			return nil, err
+		}
+		pg := pgstore.New(pool)
+		if err := migrate(ctx, pg); err != nil {
+			pool.Close()
+			return nil, err
+		}
+		c, err := stress.OpenSentinel(ctx, srv.Sentinel)
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		fast := redisstore.New(c, redisstore.WithPrefix("stress:"))
+		s := tiered.New(fast, pg)
+		return &stress.Handle{Store: s, Sweep: pg.Sweep, StaleReplay: true, Lose: stress.RedisLoser(c, fast),
+			Close: func() { _ = c.Close(); pool.Close() }}, nil
+	}}
+}
+
 // TieredCluster is a Redis Cluster (through a *redis.ClusterClient) in
 // front of PostgreSQL.
 func TieredCluster(dsn string, addrs []string) stress.Backend {

@@ -1,0 +1,59 @@
+package mysqlstress
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/idemgen/idemgen/internal/stress"
+	"github.com/idemgen/idemgen/internal/stress/stresstest"
+	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
+)
+
+// TestFailoverGalera runs galera-kill (a node of a three-node MariaDB
+// Galera cluster killed mid-storm, connections spread over every node) on
+// mysqlstore's lease mode, on a cluster the scenario starts
+// (scripts/galera.sh), and checks that transactional mode refuses the
+// cluster with mysqlstore.ErrGalera. It runs in `make failover`
+// (IDEM_FAILOVER=1), not in `make test`.
+func TestFailoverGalera(t *testing.T) {
+	if os.Getenv("IDEM_FAILOVER") != "1" {
+		t.Skip("the failover scenarios run in make failover (IDEM_FAILOVER=1)")
+	}
+	sc := stress.GaleraKill()
+	t.Run(sc.Name+"/mysql", func(t *testing.T) { stresstest.RunScenario(t, sc, MySQL(""), stress.Options{}) })
+	t.Run("tx-refused", func(t *testing.T) {
+		g, err := stress.StartGalera(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Stop()
+		h, err := MySQLTx("").Open(t.Context(), stress.Servers{MySQLDSN: g.DSN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		ex := idem.NewExecutor(h.Store, idem.SingleTenant())
+		m := &idem.Method{Op: "galera", TTL: time.Hour}
+		ran := 0
+		for range 3 { // the answer is remembered: the same on every call
+			var k idem.KeyParts
+			k.String("k", "1")
+			var hs idem.Hasher
+			hs.Int(1)
+			_, err = idem.Do(t.Context(), ex, m, &k, &hs, func(context.Context) (int, error) {
+				ran++
+				return 1, nil
+			})
+			if !errors.Is(err, mysqlstore.ErrGalera) {
+				t.Fatalf("a transactional claim on Galera: got %v, want mysqlstore.ErrGalera", err)
+			}
+		}
+		if ran != 0 {
+			t.Fatalf("the method ran %d times on a refused store", ran)
+		}
+	})
+}
