@@ -155,7 +155,7 @@ func (w *windowLog) recheck(res *Result, env *Env) {
 			ops = append(ops, op)
 		}
 	}
-	cr, _ := Check(ops, ModelOptions{StaleReplay: env.Handle.StaleReplay, MayLose: true}, time.Minute, "", "")
+	cr, _ := Check(ops, ModelOptions{StaleReplay: env.Handle.StaleReplay, MayLose: true}, 5*time.Minute, "", "") // a hang guard: the verdict is StepBudget's
 	switch cr.Result {
 	case porcupine.Ok:
 		res.Notes = append(res.Notes, fmt.Sprintf("history of the %d keys the window did not write (%d ops): linearizable; the window's keys went back to an earlier state", cr.Keys, cr.Ops))
