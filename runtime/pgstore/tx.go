@@ -251,7 +251,7 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		}
 		pending = false // committed by replayHintedTx
 	}
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q, err := s.batchQueries(ctx, conn.Conn(), pending)
 	if err != nil {
@@ -272,17 +272,16 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
 	// query is here decide, or, on a parked connection, the COMMIT of its
 	// transaction.
-	decide := b.Queue
+	var dq *pgx.QueuedQuery
 	if pending {
 		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+		dq = b.Queue(q.decide, s.probeArgs(req, pa, pb)...)
 	} else {
 		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
-		decide = func(string, ...any) *pgx.QueuedQuery {
-			b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
-			return b.QueuedQueries[0]
-		}
+		dq = b.QueuedQueries[0]
+		dq.Arguments = s.probeArgs(req, pa, pb)
 	}
-	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
+	dq.Query(func(rows pgx.Rows) error {
 		var err error
 		d, fresh, err = scanProbe(rows, req)
 		return err
@@ -314,6 +313,26 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		}
 	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
+}
+
+// probeArgs returns the parameters of probe and decide for req: $1 the
+// key's lock, $2 key ID, $3 and $4 its payload lock pa, pb (see
+// payloadLock); by pointer on a pool whose statements are described (see
+// claimArgs), in one allocation.
+func (s *Store) probeArgs(req idem.ClaimRequest, pa, pb int32) []any {
+	if !s.describedArgs {
+		return []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
+	}
+	p := &probeParams{lock: argInt(keyLock(req.Key)), id: req.Key.ID[:], pa: argInt(pa), pb: argInt(pb)}
+	p.args = [4]any{&p.lock, &p.id, &p.pa, &p.pb}
+	return p.args[:]
+}
+
+// probeParams are probeArgs' parameters passed by pointer.
+type probeParams struct {
+	id           argBytes
+	lock, pa, pb argInt
+	args         [4]any
 }
 
 // replayHintedTx is the read of a hinted claim (see finals) on conn, taken
@@ -397,8 +416,7 @@ const (
 // with req's fingerprint; the caller asks otherPayload whether the
 // holder's differs (the holder's own is not visible).
 func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
-	var busy int16
-	c, res, err := scanClaimRow(rows, &busy)
+	c, res, busy, err := scanClaimRow(rows, rawInt2)
 	if err != nil || res == claimAgain {
 		return decision{}, err
 	}
@@ -534,6 +552,39 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 	if !rows.Next() {
 		return d, false, errors.Join(rows.Err(), errors.New("probe returned no row"))
 	}
+	var busy int16
+	if v, ok := rawValues(rows, probeKinds); ok {
+		if v[8] == nil {
+			return d, false, errors.New("probe answered nothing")
+		}
+		if busy = rawInt16(v[8]); busy == 0 {
+			rec, err := rawRecord(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+			if err != nil {
+				return d, false, fmt.Errorf("probe answered a record without its status: %w", err)
+			}
+			d.claim.Record, d.kind = rec, decideFinal
+		}
+	} else if d, busy, err = scanProbeColumns(rows); err != nil {
+		return d, false, err
+	}
+	if err := rows.Err(); err != nil {
+		return decision{}, false, err
+	}
+	switch busy {
+	case 0:
+		return d, false, nil
+	case 3, 4:
+		return decision{kind: decideLocked}, busy == 3, nil
+	}
+	// Busy: a PROCESSING record of req's payload, until otherPayload
+	// tells (see claimTxPlain).
+	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
+	return decision{kind: decideBusy, claim: p}, false, nil
+}
+
+// scanProbeColumns is scanProbe's read of a row that is not decoded raw:
+// Rows.Scan. A final record (busy 0) is in d.
+func scanProbeColumns(rows pgx.Rows) (d decision, busy int16, err error) {
 	var (
 		status    *int16
 		fp        []byte
@@ -541,32 +592,22 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 		token     *int64
 		code, msg []byte
 		out       idem.Outcome
-		busy      *int16
+		b         *int16
 	)
-	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta, &busy); err != nil {
-		return d, false, err
+	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta, &b); err != nil {
+		return d, 0, err
 	}
-	if err := rows.Err(); err != nil {
-		return d, false, err
+	if b == nil {
+		return d, 0, errors.New("probe answered nothing")
 	}
-	if busy == nil {
-		return d, false, errors.New("probe answered nothing")
-	}
-	switch *busy {
-	case 0:
+	if *b == 0 {
 		if status == nil || scheme == nil || token == nil {
-			return d, false, errors.New("probe answered a record without its status")
+			return d, 0, errors.New("probe answered a record without its status")
 		}
 		d.claim.Record = record(*status, fp, *scheme, *token, out, code, msg)
 		d.kind = decideFinal
-		return d, false, nil
-	case 3, 4:
-		return decision{kind: decideLocked}, *busy == 3, nil
 	}
-	// Busy: a PROCESSING record of req's payload, until otherPayload
-	// tells (see claimTxPlain).
-	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	return decision{kind: decideBusy, claim: p}, false, nil
+	return d, *b, nil
 }
 
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
