@@ -98,7 +98,7 @@ func decideKeys(t *testing.T, s idem.Store, prefix string, n int) []idem.ClaimRe
 
 // coldAllocs are the pinned client allocations of one cold replay of a
 // store (Claim or ClaimTx, the record returned), beyond the floor's.
-var coldAllocs = map[string]int{"lease": -4, "tx": 67}
+var coldAllocs = map[string]int{"lease": -4, "tx": 54}
 
 // TestAllocsColdReplay: a cold replay's claim allocates, on the client,
 // what the floor's SELECT of the record does plus the pinned difference;

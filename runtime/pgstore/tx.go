@@ -258,13 +258,7 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		end(ctx, conn)
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
-	var (
-		d               decision
-		claim           idem.Claim
-		fresh, inserted bool
-		tx              pgx.Tx
-	)
-	b := &pgx.Batch{}
+	var claim idem.Claim
 	// The batch's statements run in one transaction, implicit until BEGIN
 	// makes it explicit (PostgreSQL runs what a pipeline sends before its
 	// Sync as one transaction, and a BEGIN inside it keeps what ran
@@ -272,37 +266,34 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
 	// query is here decide, or, on a parked connection, the COMMIT of its
 	// transaction.
+	cb := &claimBatch{req: req}
+	b := &cb.b
+	b.QueuedQueries = cb.ptrs[:0]
 	var dq *pgx.QueuedQuery
 	if pending {
 		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
-		dq = b.Queue(q.decide, s.probeArgs(req, pa, pb)...)
+		dq = cb.queue(q.decide, s.probeArgs(req, pa, pb))
 	} else {
 		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
 		dq = b.QueuedQueries[0]
 		dq.Arguments = s.probeArgs(req, pa, pb)
 	}
-	dq.Query(func(rows pgx.Rows) error {
-		var err error
-		d, fresh, err = scanProbe(rows, req)
-		return err
-	})
-	b.Queue(q.fast, args...).Exec(func(ct pgconn.CommandTag) error {
-		inserted = ct.RowsAffected() == 1
-		return nil
-	})
-	b.Queue(q.begin)
-	b.Queue(q.savepoint)
+	dq.Fn = cb.probe
+	cb.queue(q.fast, args).Fn = cb.insert
+	cb.queue(q.begin, nil)
+	cb.queue(q.savepoint, nil)
 	br := conn.SendBatch(ctx, b)
-	tx = br.Tx()
+	tx := br.Tx()
 	err = br.Close()
+	d := cb.d
 	if err == nil && d.kind == decideBusy {
 		err = busyPayload(ctx, conn, req, &d)
 	}
 	if err == nil && d.kind == decideLocked {
 		switch {
-		case inserted:
+		case cb.inserted:
 			claim = idem.Claim{Claimed: true}
-		case fresh:
+		case cb.fresh:
 			// A row committed after probe's snapshot (a lease-mode
 			// writer's): the full claim statement sees it.
 			claim, err = s.claimLocked(ctx, conn, q, args, claimAgain)
@@ -333,6 +324,53 @@ type probeParams struct {
 	id           argBytes
 	lock, pa, pb argInt
 	args         [4]any
+}
+
+// claimBatch is the claim batch of claimTxPlain and what its replies
+// said, in one allocation: the batch, its queued queries (pgx's
+// Batch.Queue allocates each, and the slice grows as they are queued) and
+// the answers its callbacks read.
+type claimBatch struct {
+	b    pgx.Batch
+	ptrs [5]*pgx.QueuedQuery // b.QueuedQueries' array: COMMIT or probe, probe, the insert, BEGIN, SAVEPOINT
+	qs   [4]pgx.QueuedQuery  // the ones queued after BeginTx's
+	n    int                 // of qs used
+	req  idem.ClaimRequest
+
+	d               decision // probe's answer
+	fresh, inserted bool     // the key had no row; the insert claimed it
+}
+
+// queue queues sql with args, as Batch.Queue does, in cb's own query.
+func (cb *claimBatch) queue(sql string, args []any) *pgx.QueuedQuery {
+	qq := &cb.qs[cb.n]
+	cb.n++
+	qq.SQL, qq.Arguments = sql, args
+	cb.b.QueuedQueries = append(cb.b.QueuedQueries, qq)
+	return qq
+}
+
+// probe reads probe's reply (pgx.QueuedQuery.Query's callback, without its
+// wrapper).
+func (cb *claimBatch) probe(br pgx.BatchResults) error {
+	rows, _ := br.Query() // its error is rows.Err()
+	defer rows.Close()
+	var err error
+	if cb.d, cb.fresh, err = scanProbe(rows, cb.req); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// insert reads the insert's command tag.
+func (cb *claimBatch) insert(br pgx.BatchResults) error {
+	ct, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	cb.inserted = ct.RowsAffected() == 1
+	return nil
 }
 
 // replayHintedTx is the read of a hinted claim (see finals) on conn, taken
