@@ -188,7 +188,8 @@ func Run(t *testing.T, o Options) {
 		{"DoLostCompleteReply", (*suite).doLostCompleteReply},
 		{"DoStoreDown", (*suite).doStoreDown},
 		{"DoStoreUnmigrated", (*suite).doStoreUnmigrated},
-		{"DoTxSessionLost", (*suite).doTxSessionLost}, // sessionlost.go
+		{"DoTxSessionLost", (*suite).doTxSessionLost},         // sessionlost.go
+		{"DoReplayKeepsOrigin", (*suite).doReplayKeepsOrigin}, // origin.go
 	}
 	cases = append(cases, adminCases...) // admin.go
 	for _, c := range cases {

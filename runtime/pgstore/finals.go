@@ -114,6 +114,25 @@ func scanFinal(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 	if !rows.Next() {
 		return c, false, rows.Err()
 	}
+	if v, ok := rawValues(rows, finalKinds); ok {
+		if c.Record, err = rawRecord(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]); err != nil {
+			return idem.Claim{}, false, err
+		}
+	} else if c.Record, err = scanFinalColumns(rows); err != nil {
+		return idem.Claim{}, false, err
+	}
+	if rows.Next() {
+		return c, false, errors.New("the final record's read returned more than one row")
+	}
+	if err := rows.Err(); err != nil {
+		return c, false, err
+	}
+	return c, true, nil
+}
+
+// scanFinalColumns is scanFinal's read of a row that is not decoded raw:
+// Rows.Scan.
+func scanFinalColumns(rows pgx.Rows) (idem.Record, error) {
 	var (
 		status    int16
 		fp        []byte
@@ -123,16 +142,9 @@ func scanFinal(rows pgx.Rows) (c idem.Claim, ok bool, err error) {
 		out       idem.Outcome
 	)
 	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta); err != nil {
-		return c, false, err
+		return idem.Record{}, err
 	}
-	if rows.Next() {
-		return c, false, errors.New("the final record's read returned more than one row")
-	}
-	if err := rows.Err(); err != nil {
-		return c, false, err
-	}
-	c.Record = record(status, fp, scheme, token, out, code, msg)
-	return c, true, nil
+	return record(status, fp, scheme, token, out, code, msg), nil
 }
 
 // querier is what replayHinted needs of a pool or a connection.

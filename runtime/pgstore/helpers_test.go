@@ -56,19 +56,24 @@ func newPool(t testing.TB, maxConns int32, rt *rtCounter) *pgxpool.Pool {
 	require.NoError(t, err)
 	cfg.MaxConns = maxConns
 	if rt != nil {
-		d := &net.Dialer{KeepAlive: 5 * time.Minute}
-		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			return &countingConn{Conn: c, c: rt}, nil
-		}
+		countRoundTrips(cfg, rt)
 	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	return pool
+}
+
+// countRoundTrips makes cfg's connections count their round trips in rt.
+func countRoundTrips(cfg *pgxpool.Config, rt *rtCounter) {
+	d := &net.Dialer{KeepAlive: 5 * time.Minute}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, c: rt}, nil
+	}
 }
 
 func randHex(n int) string {

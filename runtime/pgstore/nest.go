@@ -116,7 +116,7 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 // the savepoint undone unless the key was claimed. busy reports a key held
 // by another transaction.
 func (s *TxStore) claimNestedOnce(ctx context.Context, parent joinable, tx pgx.Tx, req idem.ClaimRequest) (idem.Claim, *nestedTxn, bool, error) {
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q := s.sql.nestText
 	var (

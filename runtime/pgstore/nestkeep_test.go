@@ -212,9 +212,15 @@ END $$`)
 	other, err := pgx.Connect(t.Context(), testenv.PostgresDSN(t))
 	require.NoError(t, err)
 	defer other.Close(context.Background())
-	var locked bool
-	require.NoError(t, other.QueryRow(t.Context(), "SELECT pg_try_advisory_xact_lock($1::bigint)", lockOf(ik)).Scan(&locked))
-	require.True(t, locked, "no session holds the inner key's lock")
+	// The call's session was closed by the client; the server ends it
+	// (releasing its locks) once it reads the end of the connection,
+	// which may come a moment after the call returned: wait for that,
+	// bounded (a session still in the pool would hold the lock forever).
+	require.Eventually(t, func() bool {
+		var locked bool
+		require.NoError(t, other.QueryRow(t.Context(), "SELECT pg_try_advisory_xact_lock($1::bigint)", lockOf(ik)).Scan(&locked))
+		return locked
+	}, 10*time.Second, time.Millisecond, "no session holds the inner key's lock")
 
 	_, err = pool.Exec(t.Context(), "DROP TRIGGER refuse ON "+store.Table())
 	require.NoError(t, err)

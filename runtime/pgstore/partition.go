@@ -597,7 +597,7 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 	if err := s.partitionsFor(ctx, req.TTL); err != nil {
 		return idem.Claim{}, fail("claim", req.Key, err)
 	}
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	for attempt := range maxClaimAttempts {
 		conn, err := s.pool.Acquire(ctx)
@@ -667,7 +667,7 @@ func (s *TxStore) claimTxPartitioned(ctx context.Context, req idem.ClaimRequest,
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
 	s.flights.send(f)
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	var (
 		d     decision

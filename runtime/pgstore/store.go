@@ -148,6 +148,10 @@ type Store struct {
 	// claimRetries counts claim statements run again because a concurrent
 	// claim committed after the statement's snapshot (for tests).
 	claimRetries atomic.Int64
+	// describedArgs: the pool's statements are described, so that
+	// claimArgs may pass claimParams (read once by New: pgxpool.Pool.Config
+	// copies the whole configuration).
+	describedArgs bool
 }
 
 type statements struct {
@@ -173,6 +177,10 @@ func New(pool *pgxpool.Pool, opts ...Option) *Store {
 		o(&c)
 	}
 	s := &Store{pool: pool, lockTimeout: c.lockTimeout, acquire: c.acquireTimeout}
+	if pool != nil { // nil only in tests of the options
+		mode := pool.Config().ConnConfig.DefaultQueryExecMode
+		s.describedArgs = mode != pgx.QueryExecModeExec && mode != pgx.QueryExecModeSimpleProtocol
+	}
 	if s.acquire <= 0 {
 		s.acquire = DefaultAcquireTimeout
 	}
@@ -464,9 +472,50 @@ func schemaMissing(err error) bool {
 	return false
 }
 
-func claimArgs(req idem.ClaimRequest) []any {
-	return []any{req.Key.ID[:], int64(req.Token), []byte(req.Key.Tenant), []byte(req.Key.Op), []byte(req.Key.Text),
-		req.Fingerprint[:], micros(req.Lease), micros(req.TTL), int32(req.Scheme)}
+// claimArgs returns the parameters of the claim statements for req: $1
+// key ID, $2 token, $3 tenant, $4 operation, $5 key text, $6 fingerprint,
+// $7 lease and $8 TTL in microseconds, $9 scheme. On a pool whose
+// statements are described (every QueryExecMode but Exec and
+// SimpleProtocol, whose parameters have no known type), they are
+// claimParams: two allocations, where the values boxed one by one cost
+// one each.
+func (s *Store) claimArgs(req idem.ClaimRequest) []any {
+	if !s.describedArgs {
+		return []any{req.Key.ID[:], int64(req.Token), []byte(req.Key.Tenant), []byte(req.Key.Op), []byte(req.Key.Text),
+			req.Fingerprint[:], micros(req.Lease), micros(req.TTL), int32(req.Scheme)}
+	}
+	p := &claimParams{id: req.Key.ID[:], fp: req.Fingerprint[:],
+		token: argInt(req.Token), lease: argInt(micros(req.Lease)), ttl: argInt(micros(req.TTL)), scheme: argInt(int32(req.Scheme))}
+	t, o, x := req.Key.Tenant, req.Key.Op, req.Key.Text
+	buf := make([]byte, 0, len(t)+len(o)+len(x)) // never nil: an empty one is '', not NULL
+	buf = append(append(append(buf, t...), o...), x...)
+	p.tenant, p.op, p.text = buf[:len(t):len(t)], buf[len(t):len(t)+len(o):len(t)+len(o)], buf[len(t)+len(o):]
+	p.args = [9]any{&p.id, &p.token, &p.tenant, &p.op, &p.text, &p.fp, &p.lease, &p.ttl, &p.scheme}
+	return p.args[:]
+}
+
+// claimParams are claimArgs' parameters on a pool whose statements are
+// described: pgx encodes each through its codec's valuer interface
+// (pgtype.BytesValuer, pgtype.Int64Valuer), by pointer, so that passing
+// them boxes nothing.
+type claimParams struct {
+	id, tenant, op, text, fp  argBytes
+	token, lease, ttl, scheme argInt
+	args                      [9]any
+}
+
+// argBytes is a bytea parameter passed by pointer (see claimParams).
+type argBytes []byte
+
+// BytesValue implements pgtype.BytesValuer.
+func (b *argBytes) BytesValue() ([]byte, error) { return *b, nil }
+
+// argInt is an integer parameter passed by pointer (see claimParams).
+type argInt int64
+
+// Int64Value implements pgtype.Int64Valuer.
+func (i *argInt) Int64Value() (pgtype.Int8, error) {
+	return pgtype.Int8{Int64: int64(*i), Valid: true}, nil
 }
 
 // claimResult is what a claim statement's reply says.
@@ -488,23 +537,64 @@ const (
 // (eleven columns), or fast and fastTx (withSlow: a twelfth, slow).
 func scanClaim(rows pgx.Rows, withSlow bool) (c idem.Claim, res claimResult, err error) {
 	if !withSlow {
-		return scanClaimRow(rows)
+		c, res, _, err = scanClaimRow(rows, 0)
+		return c, res, err
 	}
-	var slow bool
-	c, res, err = scanClaimRow(rows, &slow)
-	if err == nil && res == claimAnswered && slow {
+	c, res, slow, err := scanClaimRow(rows, rawBool)
+	if err == nil && res == claimAnswered && slow != 0 {
 		return idem.Claim{}, claimSlow, nil
 	}
 	return c, res, err
 }
 
-// scanClaimRow reads the one row of the claim's eleven columns and the
-// extra ones into extra; no row is claimAgain.
-func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, err error) {
+// scanClaimRow reads the one row of the claim's eleven columns and, when
+// extra is not 0, a twelfth of that kind (rawBool: 1 for true; rawInt2),
+// returned in x; no row is claimAgain. A row in binary format of the
+// expected types is decoded raw (see rawValues), any other is scanned.
+func scanClaimRow(rows pgx.Rows, extra rawKind) (c idem.Claim, res claimResult, x int64, err error) {
 	defer rows.Close()
 	if !rows.Next() {
-		return c, claimAgain, rows.Err()
+		return c, claimAgain, 0, rows.Err()
 	}
+	kinds := claimKinds
+	switch extra {
+	case rawBool:
+		kinds = claimSlowKinds
+	case rawInt2:
+		kinds = claimBusyKinds
+	}
+	if v, ok := rawValues(rows, kinds); ok {
+		if c, err = rawClaimRow(v); err == nil && extra != 0 {
+			switch xv := v[11]; {
+			case xv == nil:
+				err = errRawNull
+			case extra == rawBool:
+				x = int64(xv[0])
+			default:
+				x = int64(rawInt16(xv))
+			}
+		}
+		if err != nil {
+			return idem.Claim{}, claimAgain, 0, err
+		}
+	} else if c, x, err = scanClaimColumns(rows, extra); err != nil {
+		return idem.Claim{}, claimAgain, 0, err
+	}
+	if rows.Next() {
+		return idem.Claim{}, claimAgain, 0, errors.New("claim returned more than one row")
+	}
+	if err := rows.Err(); err != nil {
+		return idem.Claim{}, claimAgain, 0, err
+	}
+	if c.Claimed {
+		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, claimAnswered, x, nil
+	}
+	return c, claimAnswered, x, nil
+}
+
+// scanClaimColumns is scanClaimRow's read of a row that is not decoded
+// raw: Rows.Scan.
+func scanClaimColumns(rows pgx.Rows, extra rawKind) (c idem.Claim, x int64, err error) {
 	var (
 		status    int16
 		fp        []byte
@@ -513,28 +603,35 @@ func scanClaimRow(rows pgx.Rows, extra ...any) (c idem.Claim, res claimResult, e
 		leaseLeft pgtype.Interval
 		code, msg []byte
 		out       idem.Outcome
+		slow      bool
+		busy      int16
 	)
 	dst := []any{&c.Claimed, &c.TakenOver, &status, &fp, &scheme, &token, &leaseLeft,
 		&out.Body, &code, &msg, &out.Meta}
-	dst = append(dst, extra...)
+	switch extra {
+	case rawBool:
+		dst = append(dst, &slow)
+	case rawInt2:
+		dst = append(dst, &busy)
+	}
 	if err := rows.Scan(dst...); err != nil {
-		return c, claimAgain, err
+		return c, 0, err
 	}
-	if rows.Next() {
-		return c, claimAgain, errors.New("claim returned more than one row")
+	if slow {
+		x = 1
 	}
-	if err := rows.Err(); err != nil {
-		return c, claimAgain, err
+	if extra == rawInt2 {
+		x = int64(busy)
 	}
 	if c.Claimed {
-		return idem.Claim{Claimed: true, TakenOver: c.TakenOver}, claimAnswered, nil
+		return c, x, nil
 	}
 	c.Record = record(status, fp, scheme, token, out, code, msg)
 	if c.Record.Status == idem.StatusProcessing {
 		left := time.Duration(leaseLeft.Microseconds)*time.Microsecond + time.Duration(leaseLeft.Days)*24*time.Hour
 		c.Record.LeaseLeft = max(left, 0)
 	}
-	return c, claimAnswered, nil
+	return c, x, nil
 }
 
 // record builds a record from its columns as the statements return them:
@@ -592,7 +689,7 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 			return c, nil
 		}
 	}
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	sql, withSlow := s.sql.fast, true
 	for range maxClaimAttempts {
 		c, res, err := s.claimOnce(ctx, req, sql, withSlow, args)

@@ -251,20 +251,14 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		}
 		pending = false // committed by replayHintedTx
 	}
-	args := claimArgs(req)
+	args := s.claimArgs(req)
 	pa, pb := payloadLock(req.Key, req.Fingerprint)
 	q, err := s.batchQueries(ctx, conn.Conn(), pending)
 	if err != nil {
 		end(ctx, conn)
 		return idem.Claim{}, nil, false, fail("claim", req.Key, err)
 	}
-	var (
-		d               decision
-		claim           idem.Claim
-		fresh, inserted bool
-		tx              pgx.Tx
-	)
-	b := &pgx.Batch{}
+	var claim idem.Claim
 	// The batch's statements run in one transaction, implicit until BEGIN
 	// makes it explicit (PostgreSQL runs what a pipeline sends before its
 	// Sync as one transaction, and a BEGIN inside it keeps what ran
@@ -272,38 +266,34 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 	// transaction. pgx's Tx for it comes from Batch.BeginTx, whose begin
 	// query is here decide, or, on a parked connection, the COMMIT of its
 	// transaction.
-	decide := b.Queue
+	cb := &claimBatch{req: req}
+	b := &cb.b
+	b.QueuedQueries = cb.ptrs[:0]
+	var dq *pgx.QueuedQuery
 	if pending {
 		b.BeginTx(pgx.TxOptions{BeginQuery: commitSQL})
+		dq = cb.queue(q.decide, s.probeArgs(req, pa, pb))
 	} else {
 		b.BeginTx(pgx.TxOptions{BeginQuery: q.decide})
-		decide = func(string, ...any) *pgx.QueuedQuery {
-			b.QueuedQueries[0].Arguments = []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
-			return b.QueuedQueries[0]
-		}
+		dq = b.QueuedQueries[0]
+		dq.Arguments = s.probeArgs(req, pa, pb)
 	}
-	decide(q.decide, keyLock(req.Key), req.Key.ID[:], pa, pb).Query(func(rows pgx.Rows) error {
-		var err error
-		d, fresh, err = scanProbe(rows, req)
-		return err
-	})
-	b.Queue(q.fast, args...).Exec(func(ct pgconn.CommandTag) error {
-		inserted = ct.RowsAffected() == 1
-		return nil
-	})
-	b.Queue(q.begin)
-	b.Queue(q.savepoint)
+	dq.Fn = cb.probe
+	cb.queue(q.fast, args).Fn = cb.insert
+	cb.queue(q.begin, nil)
+	cb.queue(q.savepoint, nil)
 	br := conn.SendBatch(ctx, b)
-	tx = br.Tx()
+	tx := br.Tx()
 	err = br.Close()
+	d := cb.d
 	if err == nil && d.kind == decideBusy {
 		err = busyPayload(ctx, conn, req, &d)
 	}
 	if err == nil && d.kind == decideLocked {
 		switch {
-		case inserted:
+		case cb.inserted:
 			claim = idem.Claim{Claimed: true}
-		case fresh:
+		case cb.fresh:
 			// A row committed after probe's snapshot (a lease-mode
 			// writer's): the full claim statement sees it.
 			claim, err = s.claimLocked(ctx, conn, q, args, claimAgain)
@@ -314,6 +304,73 @@ func (s *TxStore) claimTxPlain(ctx context.Context, req idem.ClaimRequest, wait 
 		}
 	}
 	return s.claimed(ctx, conn, tx, req, d, claim, err)
+}
+
+// probeArgs returns the parameters of probe and decide for req: $1 the
+// key's lock, $2 key ID, $3 and $4 its payload lock pa, pb (see
+// payloadLock); by pointer on a pool whose statements are described (see
+// claimArgs), in one allocation.
+func (s *Store) probeArgs(req idem.ClaimRequest, pa, pb int32) []any {
+	if !s.describedArgs {
+		return []any{keyLock(req.Key), req.Key.ID[:], pa, pb}
+	}
+	p := &probeParams{lock: argInt(keyLock(req.Key)), id: req.Key.ID[:], pa: argInt(pa), pb: argInt(pb)}
+	p.args = [4]any{&p.lock, &p.id, &p.pa, &p.pb}
+	return p.args[:]
+}
+
+// probeParams are probeArgs' parameters passed by pointer.
+type probeParams struct {
+	id           argBytes
+	lock, pa, pb argInt
+	args         [4]any
+}
+
+// claimBatch is the claim batch of claimTxPlain and what its replies
+// said, in one allocation: the batch, its queued queries (pgx's
+// Batch.Queue allocates each, and the slice grows as they are queued) and
+// the answers its callbacks read.
+type claimBatch struct {
+	b    pgx.Batch
+	ptrs [5]*pgx.QueuedQuery // b.QueuedQueries' array: COMMIT or probe, probe, the insert, BEGIN, SAVEPOINT
+	qs   [4]pgx.QueuedQuery  // the ones queued after BeginTx's
+	n    int                 // of qs used
+	req  idem.ClaimRequest
+
+	d               decision // probe's answer
+	fresh, inserted bool     // the key had no row; the insert claimed it
+}
+
+// queue queues sql with args, as Batch.Queue does, in cb's own query.
+func (cb *claimBatch) queue(sql string, args []any) *pgx.QueuedQuery {
+	qq := &cb.qs[cb.n]
+	cb.n++
+	qq.SQL, qq.Arguments = sql, args
+	cb.b.QueuedQueries = append(cb.b.QueuedQueries, qq)
+	return qq
+}
+
+// probe reads probe's reply (pgx.QueuedQuery.Query's callback, without its
+// wrapper).
+func (cb *claimBatch) probe(br pgx.BatchResults) error {
+	rows, _ := br.Query() // its error is rows.Err()
+	defer rows.Close()
+	var err error
+	if cb.d, cb.fresh, err = scanProbe(rows, cb.req); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
+// insert reads the insert's command tag.
+func (cb *claimBatch) insert(br pgx.BatchResults) error {
+	ct, err := br.Exec()
+	if err != nil {
+		return err
+	}
+	cb.inserted = ct.RowsAffected() == 1
+	return nil
 }
 
 // replayHintedTx is the read of a hinted claim (see finals) on conn, taken
@@ -397,8 +454,7 @@ const (
 // with req's fingerprint; the caller asks otherPayload whether the
 // holder's differs (the holder's own is not visible).
 func scanDecision(rows pgx.Rows, req idem.ClaimRequest) (decision, error) {
-	var busy int16
-	c, res, err := scanClaimRow(rows, &busy)
+	c, res, busy, err := scanClaimRow(rows, rawInt2)
 	if err != nil || res == claimAgain {
 		return decision{}, err
 	}
@@ -534,6 +590,39 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 	if !rows.Next() {
 		return d, false, errors.Join(rows.Err(), errors.New("probe returned no row"))
 	}
+	var busy int16
+	if v, ok := rawValues(rows, probeKinds); ok {
+		if v[8] == nil {
+			return d, false, errors.New("probe answered nothing")
+		}
+		if busy = rawInt16(v[8]); busy == 0 {
+			rec, err := rawRecord(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+			if err != nil {
+				return d, false, fmt.Errorf("probe answered a record without its status: %w", err)
+			}
+			d.claim.Record, d.kind = rec, decideFinal
+		}
+	} else if d, busy, err = scanProbeColumns(rows); err != nil {
+		return d, false, err
+	}
+	if err := rows.Err(); err != nil {
+		return decision{}, false, err
+	}
+	switch busy {
+	case 0:
+		return d, false, nil
+	case 3, 4:
+		return decision{kind: decideLocked}, busy == 3, nil
+	}
+	// Busy: a PROCESSING record of req's payload, until otherPayload
+	// tells (see claimTxPlain).
+	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
+	return decision{kind: decideBusy, claim: p}, false, nil
+}
+
+// scanProbeColumns is scanProbe's read of a row that is not decoded raw:
+// Rows.Scan. A final record (busy 0) is in d.
+func scanProbeColumns(rows pgx.Rows) (d decision, busy int16, err error) {
 	var (
 		status    *int16
 		fp        []byte
@@ -541,32 +630,22 @@ func scanProbe(rows pgx.Rows, req idem.ClaimRequest) (d decision, fresh bool, er
 		token     *int64
 		code, msg []byte
 		out       idem.Outcome
-		busy      *int16
+		b         *int16
 	)
-	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta, &busy); err != nil {
-		return d, false, err
+	if err := rows.Scan(&status, &fp, &scheme, &token, &out.Body, &code, &msg, &out.Meta, &b); err != nil {
+		return d, 0, err
 	}
-	if err := rows.Err(); err != nil {
-		return d, false, err
+	if b == nil {
+		return d, 0, errors.New("probe answered nothing")
 	}
-	if busy == nil {
-		return d, false, errors.New("probe answered nothing")
-	}
-	switch *busy {
-	case 0:
+	if *b == 0 {
 		if status == nil || scheme == nil || token == nil {
-			return d, false, errors.New("probe answered a record without its status")
+			return d, 0, errors.New("probe answered a record without its status")
 		}
 		d.claim.Record = record(*status, fp, *scheme, *token, out, code, msg)
 		d.kind = decideFinal
-		return d, false, nil
-	case 3, 4:
-		return decision{kind: decideLocked}, *busy == 3, nil
 	}
-	// Busy: a PROCESSING record of req's payload, until otherPayload
-	// tells (see claimTxPlain).
-	p := idem.Claim{Record: idem.Record{Status: idem.StatusProcessing, Fingerprint: req.Fingerprint}}
-	return decision{kind: decideBusy, claim: p}, false, nil
+	return d, *b, nil
 }
 
 // txQueries are the statements of ClaimTx's batch: their SQL, or the names
