@@ -2,6 +2,7 @@ package annotations
 
 import (
 	"go/types"
+	"slices"
 	"strings"
 )
 
@@ -53,7 +54,10 @@ func (r *resolver) selfFingerprinting(t types.Type) bool {
 
 // blindSpot is a value in a hashed parameter that a fingerprint cannot
 // compare: its path from the parameter's name, and what it is.
-type blindSpot struct{ path, what string }
+type blindSpot struct {
+	path, what string
+	stream     bool // an io.Reader: its way out is reading it before the call
+}
 
 // fingerprintCheck finds what a request fingerprint cannot compare in a
 // hashed parameter: a channel, a function, an unsafe.Pointer or a stream
@@ -79,20 +83,24 @@ func (r *resolver) fingerprintCheck(name string, t types.Type) []blindSpot {
 			seen[t] = true
 		}
 		if isReader(t) {
-			spots = append(spots, blindSpot{path, "a stream (" + r.typeString(t) + " is an io.Reader): its fingerprint would be its state " +
-				"(position, buffers), not what it will read, so an equal retry would be refused and a read one replayed; " +
-				"read it into a []byte or string parameter before the call"})
+			what := "a stream (" + r.typeString(t) + ", an io.Reader)"
+			if _, named := t.(*types.Named); !named && types.IsInterface(t) {
+				what = "a stream (an io.Reader)"
+			} else if r.typeString(t) == "io.Reader" {
+				what = "a stream (io.Reader)"
+			}
+			spots = append(spots, blindSpot{path: path, what: what, stream: true})
 			return
 		}
 		switch u := t.Underlying().(type) {
 		case *types.Basic:
 			if u.Kind() == types.UnsafePointer {
-				spots = append(spots, blindSpot{path, "an unsafe.Pointer"})
+				spots = append(spots, blindSpot{path: path, what: "an unsafe.Pointer"})
 			}
 		case *types.Chan:
-			spots = append(spots, blindSpot{path, "a channel (" + r.typeString(t) + ")"})
+			spots = append(spots, blindSpot{path: path, what: "a channel (" + r.typeString(t) + ")"})
 		case *types.Signature:
-			spots = append(spots, blindSpot{path, "a function (" + r.typeString(t) + ")"})
+			spots = append(spots, blindSpot{path: path, what: "a function (" + r.typeString(t) + ")"})
 		case *types.Pointer:
 			walk(path, u.Elem())
 		case *types.Slice:
@@ -126,6 +134,11 @@ func describeSpots(spots []blindSpot) string {
 		}
 		b.WriteString(s.path + " is " + s.what)
 	}
+	b.WriteString(", which a fingerprint cannot compare")
+	if slices.ContainsFunc(spots, func(s blindSpot) bool { return s.stream }) {
+		b.WriteString(" (a stream's fingerprint would be its state, position and buffers, not what it will read:" +
+			" an equal retry would be refused and a read one replayed)")
+	}
 	return b.String()
 }
 
@@ -139,6 +152,9 @@ func (r *resolver) fingerprintWayOut(m *Method, bad int, blind map[int][]blindSp
 		method = "give " + n.Obj().Name() + " an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
 	} else if blind[bad][0].path != p.Name {
 		method = "wrap it in a type of this package with an IdemFingerprint method (idem.Fingerprinter) that says what of it counts, or "
+	}
+	if slices.ContainsFunc(blind[bad], func(s blindSpot) bool { return s.stream }) {
+		method = "read it into a []byte or string parameter before the call, or " + method
 	}
 	var others []string
 	for _, i := range m.Hash {

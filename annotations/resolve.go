@@ -396,7 +396,7 @@ func (r *resolver) resolveMethod(t *Type, me methodEntry, spec *Spec, failed fai
 				}
 			}
 		}
-		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s, which a fingerprint cannot compare; %s", where, m.Params[i].Name, describeSpots(b), r.fingerprintWayOut(m, i, blind))
+		r.add(pos, "%s: parameter %s cannot be fingerprinted: %s; %s", where, m.Params[i].Name, describeSpots(b), r.fingerprintWayOut(m, i, blind))
 	}
 
 	for _, i := range m.Hash {

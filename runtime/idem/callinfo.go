@@ -61,7 +61,7 @@ func (c *infoContext) Value(key any) any {
 // be made, or nil: a wrapped method's own context carries none (its
 // keyContext is nearer).
 func callInfoFrom(ctx context.Context) *CallInfo {
-	if c, ok := ctx.Value(keyContextKey{}).(*infoContext); ok {
+	if c, ok := value(ctx, keyContextKey{}).(*infoContext); ok {
 		return &c.info
 	}
 	return nil

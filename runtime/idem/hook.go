@@ -130,7 +130,7 @@ type hookedStore struct {
 }
 
 func (s hookedStore) op(ctx context.Context, op string) (context.Context, func(time.Time, error)) {
-	obs, _ := ctx.Value(callObserverKey{}).(CallObserver)
+	obs, _ := value(ctx, callObserverKey{}).(CallObserver)
 	if obs == nil {
 		return ctx, nil
 	}

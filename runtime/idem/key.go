@@ -377,7 +377,7 @@ func ContextWithKey(ctx context.Context, k Key) context.Context {
 // Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
 	for {
-		switch c := ctx.Value(keyContextKey{}).(type) {
+		switch c := value(ctx, keyContextKey{}).(type) {
 		case *keyContext:
 			return hex.EncodeToString(c.id[:]), true
 		case *infoContext:
@@ -399,7 +399,7 @@ func KeyFrom(ctx context.Context) (string, bool) {
 // unexported type). Safe for concurrent use; mk runs under a lock.
 func CallScoped(ctx context.Context, key any, mk func() any) (v any, ok bool) {
 	for {
-		switch c := ctx.Value(keyContextKey{}).(type) {
+		switch c := value(ctx, keyContextKey{}).(type) {
 		case *keyContext:
 			c.mu.Lock()
 			defer c.mu.Unlock()

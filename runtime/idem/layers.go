@@ -61,7 +61,7 @@ func withOpenTxn(ctx context.Context, txn Txn) context.Context {
 // NestingTxStore joins it; it is exported for layers that are not Do (and
 // for tests).
 func OpenTxn(ctx context.Context) Txn {
-	t, _ := ctx.Value(openTxnKey{}).(Txn)
+	t, _ := value(ctx, openTxnKey{}).(Txn)
 	return t
 }
 
@@ -114,7 +114,7 @@ func WithDecisions(ctx context.Context, d *Decisions) context.Context {
 
 // decisionsFrom returns the cell of ctx, or nil.
 func decisionsFrom(ctx context.Context) *Decisions {
-	d, _ := ctx.Value(decisionsKey{}).(*Decisions)
+	d, _ := value(ctx, decisionsKey{}).(*Decisions)
 	return d
 }
 

@@ -52,7 +52,7 @@ func ContextWithTenant(ctx context.Context, tenant string) context.Context {
 // TenantFromContext returns the tenant a door put in ctx with
 // ContextWithTenant, and whether one did.
 func TenantFromContext(ctx context.Context) (string, bool) {
-	t, ok := ctx.Value(tenantKey{}).(string)
+	t, ok := value(ctx, tenantKey{}).(string)
 	return t, ok
 }
 

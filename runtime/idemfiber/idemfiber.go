@@ -31,10 +31,10 @@
 // so idemhttp.WithClientCancellation has nothing to act on.
 //
 // Under idemhttp.WithTenant the tenant reaches the handlers in c.Context()
-// (idem.ContextWithTenant): pass c.Context(), not c, to generated wrappers
-// (a fiber.Ctx is a context.Context whose values are fasthttp's user
-// values, which carry neither the tenant nor the wrapped methods'
-// decisions); they then scope their records by the caller whatever their
+// (idem.ContextWithTenant): pass c.Context() (or c itself, whose values
+// are fasthttp's user values: the middleware stores the door's context
+// there under idem.DoorContextKey, where the runtime finds it) to
+// generated wrappers; they then scope their records by the caller whatever their
 // executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
 // handler returns is answered by idemhttp.WriteError, naming the business
 // key that decided.
@@ -78,9 +78,10 @@ import (
 // the tenant idemhttp.WithTenant named (idem.ContextWithTenant, so that
 // the wrapped methods the handlers call with it are scoped by that tenant
 // whatever their executor's tenancy), the wrapped methods' decisions, no
-// cancellation. Pass c.Context() to wrapped methods, not c itself: a
+// cancellation. Pass c.Context() to wrapped methods, or c itself: a
 // fiber.Ctx is a context.Context whose values are fasthttp's user values,
-// which carry none of these.
+// and the middleware stores this context there under
+// idem.DoorContextKey, where the runtime finds the tenant and the rest.
 func New(ex *idem.Executor, opts ...idemhttp.Option) fiber.Handler {
 	return newHandler(ex, false, opts)
 }
@@ -107,14 +108,26 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
 		out := &writer{c: c, header: make(http.Header, 4), opts: opts}
-		original := c.Context()
-		defer c.SetContext(original)
+		original, door := c.Context(), c.Locals(idem.DoorContextKey)
+		defer func() {
+			c.SetContext(original)
+			c.Locals(idem.DoorContextKey, door)
+		}()
 		mw.ServeHTTP(out, r)
 		if out.passed || out.hijacked {
 			return out.passErr
 		}
 		return nil
 	}
+}
+
+// setContext makes ctx, the door's, c.Context(), and reachable through c
+// itself: c.Value answers its Locals only, where the runtime finds the
+// door's context under idem.DoorContextKey (a handler that passes c to a
+// wrapped method is scoped by the door's tenant, as with c.Context()).
+func setContext(c fiber.Ctx, ctx context.Context) {
+	c.SetContext(ctx)
+	c.Locals(idem.DoorContextKey, ctx)
 }
 
 // run is the handler idemhttp's middleware calls: it runs the rest of
@@ -127,11 +140,11 @@ func run(w http.ResponseWriter, r *http.Request) {
 		// the chain runs as without the middleware, with the request's
 		// tenant in c.Context() (under idemhttp.WithTenant).
 		out.passed = true
-		c.SetContext(r.Context())
+		setContext(c, r.Context())
 		out.passErr = c.Next()
 		return
 	}
-	c.SetContext(r.Context())
+	setContext(c, r.Context())
 	err := c.Next()
 	if c.RequestCtx().Hijacked() {
 		// The handler took the connection over (fasthttp hands it over

@@ -11,7 +11,8 @@
 // idemhttp.
 //
 // Under idemhttp.WithTenant the tenant reaches the handlers in
-// c.Request.Context() (idem.ContextWithTenant): pass it to generated
+// c.Request.Context() (idem.ContextWithTenant), and in c itself (under
+// idem.DoorContextKey): pass either to generated
 // wrappers, which then scope their records by the caller whatever their
 // executor's tenancy (Example_tenantToWrapper). A wrapper's refusal that a
 // handler records with c.Error, writing nothing, is answered by
@@ -47,8 +48,10 @@ import (
 // with it are scoped by that tenant whatever their executor's tenancy),
 // the wrapped methods' decisions, no cancellation unless
 // idemhttp.WithClientCancellation. Pass c.Request.Context() to wrapped
-// methods (the *gin.Context itself carries those values only with
-// gin.Engine.ContextWithFallback).
+// methods, or c itself: the middleware stores that context under
+// idem.DoorContextKey (c.Set), where the runtime finds the tenant and the
+// rest when c has no fallback to its request's context
+// (gin.Engine.ContextWithFallback off, gin's default).
 //
 // A handler that records a wrapped method's error with c.Error and writes
 // nothing gets it answered as idemhttp.WriteError answers it, naming the
@@ -66,6 +69,11 @@ func New(ex *idem.Executor, opts ...idemhttp.Option) gin.HandlerFunc {
 		}
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r2 *http.Request) {
 			ran = true
+			// The door's context, for a handler that passes c itself to
+			// a wrapped method: without gin.Engine.ContextWithFallback,
+			// c.Value reaches c.Keys and not c.Request.Context(), and the
+			// runtime falls back to the context stored here.
+			c.Set(idem.DoorContextKey, r2.Context())
 			if w == http.ResponseWriter(outer) {
 				// Passed through (another method, or WithOptionalKey and
 				// no key): the chain runs on gin's own writer, with the
