@@ -52,7 +52,12 @@ func checkOps(pass *analysis.Pass, src []*ast.File, ops map[string]string) {
 	for _, of := range pass.AllObjectFacts() {
 		dep, ok := of.Fact.(*Wrapper)
 		pkg := of.Object.Pkg()
-		if !ok || pkg == nil || pkg == pass.Pkg || seen[pkg.Path()] {
+		// A constructor's Wrapper fact carries no Ops: only a wrapper
+		// type's does. AllObjectFacts comes in no set order, so a package
+		// is marked seen only by a fact that holds its ops (before, a
+		// constructor's fact seen first hid the package's ops, now and
+		// then).
+		if !ok || len(dep.Ops) == 0 || pkg == nil || pkg == pass.Pkg || seen[pkg.Path()] {
 			continue
 		}
 		seen[pkg.Path()] = true
