@@ -2,6 +2,7 @@ package mysqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -210,4 +211,53 @@ func TestLayeredHTTP(t *testing.T) {
 	defer cancel()
 	var one int
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT 1").Scan(&one), "the pool serves an unrelated query")
+}
+
+// TestBeginTx: inside a transactional call BeginTx is a savepoint of the
+// call's transaction (a rolled-back unit's writes are gone, a committed
+// unit's commit with the outcome); outside, a transaction of its own; with
+// no database and no call, ErrNoClaimTx.
+func TestBeginTx(t *testing.T) {
+	db := newDB(t, 2)
+	table := newTable(t, db)
+	ledger := newLedger(t, db)
+	ex := idem.NewExecutor(mysqlstore.NewTx(db, mysqlstore.WithTable(table)), idem.SingleTenant())
+	m := &idem.Method{Op: "begin.Pay", TTL: time.Hour}
+	id := "o-" + randHex(4)
+	insert := "INSERT INTO " + ledger + " (order_id, v) VALUES (?, ?)"
+	_, err := call(t.Context(), ex, m, id, 1, func(ctx context.Context) (string, error) {
+		u, err := mysqlstore.BeginTx(ctx, db)
+		if err != nil {
+			return "", err
+		}
+		if _, err := u.ExecContext(ctx, insert, id, "rolled-back"); err != nil {
+			return "", err
+		}
+		if err := u.Rollback(); err != nil {
+			return "", err
+		}
+		u, err = mysqlstore.BeginTx(ctx, db)
+		if err != nil {
+			return "", err
+		}
+		defer func() { _ = u.Rollback() }()
+		if _, err := u.ExecContext(ctx, insert, id, "kept"); err != nil {
+			return "", err
+		}
+		return "ok", u.Commit()
+	})
+	require.NoError(t, err)
+	var v string
+	require.NoError(t, db.QueryRow("SELECT GROUP_CONCAT(v) FROM "+ledger+" WHERE order_id = ?", id).Scan(&v))
+	assert.Equal(t, "kept", v)
+
+	u, err := mysqlstore.BeginTx(t.Context(), db)
+	require.NoError(t, err)
+	_, err = u.ExecContext(t.Context(), insert, "outside", "x")
+	require.NoError(t, err)
+	require.NoError(t, u.Commit())
+	assert.ErrorIs(t, u.Rollback(), sql.ErrTxDone)
+	assert.Equal(t, 1, rows(t, db, ledger, "outside"))
+	_, err = mysqlstore.BeginTx(t.Context(), nil)
+	assert.ErrorIs(t, err, mysqlstore.ErrNoClaimTx)
 }

@@ -331,6 +331,13 @@ func buildQueries(t string) queries {
 // idem.ErrStoreSchema and names the call that fixes it; a deadlock or a lock
 // wait timeout is named as transient.
 func fail(op string, key idem.Key, err error) error {
+	if errNumber(err) == errBadField {
+		// Migrate creates a table only when there is none (CREATE TABLE
+		// IF NOT EXISTS): it never alters one made by hand or by another
+		// release, so it is no fix for a missing column.
+		return fmt.Errorf("mysqlstore: %s %s: %w: the table lacks a column the store needs (it was not made by Migrate or mysqlstore.MigrationFiles; Migrate does not alter an existing table): compare it with the store's MigrationSQL and alter it, or drop it and run Migrate: %w",
+			op, key.Hex(), idem.ErrStoreSchema, err)
+	}
 	if schemaMissing(err) {
 		return fmt.Errorf("mysqlstore: %s %s: %w: run the store's Migrate method (or apply mysqlstore.MigrationFiles) on this database: %w",
 			op, key.Hex(), idem.ErrStoreSchema, err)
@@ -813,6 +820,14 @@ func (s *Store) MigrationSQL() string {
 // the statements of the migration files, version 1 (MigrationSQL) and
 // version 2 (ListIndexSQL, run only when the listing index is absent). It
 // is idempotent and safe to call from several processes at once.
+//
+// It never alters a table that exists: a table made by hand that lacks a
+// column (error 1054, unknown column, idem.ErrStoreSchema) stays so. A
+// database Migrate set up adopts a migration tool by marking versions 1
+// and 2 applied instead of running them (goose: insert versions 1 and 2
+// into goose_db_version; golang-migrate: force 2): version 2's CREATE
+// INDEX, without IF NOT EXISTS (MySQL has none), fails on the index
+// Migrate made.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.MigrationSQL()); err != nil {
 		return fmt.Errorf("mysqlstore: migrate: %w", err)

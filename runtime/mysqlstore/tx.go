@@ -507,8 +507,9 @@ type txKey struct{}
 // method's writes with the outcome, or rolling them back. A statement run
 // after the call is over fails with ErrTxOver.
 type Tx struct {
-	tx   *sql.Tx
-	over atomic.Bool
+	tx    *sql.Tx
+	over  atomic.Bool
+	units atomic.Uint64 // the savepoints BeginTx set in it
 }
 
 // ErrTxOver is returned by the statements of a Tx whose call is over.
