@@ -23,6 +23,7 @@ import (
 // The configurations users run (issue 34), as a matrix: pools of 1, 2, 4
 // and 64 connections × lease and transactional mode × the server's
 // max_allowed_packet (MariaDB's stock 16 MiB, and a small 1 MiB) × the
+// pool's isolation level (READ UNCOMMITTED to SERIALIZABLE) × the
 // driver's packet limit (the documented maxAllowedPacket=0, the server's;
 // and the driver's own default, 64 MiB, larger than the server's) ×
 // outcome sizes around the limit. Each cell runs concurrent duplicates of
@@ -33,27 +34,38 @@ import (
 // answers after a refused outcome are stored (no poisoned statement).
 //
 // The server is one of the test's own (mysqlenv.Dedicated): the matrix
-// sets its global max_allowed_packet. IDEM_MATRIX=full runs every cell;
-// the default runs pools 1 and 4 with the stock limit and every pool with
-// the small one, under a minute and a half with -race on a loaded 2-core
+// sets its global max_allowed_packet. IDEM_MATRIX=full runs every cell
+// (128); the default (24) runs pools 1 and 4 with the stock limit and
+// every pool with the small one, each pool size at one isolation level (1:
+// READ UNCOMMITTED, 2: READ COMMITTED, 4: REPEATABLE READ, 64:
+// SERIALIZABLE), under a minute and a half with -race on a loaded 2-core
 // machine.
 func TestConfigMatrix(t *testing.T) {
 	dsn := mysqlenv.Dedicated(t)
 	full := os.Getenv("IDEM_MATRIX") == "full"
-	admin := matrixDB(t, dsn, 0, 2)
+	admin := matrixDB(t, dsn, 0, 2, "")
 	for _, limit := range []int64{16 << 20, 1 << 20} {
 		_, err := admin.Exec(fmt.Sprintf("SET GLOBAL max_allowed_packet = %d", limit))
 		require.NoError(t, err)
-		for _, pool := range []int{1, 2, 4, 64} {
+		for p, pool := range []int{1, 2, 4, 64} {
 			if !full && limit == 16<<20 && (pool == 2 || pool == 64) {
 				continue
 			}
-			for _, driverPacket := range []int{0, -1} {
-				for _, mode := range []string{"lease", "tx"} {
-					name := fmt.Sprintf("packet=%dKiB/pool=%d/dsn=%s/%s", limit>>10, pool, map[int]string{0: "server", -1: "default"}[driverPacket], mode)
-					t.Run(name, func(t *testing.T) {
-						matrixCell(t, dsn, limit, pool, driverPacket, mode)
-					})
+			// The pool's isolation level: all four in the full run; by
+			// default one per pool size, so that every level runs.
+			levels := isolationLevels[p : p+1]
+			if full {
+				levels = isolationLevels
+			}
+			for _, level := range levels {
+				for _, driverPacket := range []int{0, -1} {
+					for _, mode := range []string{"lease", "tx"} {
+						name := fmt.Sprintf("packet=%dKiB/pool=%d/%s/dsn=%s/%s", limit>>10, pool, level,
+							map[int]string{0: "server", -1: "default"}[driverPacket], mode)
+						t.Run(name, func(t *testing.T) {
+							matrixCell(t, matrixDB(t, dsn, driverPacket, pool, level), limit, mode)
+						})
+					}
 				}
 			}
 		}
@@ -62,13 +74,19 @@ func TestConfigMatrix(t *testing.T) {
 
 // matrixDB opens a pool of maxConns connections to the dedicated server;
 // driverPacket is the DSN's maxAllowedPacket (0: the server's; -1: the
-// driver's default).
-func matrixDB(t testing.TB, dsn string, driverPacket, maxConns int) *sql.DB {
+// driver's default), level the sessions' tx_isolation ("": the server's).
+func matrixDB(t testing.TB, dsn string, driverPacket, maxConns int, level string) *sql.DB {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	require.NoError(t, err)
 	if driverPacket >= 0 {
 		cfg.MaxAllowedPacket = driverPacket
+	}
+	if level != "" {
+		if cfg.Params == nil {
+			cfg.Params = map[string]string{}
+		}
+		cfg.Params["tx_isolation"] = "'" + level + "'"
 	}
 	cfg.Timeout = 10 * time.Second
 	cfg.Logger = &mysql.NopLogger{}
@@ -81,8 +99,7 @@ func matrixDB(t testing.TB, dsn string, driverPacket, maxConns int) *sql.DB {
 	return db
 }
 
-func matrixCell(t *testing.T, dsn string, limit int64, pool, driverPacket int, mode string) {
-	db := matrixDB(t, dsn, driverPacket, pool)
+func matrixCell(t *testing.T, db *sql.DB, limit int64, mode string) {
 	table := newTable(t, db)
 	ledger := newLedger(t, db)
 	var store idem.Store = mysqlstore.New(db, mysqlstore.WithTable(table))
