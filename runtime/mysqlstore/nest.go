@@ -149,9 +149,9 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	if !open {
 		return idem.Claim{}, nil, true, fail("claim", req.Key, ErrOuterTxDone)
 	}
-	if err := s.warm(ctx); err != nil {
-		return idem.Claim{}, nil, true, fail("claim", req.Key, err)
-	}
+	// No warm here: it may prepare on the pool, and outer holds a
+	// connection of it. The enclosing claim warmed the store; a statement
+	// dropped since is prepared in outer's transaction (see on).
 	if wait <= 0 {
 		wait = s.lockTimeout
 	}
