@@ -692,6 +692,13 @@ func (s *Store) read(ctx context.Context, f func(tx *sql.Tx) error) error {
 
 // loadCommitted reads the committed record of key (see read).
 func (s *Store) loadCommitted(ctx context.Context, key idem.Key) (r row, ok bool, err error) {
+	info, err := s.server(ctx, s.db)
+	if err != nil {
+		return row{}, false, err
+	}
+	if !info.dirty {
+		return s.load(ctx, nil, s.q.load, key) // no closure: a replay's path
+	}
 	err = s.read(ctx, func(tx *sql.Tx) error {
 		r, ok, err = s.load(ctx, tx, s.q.load, key)
 		return err

@@ -159,9 +159,12 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // look reads the committed record of key for ClaimTx, on the pool. When
 // every connection of the pool is in use, it waits for one at most
 // max(wait, the acquire timeout), then fails with idem.ErrStoreBusy (see
-// WithAcquireTimeout).
+// WithAcquireTimeout and acquireLimit).
 func (s *TxStore) look(ctx context.Context, key idem.Key, wait time.Duration) (row, bool, error) {
 	if !s.saturated() {
+		// A connection is free or can be opened: no timer (a replay's
+		// path). Should another call take it first, this one waits for
+		// that call's statement, holding nothing.
 		return s.loadCommitted(ctx, key)
 	}
 	limit := max(wait, s.acquire)
@@ -192,17 +195,25 @@ func (s *Store) busyErr(ctx context.Context, err error, limit time.Duration) err
 // call ends: its only one (warm prepared the statements it runs, and its
 // reads of committed rows ran before it). When every connection of the
 // pool is in use, it waits at most max(wait, the acquire timeout), then
-// fails with idem.ErrStoreBusy; while the pool may still open one, only ctx
-// bounds the wait.
+// fails with idem.ErrStoreBusy (see acquireLimit).
 func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*sql.Conn, error) {
-	if !s.saturated() {
-		return s.db.Conn(ctx)
-	}
-	limit := max(wait, s.acquire)
+	limit := s.acquireLimit(wait)
 	actx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	conn, err := s.db.Conn(actx)
 	return conn, s.busyErr(ctx, err, limit)
+}
+
+// acquireLimit bounds a wait for a connection of the pool: max(wait, the
+// acquire timeout) when every connection is in use; when the pool may
+// still open one (which takes as long as a connection takes to open, or
+// another caller may take the last one first), the lock timeout at least.
+func (s *TxStore) acquireLimit(wait time.Duration) time.Duration {
+	limit := max(wait, s.acquire)
+	if !s.saturated() {
+		limit = max(limit, s.lockTimeout)
+	}
+	return limit
 }
 
 // txOptions are the options of the store's claim transactions: the
@@ -219,12 +230,15 @@ func (s *Store) txOptions() *sql.TxOptions {
 // claimTx is one attempt of ClaimTx: a claimed Txn, a decided record, busy
 // (another transaction holds the key), or neither (look again).
 func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists bool, wait time.Duration) (c idem.Claim, t *txn, busy bool, err error) {
-	ctx, cancel := s.bounded(ctx, 0)
-	defer cancel()
+	// The wait for a connection is bounded by the acquire timeout (or the
+	// caller's wait), not by the lock timeout of the statements: a pool
+	// held by running calls is ErrStoreBusy, not an unavailable store.
 	conn, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, err
 	}
+	ctx, cancel := s.bounded(ctx, 0)
+	defer cancel()
 	keyLock, payloadLock := s.lockName("k", req.Key, nil), s.lockName("p", req.Key, &req.Fingerprint)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, takeLocks(payloadLock, keyLock)).Scan(&got); err != nil {
