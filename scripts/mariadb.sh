@@ -76,10 +76,15 @@ start() {
 		runuser -u mysql -- test -w "$dir" ||
 			die "the mysql user cannot write to $dir (a parent directory is private?): use a directory under /tmp"
 	fi
+	# A temporary directory of the server's own: servers of several users
+	# (and their mariadb-install-db) sharing /tmp have collided on its
+	# files' names ("Error on delete of '/tmp/#sql-temptable-…'").
+	mkdir -p "$dir/tmp"
+	[[ $(id -u) -eq 0 ]] && chown mysql "$dir/tmp"
 	if [[ ! -d "$data/mysql" ]]; then
 		rm -rf "$data"
 		mariadb-install-db --no-defaults --user="$user" --datadir="$data" --auth-root-authentication-method=normal \
-			--skip-test-db >"$dir/install.log" 2>&1 ||
+			--skip-test-db --tmpdir="$dir/tmp" >"$dir/install.log" 2>&1 ||
 			{ cat "$dir/install.log" >&2; die "mariadb-install-db failed"; }
 	fi
 	local flush=2 durability="fast, not crash-safe: innodb_flush_log_at_trx_commit=2"
@@ -95,7 +100,7 @@ start() {
 	for attempt in 1 2 3 4 5; do
 		port=${MARIADB_PORT:-$(free_port)}
 		local args=(--no-defaults --datadir="$data" --bind-address=127.0.0.1 --port="$port"
-			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log"
+			--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --log-error="$dir/mariadb.log" --tmpdir="$dir/tmp"
 			--skip-name-resolve --innodb-flush-log-at-trx-commit="$flush" --innodb-buffer-pool-size=256M
 			--innodb-log-file-size=1G --max-allowed-packet=1G --max-connections=300
 			--character-set-server=utf8mb4 --skip-log-bin)

@@ -7,7 +7,7 @@ replace github.com/idemgen/idemgen => ../..
 replace github.com/idemgen/idemgen/runtime/idemotel => ../../runtime/idemotel
 
 require (
-	github.com/go-sql-driver/mysql v1.10.1
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/idemgen/idemgen/runtime/idemotel v0.0.0-00010101000000-000000000000

@@ -125,8 +125,15 @@ func (r *entryRow) entry() idem.Entry {
 // (its row is not committed): Lookup answers idem.ErrNotFound for it.
 func (s *Store) Lookup(ctx context.Context, key idem.Key) (idem.Entry, error) {
 	var r entryRow
-	err := s.db.QueryRowContext(ctx, `SELECT `+adminCols+` FROM `+s.table+` c WHERE c.idem_key = ? AND c.expires_at > `+now,
-		key.ID[:]).Scan(r.dest()...)
+	q := `SELECT ` + adminCols + ` FROM ` + s.table + ` c WHERE c.idem_key = ? AND c.expires_at > ` + now
+	// Committed rows only, whatever the pool's isolation level (see read).
+	err := s.read(ctx, func(tx *sql.Tx) error {
+		var db querier = s.db
+		if tx != nil {
+			db = tx
+		}
+		return db.QueryRowContext(ctx, q, key.ID[:]).Scan(r.dest()...)
+	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return idem.Entry{}, fail("lookup", key, idem.ErrNotFound)
 	}

@@ -40,10 +40,49 @@
 // mode rolls its whole transaction back (InnoDB's rule): return the error
 // from the method; a Complete after it fails, storing nothing.
 //
+// # Connections, outcome sizes, isolation (issue 34)
+//
+// A call holds at most one connection of the pool at a time, in both
+// modes, on a pool of one connection too: the first call of a store
+// prepares every statement on the pool and reads the server's settings
+// before it takes a connection of its own, and a statement run in a
+// transaction is prepared on that transaction's connection. A
+// transactional claim that finds every connection of the pool in use (held
+// by running calls) waits at most [WithAcquireTimeout] (250ms by default)
+// and answers [idem.ErrStoreBusy] (HTTP 503 store-busy): nothing was
+// claimed. A transactional call nested in another on the same *sql.DB (an
+// idemhttp edge around a generated wrapper, docs/LAYERS.md) claims its key
+// in the enclosing call's transaction, under a savepoint, on its
+// connection ([TxStore.ClaimNested], [idem.NestingTxStore]).
+//
+// The server's max_allowed_packet is read once per store: an outcome that
+// cannot fit in it (less a few KiB for the statement's other arguments) is
+// refused before it is sent, with [idem.ErrTooLarge], so that the
+// executor's small "outcome not stored" substitute is stored instead (in
+// transactional mode the store writes that substitute in the call's
+// transaction itself): retries get [idem.ErrOutcomeNotStored], never a
+// second run. A Complete that fails after it sent an outcome drops its
+// prepared statement (the server may leave it failing: go-sql-driver/mysql
+// issue 307) and reads the limit again.
+//
+// The store's reads of committed records (the claim's first look, the
+// checks after a write, a failed Complete's "did it commit?", Lookup) see
+// committed rows only, whatever the pool's isolation level: at READ
+// UNCOMMITTED they run in a READ COMMITTED transaction of their own, and
+// the claim transactions of transactional mode are raised to READ
+// COMMITTED. At the other levels the method's transaction runs at the
+// pool's level.
+//
+// [BeginTx] begins a method's own unit of work: a savepoint in the call's
+// transaction inside a transactional call, a transaction of its own
+// elsewhere.
+//
 // Migrations are plain SQL of one statement each ([MigrationFiles] for
 // golang-migrate, [GooseMigrationFiles] for goose): version 1 the table,
 // version 2 the operators' listing index; [Store.Migrate] runs the same
-// statements. [Store.Sweep] removes expired records in batches that follow
+// statements, and never alters a table that exists (a table made by hand
+// that lacks a column fails with error 1054 and idem.ErrStoreSchema, which
+// Migrate does not fix). [Store.Sweep] removes expired records in batches that follow
 // the expiry index and skip locked rows; pace it with idem.Sweeper.
 //
 // # Operators

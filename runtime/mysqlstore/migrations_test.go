@@ -4,10 +4,12 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
 
@@ -58,4 +60,22 @@ func TestTableNames(t *testing.T) {
 		assert.Panics(t, func() { mysqlstore.New(nil, mysqlstore.WithTable(bad)) }, "%q", bad)
 	}
 	assert.NotPanics(t, func() { mysqlstore.New(nil, mysqlstore.WithTable("db_1.records_2")) })
+}
+
+// TestHandMadeTable: a table made by hand without a column the store needs
+// is not fixed by Migrate (it creates tables, never alters one), and the
+// store's error says so instead of advising Migrate.
+func TestHandMadeTable(t *testing.T) {
+	db := newDB(t, 4)
+	table := "idem_test_hand_" + randHex(4)
+	_, err := db.Exec("CREATE TABLE " + table + " (idem_key BINARY(32) PRIMARY KEY, token BIGINT NOT NULL) ENGINE = InnoDB")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = db.Exec("DROP TABLE IF EXISTS " + table) })
+	s := mysqlstore.New(db, mysqlstore.WithTable(table))
+	require.Error(t, s.Migrate(t.Context()), "the listing index names columns the table lacks")
+	k, err := idem.NewKey("", "hand.Op", "k")
+	require.NoError(t, err)
+	_, err = s.Claim(t.Context(), idem.ClaimRequest{Key: k, Token: 1, Lease: time.Minute, TTL: time.Hour})
+	require.ErrorIs(t, err, idem.ErrStoreSchema)
+	require.Contains(t, err.Error(), "does not alter an existing table")
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -69,8 +70,9 @@ const maxClaimAttempts = 8
 type Option func(*config)
 
 type config struct {
-	table       string
-	lockTimeout time.Duration
+	table          string
+	lockTimeout    time.Duration
+	acquireTimeout time.Duration
 }
 
 // WithTable sets the table of the records (default "idem_records"), as
@@ -93,6 +95,21 @@ func WithTable(name string) Option {
 func WithLockTimeout(d time.Duration) Option {
 	return func(c *config) { c.lockTimeout = d }
 }
+
+// WithAcquireTimeout bounds, in transactional mode, how long ClaimTx waits
+// for a connection of the pool when every one is in use (held by running
+// calls, each for as long as its method runs) and its caller does not wait
+// longer (wait 0); a caller that waits gets at least its wait. When no
+// connection frees up in time, ClaimTx returns an error wrapping
+// idem.ErrStoreBusy, which also matches idem.ErrStoreFull: nothing was
+// claimed, the method did not run; retry shortly (idemhttp answers 503).
+// Default DefaultAcquireTimeout; d <= 0 keeps the default.
+func WithAcquireTimeout(d time.Duration) Option {
+	return func(c *config) { c.acquireTimeout = d }
+}
+
+// DefaultAcquireTimeout is the WithAcquireTimeout default.
+const DefaultAcquireTimeout = 250 * time.Millisecond
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 
@@ -127,7 +144,12 @@ type Store struct {
 	table       string   // quoted
 	name        string   // the table's unquoted last part
 	lockTimeout time.Duration
+	acquire     time.Duration
 	q           queries
+
+	warmMu sync.Mutex                 // serializes warm
+	warmed atomic.Bool                // every statement is prepared: see warm
+	info   atomic.Pointer[serverInfo] // what warm read of the server, or nil
 }
 
 // New returns a store in lease mode on db, a *sql.DB of the
@@ -143,9 +165,12 @@ func New(db *sql.DB, opts ...Option) *Store {
 	if err != nil {
 		panic(err)
 	}
-	s := &Store{db: db, table: t, name: name, lockTimeout: c.lockTimeout}
+	s := &Store{db: db, table: t, name: name, lockTimeout: c.lockTimeout, acquire: c.acquireTimeout}
 	if s.lockTimeout <= 0 {
 		s.lockTimeout = DefaultLockTimeout
+	}
+	if s.acquire <= 0 {
+		s.acquire = DefaultAcquireTimeout
 	}
 	s.q = buildQueries(t)
 	return s
@@ -157,6 +182,11 @@ func New(db *sql.DB, opts ...Option) *Store {
 // (unless the DSN sets interpolateParams). database/sql prepares it again
 // on each connection that has not seen it. A statement whose table does not
 // exist fails to prepare (an unmigrated database) and is not cached.
+//
+// prep takes a connection of the pool when q is not prepared yet: it is
+// called only by a call that holds none (warm prepares every statement
+// before a call takes its own connection; see on for a call that holds
+// one).
 func (s *Store) prep(ctx context.Context, q string) (*sql.Stmt, error) {
 	if st, ok := s.stmts.Load(q); ok {
 		return st.(*sql.Stmt), nil
@@ -174,6 +204,7 @@ func (s *Store) prep(ctx context.Context, q string) (*sql.Stmt, error) {
 
 // Close closes the statements the store prepared (not the database).
 func (s *Store) Close() error {
+	s.warmed.Store(false)
 	s.stmts.Range(func(q, st any) bool {
 		_ = st.(*sql.Stmt).Close()
 		s.stmts.Delete(q)
@@ -206,8 +237,18 @@ func (q stmtQuerier) ExecContext(ctx context.Context, _ string, args ...any) (sq
 }
 
 // on returns a querier and execer that runs the prepared form of q on the
-// database (tx nil) or in tx.
+// database (tx nil) or in tx. In tx it never takes a second connection of
+// the pool: a statement warm prepared is prepared on tx's own connection
+// by (*sql.Tx).StmtContext, and one that drop closed since is prepared in
+// tx (on its connection, closed when tx ends).
 func (s *Store) on(ctx context.Context, tx *sql.Tx, q string) (stmtQuerier, error) {
+	if tx != nil {
+		if st, ok := s.stmts.Load(q); ok {
+			return stmtQuerier{st: st.(*sql.Stmt), tx: tx}, nil
+		}
+		st, err := tx.PrepareContext(ctx, q)
+		return stmtQuerier{st: st}, err
+	}
 	st, err := s.prep(ctx, q)
 	return stmtQuerier{st: st, tx: tx}, err
 }
@@ -241,6 +282,13 @@ type queries struct {
 	renewChk    string // key, token → the token's live PROCESSING record exists
 	sweepPick   string // limit → keys of expired records, locked, skipping locked ones
 	sweepDelete string // keys (expanded) → deleted, found by the primary key only
+}
+
+// prepared returns the statements warm prepares: all but Sweep's, whose
+// DELETE has as many parameters as the batch has keys.
+func (q *queries) prepared() []string {
+	return []string{q.load, q.loadLocked, q.insert, q.replace, q.takeOver, q.claimAgain, q.complete,
+		q.completeTx, q.completeChk, q.release, q.releaseChk, q.renew, q.renewChk}
 }
 
 func buildQueries(t string) queries {
@@ -283,6 +331,13 @@ func buildQueries(t string) queries {
 // idem.ErrStoreSchema and names the call that fixes it; a deadlock or a lock
 // wait timeout is named as transient.
 func fail(op string, key idem.Key, err error) error {
+	if errNumber(err) == errBadField {
+		// Migrate creates a table only when there is none (CREATE TABLE
+		// IF NOT EXISTS): it never alters one made by hand or by another
+		// release, so it is no fix for a missing column.
+		return fmt.Errorf("mysqlstore: %s %s: %w: the table lacks a column the store needs (it was not made by Migrate or mysqlstore.MigrationFiles; Migrate does not alter an existing table): compare it with the store's MigrationSQL and alter it, or drop it and run Migrate: %w",
+			op, key.Hex(), idem.ErrStoreSchema, err)
+	}
 	if schemaMissing(err) {
 		return fmt.Errorf("mysqlstore: %s %s: %w: run the store's Migrate method (or apply mysqlstore.MigrationFiles) on this database: %w",
 			op, key.Hex(), idem.ErrStoreSchema, err)
@@ -373,17 +428,22 @@ type row struct {
 // load reads the record of key with the statement q (load or loadLocked);
 // ok is false when there is none.
 func (s *Store) load(ctx context.Context, tx *sql.Tx, q string, key idem.Key) (r row, ok bool, err error) {
-	db, err := s.on(ctx, tx, q)
-	if err != nil {
-		return row{}, false, err
-	}
 	var (
 		status, scheme, token int64
 		fp                    []byte
 		body, code, msg, meta []byte
 	)
-	err = db.QueryRowContext(ctx, q, key.ID[:]).Scan(&status, &fp, &scheme, &token, &r.leaseUntil, &r.expiresAt,
-		&body, &code, &msg, &meta, &r.now)
+	for range 2 {
+		var db stmtQuerier
+		if db, err = s.on(ctx, tx, q); err != nil {
+			return row{}, false, err
+		}
+		err = db.QueryRowContext(ctx, q, key.ID[:]).Scan(&status, &fp, &scheme, &token, &r.leaseUntil, &r.expiresAt,
+			&body, &code, &msg, &meta, &r.now)
+		if !stmtClosed(err) {
+			break
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return row{}, false, nil
 	}
@@ -448,16 +508,16 @@ func (s *Store) decide(ctx context.Context, x execer, req idem.ClaimRequest, r r
 	case settled(&r, req):
 		return idem.Claim{Record: r.rec}, claimDone, nil
 	case r.expiresAt <= r.now:
-		res, err = x.ExecContext(ctx, s.q.replace, int64(req.Token), micros(req.Lease), micros(req.TTL), int64(req.Scheme),
+		res, err = s.exec1(ctx, x, s.q.replace, int64(req.Token), micros(req.Lease), micros(req.TTL), int64(req.Scheme),
 			req.Fingerprint[:], bytesOf(req.Key.Tenant), bytesOf(req.Key.Op), bytesOf(req.Key.Text), req.Key.ID[:])
 	case r.rec.Token == req.Token:
 		// The caller's own claim, repeated after a lost reply: nobody
 		// took it over, so its method has not started.
-		_, err = x.ExecContext(ctx, s.q.claimAgain, micros(req.Lease), req.Key.ID[:], int64(req.Token))
+		_, err = s.exec1(ctx, x, s.q.claimAgain, micros(req.Lease), req.Key.ID[:], int64(req.Token))
 		return c, claimDone, err
 	default:
 		c.TakenOver = true
-		res, err = x.ExecContext(ctx, s.q.takeOver, int64(req.Token), micros(req.Lease), micros(req.TTL), int64(req.Scheme),
+		res, err = s.exec1(ctx, x, s.q.takeOver, int64(req.Token), micros(req.Lease), micros(req.TTL), int64(req.Scheme),
 			bytesOf(req.Key.Tenant), bytesOf(req.Key.Op), bytesOf(req.Key.Text), req.Key.ID[:])
 	}
 	if err != nil {
@@ -471,8 +531,8 @@ func (s *Store) decide(ctx context.Context, x execer, req idem.ClaimRequest, r r
 	return c, claimDone, nil
 }
 
-// exec1 runs the insert on x: prepared, on the database (x is s.db) or in
-// a transaction.
+// exec1 runs q on x: prepared, on the database (x is s.db) or in a
+// transaction (on its own connection: see on).
 func (s *Store) exec1(ctx context.Context, x execer, q string, args ...any) (sql.Result, error) {
 	var tx *sql.Tx
 	switch x := x.(type) {
@@ -482,11 +542,17 @@ func (s *Store) exec1(ctx context.Context, x execer, q string, args ...any) (sql
 	default:
 		return x.ExecContext(ctx, q, args...)
 	}
-	st, err := s.on(ctx, tx, q)
-	if err != nil {
-		return nil, err
+	for {
+		st, err := s.on(ctx, tx, q)
+		if err != nil {
+			return nil, err
+		}
+		res, err := st.ExecContext(ctx, q, args...)
+		if tx == nil && stmtClosed(err) {
+			continue // dropped by another call meanwhile: prepared afresh
+		}
+		return res, err
 	}
-	return st.ExecContext(ctx, q, args...)
 }
 
 // bounded returns ctx bounded by the store's lock timeout, plus a second
@@ -513,8 +579,11 @@ func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, e
 	if err := checkClaim(req); err != nil {
 		return idem.Claim{}, err
 	}
+	if err := s.warm(ctx); err != nil {
+		return idem.Claim{}, fail("claim", req.Key, err)
+	}
 	for last := range maxClaimAttempts {
-		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
+		r, ok, err := s.loadCommitted(ctx, req.Key)
 		if err != nil {
 			return idem.Claim{}, fail("claim", req.Key, err)
 		}
@@ -577,15 +646,64 @@ func (s *Store) claimLocked(ctx context.Context, req idem.ClaimRequest) (c idem.
 	return c, claimDone, nil
 }
 
-// count runs a statement that returns one count.
-func (s *Store) count(ctx context.Context, q string, args ...any) (int64, error) {
-	var n int64
-	st, err := s.prep(ctx, q)
-	if err != nil {
-		return 0, err
-	}
-	err = st.QueryRowContext(ctx, args...).Scan(&n)
+// count runs a statement that returns one count, on the pool, reading
+// committed rows only (see read).
+func (s *Store) count(ctx context.Context, q string, args ...any) (n int64, err error) {
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		st, err := s.on(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		return st.QueryRowContext(ctx, q, args...).Scan(&n)
+	})
 	return n, err
+}
+
+// read runs f, a read of committed rows, on the pool (tx nil), or, when
+// the pool's sessions run at READ UNCOMMITTED, in a READ COMMITTED
+// transaction of its own: a store read must never see a row that may not
+// commit (an outcome written but not committed, a killed session's row
+// being rolled back). At READ COMMITTED, REPEATABLE READ and SERIALIZABLE
+// an autocommitted SELECT is a consistent read of committed rows, one
+// round trip; at READ UNCOMMITTED it costs three more (the isolation, the
+// BEGIN and the COMMIT).
+func (s *Store) read(ctx context.Context, f func(tx *sql.Tx) error) error {
+	info, err := s.server(ctx, s.db)
+	if err != nil {
+		return err
+	}
+	if !info.dirty {
+		for {
+			if err := f(nil); !stmtClosed(err) {
+				return err
+			}
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := f(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// loadCommitted reads the committed record of key (see read).
+func (s *Store) loadCommitted(ctx context.Context, key idem.Key) (r row, ok bool, err error) {
+	info, err := s.server(ctx, s.db)
+	if err != nil {
+		return row{}, false, err
+	}
+	if !info.dirty {
+		return s.load(ctx, nil, s.q.load, key) // no closure: a replay's path
+	}
+	err = s.read(ctx, func(tx *sql.Tx) error {
+		r, ok, err = s.load(ctx, tx, s.q.load, key)
+		return err
+	})
+	return r, ok, err
 }
 
 // Complete implements idem.Store: it stores out in the live PROCESSING
@@ -594,12 +712,30 @@ func (s *Store) count(ctx context.Context, q string, args ...any) (int64, error)
 // changes nothing. Otherwise, when the record expired, is gone, or holds
 // another token, it returns an error wrapping idem.ErrLeaseLost. An outcome
 // larger than idem.MaxOutcomeLen is refused with idem.ErrTooLarge.
+//
+// An outcome longer than the server's max_allowed_packet allows (less a
+// few KiB for the statement's other arguments) is refused the same way,
+// before anything is sent: the executor then stores its small "outcome not
+// stored" substitute, and retries get idem.ErrOutcomeNotStored, never a
+// second run. A Complete that fails after it sent an outcome drops its
+// prepared statement, so that neither the substitute nor a later call
+// runs on a statement the server left failing (see drop).
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
 	if err := checkOutcome(key, out, ttl); err != nil {
 		return err
 	}
+	if err := s.warm(ctx); err != nil {
+		return fail("complete", key, err)
+	}
+	if err := s.fits(ctx, s.db, key, out); err != nil {
+		return err
+	}
 	n, err := s.exec(ctx, outcomeLen(out), s.q.complete, completeArgs(key, token, out, ttl)...)
 	if err != nil {
+		s.drop(s.q.complete)
+		if tooLarge(err) {
+			err = fmt.Errorf("%w: %w", idem.ErrTooLarge, err)
+		}
 		return fail("complete", key, err)
 	}
 	if n == 1 { // the status changes: a matched row is always changed
@@ -620,11 +756,7 @@ func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, ou
 func (s *Store) exec(ctx context.Context, size int, q string, args ...any) (int64, error) {
 	ctx, cancel := s.bounded(ctx, size)
 	defer cancel()
-	st, err := s.prep(ctx, q)
-	if err != nil {
-		return 0, err
-	}
-	res, err := st.ExecContext(ctx, args...)
+	res, err := s.exec1(ctx, s.db, q, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -695,6 +827,14 @@ func (s *Store) MigrationSQL() string {
 // the statements of the migration files, version 1 (MigrationSQL) and
 // version 2 (ListIndexSQL, run only when the listing index is absent). It
 // is idempotent and safe to call from several processes at once.
+//
+// It never alters a table that exists: a table made by hand that lacks a
+// column (error 1054, unknown column, idem.ErrStoreSchema) stays so. A
+// database Migrate set up adopts a migration tool by marking versions 1
+// and 2 applied instead of running them (goose: insert versions 1 and 2
+// into goose_db_version; golang-migrate: force 2): version 2's CREATE
+// INDEX, without IF NOT EXISTS (MySQL has none), fails on the index
+// Migrate made.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, s.MigrationSQL()); err != nil {
 		return fmt.Errorf("mysqlstore: migrate: %w", err)

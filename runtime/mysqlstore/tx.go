@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,17 +115,20 @@ func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.
 	if err := s.refuseGalera(ctx); err != nil {
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
 	}
+	if err := s.warm(ctx); err != nil {
+		return idem.Claim{}, nil, fail("claim", req.Key, err)
+	}
 	deadline := time.Now().Add(wait)
 	pause := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		r, ok, err := s.load(ctx, nil, s.q.load, req.Key)
+		r, ok, err := s.look(ctx, req.Key, wait)
 		if err != nil {
 			return idem.Claim{}, nil, fail("claim", req.Key, err)
 		}
 		if ok && settled(&r, req) {
 			return idem.Claim{Record: r.rec}, nil, nil
 		}
-		c, t, busy, err := s.claimTx(ctx, req, ok)
+		c, t, busy, err := s.claimTx(ctx, req, ok, wait)
 		if err != nil && (errNumber(err) != errDeadlock || attempt >= maxClaimAttempts) {
 			return idem.Claim{}, nil, fail("claim", req.Key, err)
 		}
@@ -160,15 +164,89 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// look reads the committed record of key for ClaimTx, on the pool. When
+// every connection of the pool is in use, it waits for one at most
+// max(wait, the acquire timeout), then fails with idem.ErrStoreBusy (see
+// WithAcquireTimeout and acquireLimit).
+func (s *TxStore) look(ctx context.Context, key idem.Key, wait time.Duration) (row, bool, error) {
+	if !s.saturated() {
+		// A connection is free or can be opened: no timer (a replay's
+		// path). Should another call take it first, this one waits for
+		// that call's statement, holding nothing.
+		return s.loadCommitted(ctx, key)
+	}
+	limit := max(wait, s.acquire)
+	lctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	r, ok, err := s.loadCommitted(lctx, key)
+	return r, ok, s.busyErr(ctx, err, limit)
+}
+
+// saturated reports whether every connection the pool may open is in use.
+func (s *Store) saturated() bool {
+	st := s.db.Stats()
+	return st.MaxOpenConnections > 0 && st.InUse >= st.MaxOpenConnections
+}
+
+// busyErr turns err, the end of a wait for a connection bounded by limit
+// (not by ctx), into an error wrapping idem.ErrStoreBusy.
+func (s *Store) busyErr(ctx context.Context, err error, limit time.Duration) error {
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		st := s.db.Stats()
+		return fmt.Errorf("the pool's connections are all in use (%d of %d) and none freed up within %v: %w",
+			st.InUse, st.MaxOpenConnections, limit, idem.ErrStoreBusy)
+	}
+	return err
+}
+
+// acquireConn takes the connection a transactional claim holds until its
+// call ends: its only one (warm prepared the statements it runs, and its
+// reads of committed rows ran before it). When every connection of the
+// pool is in use, it waits at most max(wait, the acquire timeout), then
+// fails with idem.ErrStoreBusy (see acquireLimit).
+func (s *TxStore) acquireConn(ctx context.Context, wait time.Duration) (*sql.Conn, error) {
+	limit := s.acquireLimit(wait)
+	actx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	conn, err := s.db.Conn(actx)
+	return conn, s.busyErr(ctx, err, limit)
+}
+
+// acquireLimit bounds a wait for a connection of the pool: max(wait, the
+// acquire timeout) when every connection is in use; when the pool may
+// still open one (which takes as long as a connection takes to open, or
+// another caller may take the last one first), the lock timeout at least.
+func (s *TxStore) acquireLimit(wait time.Duration) time.Duration {
+	limit := max(wait, s.acquire)
+	if !s.saturated() {
+		limit = max(limit, s.lockTimeout)
+	}
+	return limit
+}
+
+// txOptions are the options of the store's claim transactions: the
+// session's isolation level, for the method's sake, unless the pool's
+// sessions run at READ UNCOMMITTED, which is raised to READ COMMITTED
+// (the store's reads in the transaction must not see uncommitted rows).
+func (s *Store) txOptions() *sql.TxOptions {
+	if info := s.info.Load(); info != nil && info.dirty {
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return nil
+}
+
 // claimTx is one attempt of ClaimTx: a claimed Txn, a decided record, busy
 // (another transaction holds the key), or neither (look again).
-func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists bool) (c idem.Claim, t *txn, busy bool, err error) {
-	ctx, cancel := s.bounded(ctx, 0)
-	defer cancel()
-	conn, err := s.db.Conn(ctx)
+func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists bool, wait time.Duration) (c idem.Claim, t *txn, busy bool, err error) {
+	// The wait for a connection is bounded by the acquire timeout (or the
+	// caller's wait), not by the lock timeout of the statements: a pool
+	// held by running calls is ErrStoreBusy, not an unavailable store.
+	conn, err := s.acquireConn(ctx, wait)
 	if err != nil {
 		return idem.Claim{}, nil, false, err
 	}
+	ctx, cancel := s.bounded(ctx, 0)
+	defer cancel()
 	keyLock, payloadLock := s.lockName("k", req.Key, nil), s.lockName("p", req.Key, &req.Fingerprint)
 	var got sql.NullInt64
 	if err := conn.QueryRowContext(ctx, takeLocks(payloadLock, keyLock)).Scan(&got); err != nil {
@@ -196,7 +274,7 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 	locks := []string{keyLock, payloadLock}
 	// The transaction outlives this call (the executor ends it through the
 	// Txn): database/sql rolls a transaction back when its context ends.
-	tx, err := conn.BeginTx(context.WithoutCancel(ctx), nil)
+	tx, err := conn.BeginTx(context.WithoutCancel(ctx), s.txOptions())
 	if err != nil {
 		unlock(conn, locks)
 		return idem.Claim{}, nil, false, err
@@ -239,6 +317,12 @@ func (s *TxStore) claimTx(ctx context.Context, req idem.ClaimRequest, exists boo
 	t = &txn{store: s, conn: conn, locks: locks, req: req, key: req.Key, token: req.Token}
 	t.tx = &Tx{tx: tx}
 	return c, t, false, nil
+}
+
+// notStored is the executor's substitute for an outcome that cannot be
+// stored (idem.NotStoredCode): its replay matches idem.ErrOutcomeNotStored.
+func notStored() idem.Outcome {
+	return idem.Outcome{Status: idem.StatusFailedFinal, ErrCode: idem.NotStoredCode, ErrMessage: idem.ErrOutcomeNotStored.Error()}
 }
 
 // unlock releases the user-level locks of a transactional claim and returns
@@ -285,14 +369,15 @@ func (s *TxStore) unhold(key idem.Key, token idem.Token) {
 
 // txn is a claim held in an open transaction.
 type txn struct {
-	store *TxStore
-	conn  *sql.Conn
-	tx    *Tx
-	locks []string
-	req   idem.ClaimRequest
-	key   idem.Key
-	token idem.Token
-	done  atomic.Bool
+	store  *TxStore
+	conn   *sql.Conn
+	tx     *Tx
+	locks  []string
+	req    idem.ClaimRequest
+	key    idem.Key
+	token  idem.Token
+	done   atomic.Bool
+	keeper // the final records of calls nested in this one (nest.go)
 }
 
 var errTxnDone = errors.New("mysqlstore: transaction already completed or released")
@@ -327,6 +412,17 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 		unlock(t.conn, t.locks)
 		return err
 	}
+	if err := t.store.fits(ctx, t.tx.tx, t.key, out); err != nil {
+		if !errors.Is(err, idem.ErrTooLarge) {
+			_ = t.tx.tx.Rollback()
+			discard(t.conn)
+			return err
+		}
+		// Too large for the server: the executor's substitute stands in,
+		// in this transaction, as it does in lease mode, so that retries
+		// get idem.ErrOutcomeNotStored and never run the method again.
+		out = notStored()
+	}
 	ctx, cancel := t.store.bounded(ctx, outcomeLen(out))
 	defer cancel()
 	tx := t.tx.tx
@@ -357,6 +453,9 @@ func (t *txn) Complete(ctx context.Context, out idem.Outcome, ttl time.Duration,
 	if err != nil {
 		_ = tx.Rollback()
 		discard(t.conn) // the commit's fate or the locks may be unknown
+		if tooLarge(err) {
+			t.store.info.Store(nil) // the server's limit changed: read it again
+		}
 		if errNumber(err) == 0 && t.committed(ctx) {
 			// The reply of the COMMIT (or of a statement before it)
 			// was lost, but the outcome is committed.
@@ -377,7 +476,7 @@ func (t *txn) reclaim(ctx context.Context) (*sql.Tx, error) {
 	if err := t.tx.tx.Rollback(); err != nil {
 		return nil, err
 	}
-	tx, err := t.conn.BeginTx(context.WithoutCancel(ctx), nil)
+	tx, err := t.conn.BeginTx(context.WithoutCancel(ctx), t.store.txOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -388,6 +487,9 @@ func (t *txn) reclaim(ctx context.Context) (*sql.Tx, error) {
 	c, res, err := t.store.decide(ctx, tx, t.req, r, ok)
 	if err == nil && (res != claimDone || !c.Claimed) {
 		err = errors.New("the key changed while its lock was held")
+	}
+	if err == nil {
+		err = t.store.reapply(ctx, tx, t.kept)
 	}
 	return tx, err
 }
@@ -427,8 +529,9 @@ type txKey struct{}
 // method's writes with the outcome, or rolling them back. A statement run
 // after the call is over fails with ErrTxOver.
 type Tx struct {
-	tx   *sql.Tx
-	over atomic.Bool
+	tx    *sql.Tx
+	over  atomic.Bool
+	units atomic.Uint64 // the savepoints BeginTx set in it
 }
 
 // ErrTxOver is returned by the statements of a Tx whose call is over.

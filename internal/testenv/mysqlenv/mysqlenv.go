@@ -11,7 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,4 +90,52 @@ func BreakTx(db *sql.DB) func(context.Context) error {
 			}
 		}
 	}
+}
+
+// Dedicated starts a MariaDB server of the test's own with
+// scripts/mariadb.sh (a fresh data directory under the system's temporary
+// directory, a free loopback port) and returns its DSN; the server is
+// stopped and its directory removed when the test ends. It is for tests
+// that change the server's global settings (SET GLOBAL
+// max_allowed_packet, …), which would disturb the other tests of the
+// shared server. Like testenv.MySQLDSN it skips the test (fails it under
+// CI=true) when the test server is not available: the MariaDB binaries
+// come with it.
+func Dedicated(t testing.TB) string {
+	t.Helper()
+	testenv.MySQLDSN(t)
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("mysqlenv: cannot find the source tree")
+	}
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "mariadb.sh")
+	// Not t.TempDir: its parent is private, and the server runs as the
+	// mysql user when the tests run as root.
+	dir, err := os.MkdirTemp("", "idem-mariadb-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		out, err := exec.Command(script, "stop", dir).CombinedOutput()
+		if err != nil {
+			t.Errorf("mysqlenv: stop the dedicated server: %v\n%s", err, out)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	var stderr strings.Builder
+	cmd := exec.Command(script, "start", dir)
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "IDEM_MYSQL_DURABLE=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("mysqlenv: start a dedicated server: %v\n%s", err, stderr.String())
+	}
+	dsn, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "IDEM_MYSQL_DSN=")
+	if !ok {
+		t.Fatalf("mysqlenv: scripts/mariadb.sh printed %q, not IDEM_MYSQL_DSN=…", out)
+	}
+	return dsn
 }

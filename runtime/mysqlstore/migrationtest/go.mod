@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/idemgen/idemgen => ../../..
 
 require (
-	github.com/go-sql-driver/mysql v1.10.1
+	github.com/go-sql-driver/mysql v1.10.2
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/idemgen/idemgen v0.0.0-00010101000000-000000000000
 	github.com/pressly/goose/v3 v3.30.0

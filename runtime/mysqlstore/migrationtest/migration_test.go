@@ -116,3 +116,48 @@ func TestGolangMigrate(t *testing.T) {
 	}
 	require.False(t, tableExists(t, db))
 }
+
+// TestAdoptAfterMigrate: a database that Migrate set up adopts a migration
+// tool by marking versions 1 and 2 applied, as docs/decisions/mysqlstore.md
+// and Store.Migrate advise: running them instead fails on version 2 (MySQL's
+// CREATE INDEX has no IF NOT EXISTS, and Migrate made the index), which is
+// why the advice is to mark them.
+func TestAdoptAfterMigrate(t *testing.T) {
+	ctx := context.Background()
+	t.Run("goose", func(t *testing.T) {
+		db := newDatabase(t)
+		require.NoError(t, mysqlstore.New(db).Migrate(ctx))
+		p, err := goose.NewProvider(goose.DialectMySQL, db, mysqlstore.GooseMigrationFiles())
+		require.NoError(t, err)
+		_, err = p.Up(ctx)
+		require.Error(t, err, "running version 2 again meets the index Migrate made")
+
+		db = newDatabase(t)
+		require.NoError(t, mysqlstore.New(db).Migrate(ctx))
+		p, err = goose.NewProvider(goose.DialectMySQL, db, mysqlstore.GooseMigrationFiles())
+		require.NoError(t, err)
+		_, err = p.GetDBVersion(ctx) // creates goose's version table
+		require.NoError(t, err)
+		_, err = db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (1, TRUE), (2, TRUE)")
+		require.NoError(t, err)
+		_, err = p.Up(ctx)
+		require.NoError(t, err)
+		pending, err := p.HasPending(ctx)
+		require.NoError(t, err)
+		require.False(t, pending)
+		works(t, db)
+	})
+	t.Run("golang-migrate", func(t *testing.T) {
+		db := newDatabase(t)
+		require.NoError(t, mysqlstore.New(db).Migrate(ctx))
+		src, err := iofs.New(mysqlstore.MigrationFiles(), ".")
+		require.NoError(t, err)
+		drv, err := migratemysql.WithInstance(db, &migratemysql.Config{})
+		require.NoError(t, err)
+		m, err := migrate.NewWithInstance("iofs", src, "mysql", drv)
+		require.NoError(t, err)
+		require.NoError(t, m.Force(2))
+		require.ErrorIs(t, m.Up(), migrate.ErrNoChange)
+		works(t, db)
+	})
+}
