@@ -150,7 +150,8 @@
 // renewing the lease where the store can ([Renewer]), for as long as the
 // claim can be live (a lease after the reply of its claim or last renewal),
 // so that an outage shorter than the lease loses nothing and runs nothing
-// twice. Each attempt is bounded by the store timeout ([WithStoreTimeout]).
+// twice, whichever way the store failed; a claim to release after a
+// transient error is released the same way. Each attempt is bounded by the store timeout ([WithStoreTimeout]).
 //
 // The caller gets the method's result once the outcome is stored. If the caller's
 // context ends first, it gets an [*OutcomePendingError] (matching

@@ -174,6 +174,34 @@
 // Complete or Release that changed nothing (to tell a repeat from a lost
 // lease), a claim or COMMIT whose reply was lost.
 //
+// # Lease-mode claims
+//
+// A lease-mode Claim runs one statement for the usual cases:
+// a fresh key is claimed by a plain insert, and a live record (a replay, a
+// call in progress, another payload) is read by one index probe. Only when
+// the key's row is takeable (expired, or a lapsed lease of the same
+// payload), is the caller's own claim repeated, or was committed after the
+// statement's snapshot, does it run a second statement: the full claim,
+// which takes an expired record or a lapsed lease over, or returns the
+// live record. The same request repeated (same token, same payload) while
+// its record is PROCESSING is claimed again, so a caller may retry a claim
+// whose reply it lost.
+//
+// A key whose record this store last saw final (it stored the outcome, or
+// a claim answered with it) is read first with a plain SELECT of its live
+// final record, the cheapest replay; only when there is none any more
+// (expired, forgotten) does the claim run as above, one round trip later.
+// The hint is kept for at most 8,192 keys, in 64 KiB allocated on the
+// first, and never changes an answer. Partitioned stores keep
+// none.
+//
+// When a statement was sent but its reply did not arrive (ctx expired, the
+// connection broke), the claim may have committed after all, and the caller
+// is told it failed: Claim then closes the connection, waits until the
+// server session that received the statement has ended, and releases the
+// claim it may have made (fenced by its token), so that the key is not
+// blocked for the lease by a claim nobody runs.
+//
 // # Transactional claims
 //
 // Duplicates in this process: while a ClaimTx of this store claims a key
@@ -223,6 +251,23 @@
 // Use one mode per table: a lease-mode claim on a key that a transactional
 // claim holds waits for that transaction (bounded only by the lease-mode
 // store's WithLockTimeout).
+//
+// # Nested claims
+//
+// A nested claim (ClaimNested) runs,  in one round trip on the outer claim's connection: the savepoint idem_nested, and
+// the batch ClaimTx sends (decide, which answers a replay or tries the
+// key's lock without waiting and without an error, the claim statement and
+// the method's savepoint). When the key is claimed, the returned Txn holds
+// it until the outer transaction ends: its Complete writes the outcome (after
+// rolling back the method's writes for a final error) and releases the
+// savepoint, without committing; its Release rolls back to the savepoint.
+// When the key is not claimed (a replay, a call in progress, another
+// payload: the answers of ClaimTx), a second round trip rolls back to the
+// savepoint and releases it, so that the outer transaction holds nothing of
+// the attempt, not even the key's lock. A key held by another transaction
+// is looked at again, off the lock and with pauses that grow to
+// 50ms, until wait (or WithLockTimeout's value) has passed: no
+// statement fails while it waits, so the outer transaction stays usable.
 //
 // # Partitioned tables
 //
