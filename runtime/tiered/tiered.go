@@ -314,7 +314,7 @@ func (s *Store) settle(ctx context.Context, req idem.ClaimRequest, fc idem.Claim
 // Complete implements idem.Store: the durable store first (its ErrLeaseLost
 // is the answer), then the fast store with the same token.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+	if n := idem.OutcomeLen(&out); n > idem.MaxOutcomeLen {
 		return errorf("complete", key, fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
 	}
 	if err := s.durable.Complete(ctx, key, token, out, ttl); err != nil {
