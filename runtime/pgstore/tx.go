@@ -29,7 +29,7 @@ import (
 type TxStore struct {
 	*Store
 	open    sync.Map // idem.Token -> [32]byte key ID, of claims held in open transactions
-	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
+	flights flights  // keys that ClaimTx calls claim or hold (see the package documentation, Transactional claims)
 	parking parking  // connections whose transaction awaits a COMMIT (see parking)
 	hooks   flightHooks
 	prepare bool // the pool's connections cache statements (see batchQueries)
@@ -185,7 +185,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // claimTxPlain is one claim of ClaimTx on the plain table: one batch (see
-// ClaimTx), and, in the rare cases the insert leaves to the full claim
+// the package documentation, Transactional claims), and, in the rare cases the insert leaves to the full claim
 // statement (the key has a row: an expired record or a lapsed lease to take
 // over; or a row committed by a lease-mode writer after probe's snapshot),
 // a second batch in the same transaction, under the key's lock already
