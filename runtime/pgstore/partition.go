@@ -630,8 +630,9 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 
 // claimTxPartitioned is one claim of ClaimTx in partitioned mode, as in
 // plain mode (see the package documentation, Transactional claims) with
-// the partitioned statements: in one round trip, it begins a transaction, runs decide (the key's final record, or
-// the key's lock tried without waiting), the full claim under generic
+// the partitioned statements: in one round trip, it begins a transaction,
+// runs decide (the key's final record, or the key's lock tried without
+// waiting), the full claim under generic
 // plans (the caller's plan_cache_mode is restored after it; the claim
 // reads nothing without the key's lock) and sets the savepoint. The
 // partitions were made sure of by ClaimTx.
