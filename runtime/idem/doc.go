@@ -190,10 +190,12 @@
 // # Transactional mode
 //
 // With a store that implements [TxStore], the claim, the method's own writes and the
-// outcome commit as one transaction. A final error, a transient error, a
-// panic or a cancelled context roll the transaction back; a substitute
-// outcome (see Outcomes that cannot be stored) is committed with the method's writes
-// (a success) or without them (a final error). A commit that fails commits
+// outcome commit as one transaction. A final error is stored without the
+// method's writes (they are rolled back, the outcome committed); a
+// transient error, a panic, runtime.Goexit or a cancelled context roll the
+// whole transaction back. A substitute outcome (see Outcomes that cannot be
+// stored) is committed with the method's writes (a success) or without them
+// (a final error). A commit that fails commits
 // nothing, and the caller gets the store's error, never the method's success.
 //
 // # Tenancy
