@@ -9,73 +9,29 @@ import (
 	"time"
 )
 
-// Do runs fn at most once per key: it claims the key built from parts (scoped
-// by the executor's tenant and m.Op), runs fn, stores the outcome and returns
-// what fn returned. A retry with the same key and fingerprint gets the stored
-// outcome instead of a second run; with another fingerprint it gets
-// ErrPayloadMismatch (unless the record was written under another
-// fingerprint Scheme, see below); while the first call runs, ErrInProgress
-// (or, with m.Wait, the outcome once it is stored).
+// Do runs fn at most once per key: it claims the key built from parts
+// (scoped by the executor's tenant and m.Op), runs fn, stores the outcome
+// and returns what fn returned. A retry with the same key and fingerprint
+// gets the stored outcome instead of a second run.
 //
-// A final error (Final, or a sentinel in m.Final) is stored and replayed.
-// Every other error of fn, a panic (re-raised), runtime.Goexit (which goes
-// on) or a cancelled context releases the key, so the next retry runs fn
-// again; in transactional mode (TxStore) they roll the transaction back.
+// A final error (Final, or a sentinel in m.Final) is stored and replayed as
+// a *ReplayedError; any other error of fn, a panic (re-raised),
+// runtime.Goexit or a cancelled context releases the key, so that a retry
+// runs fn again. Once fn has run, nothing else releases it.
 //
-// Once fn has run, nothing but its own transient error releases the key. An
-// outcome that cannot be stored (the codec refuses the result, such as NaN,
-// ±Inf or a cycle in JSON; it exceeds MaxOutcomeLen; the store refuses it
-// after its retries, with an answer that cannot pass, not an outage) is
-// replaced by a final outcome with the code NotStoredCode: the caller gets
-// fn's own result, the observer is told (EventOutcomeNotStored), and
-// retries get an error matching ErrOutcomeNotStored instead of running fn
-// again. A store in an outage (lease mode: one that cannot be reached, or
-// answers with an error that can pass, such as a read-only database during
-// a failover, a full disk, too many connections; see ErrStoreOutage) gets
-// no substitute: the executor keeps trying to store the outcome, with
-// backoff on its Clock,
-// fenced by the claim's token, renewing the lease where the store can
-// (Renewer), for as long as the claim can be live (a lease after the reply
-// of its claim or last renewal), so that an outage shorter than the lease
-// loses nothing and runs nothing twice. Each attempt is bounded by the
-// store timeout (WithStoreTimeout). The caller gets fn's result once the
-// outcome is stored. If the caller's context ends first, it gets an
-// *OutcomePendingError (matching ErrOutcomePending and ErrInProgress, with
-// RetryAfter) and a goroutine goes on storing it; a retry meanwhile finds
-// the live claim and gets ErrInProgress (or, with m.Wait, waits for the
-// outcome). If the claim can no longer be live first, the executor stops:
-// the caller still gets fn's result, the observer a store error, and a
-// retry runs fn again. In lease mode, a store outage longer than the lease
-// after the method ran can run it again; transactional mode cannot. A
-// Complete answered with ErrLeaseLost stops at once: the caller gets
-// ErrLeaseLost. In transactional mode
-// the substitute is committed with fn's writes (a success) or without them
-// (a final error); a commit that fails commits nothing, and the caller gets
-// the store's error, never fn's success. A stored outcome that no longer
-// decodes into T is an error matching ErrUndecodable with the zero value.
+// Errors to test with errors.Is: ErrInProgress (a duplicate while the first
+// call runs; with m.Wait, Do waits for the outcome instead), ErrOutcomePending
+// (the caller's context ended while the outcome was still being stored),
+// ErrPayloadMismatch (the key reused with another payload), ErrLeaseLost,
+// ErrOutcomeNotStored (a replay of an outcome that could not be stored),
+// ErrUndecodable, ErrStoreUnavailable (the store could not be used before fn
+// ran), ErrMisconfigured and ErrTooLarge (m or the names are invalid; nothing
+// is claimed), and the context's error when it ends while Do claims or waits.
 //
-// Lost replies: in lease mode a Claim that fails is retried with the same
-// token (stores answer a repeated claim of the caller's own token as
-// claimed), and when the executor gives up it releases that token's claim,
-// best effort, so that a claim applied by the store is not left blocking
-// the key for its lease (in transactional mode a failed ClaimTx committed
-// nothing). A Complete that fails is retried; a store answers a repeated
-// Complete of the token whose outcome it holds with success, so a lost reply
-// never turns a stored outcome into ErrLeaseLost.
-//
-// Deploys: when the fingerprints differ but the record and m carry
-// different non-zero Schemes, the fingerprints were computed by different
-// releases of the wrapper, not from different payloads: the record is
-// replayed (EventSchemeChanged), and a lapsed claim of the old scheme is
-// taken over, instead of ErrPayloadMismatch.
-//
-// m is checked first: TTL > 0, Lease and Wait >= 0, Lease <= TTL (errors
-// matching ErrMisconfigured); an operation name over MaxOpLen or a tenant
-// over MaxTenantLen is ErrTooLarge. Nothing is claimed then. When the
-// caller's context ends while Do claims or waits, the error wraps the
-// context's error and the observer gets EventCanceled, not a store error.
-//
-// Generated wrappers call Do; it is exported for hand-written callers too.
+// The package documentation states the guarantees in full: see the sections
+// Outcomes that cannot be stored, Store outages, Lost replies, Deploys and
+// Transactional mode. Generated wrappers call Do; it is exported for
+// hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
 	if d := decisionsFrom(ctx); d != nil { // an edge layer's cell (layers.go)
 		return doRecorded(ctx, d, ex, m, parts, h, fn)

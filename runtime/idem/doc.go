@@ -71,7 +71,7 @@
 // and [Derive] turns it into stable keys for downstream calls;
 // [ContextWithKey] sets it where work is made idempotent by other means.
 //
-// In short, Do guarantees (see Do for the details):
+// In short, Do guarantees (the sections below give the details):
 //
 //   - Concurrent duplicates run the method once; the others get
 //     ErrInProgress, or the outcome with Method.Wait.
@@ -112,7 +112,8 @@
 //     without running the method.
 //
 // Misuse fails early and names its cause: Do returns [ErrMisconfigured] for
-// invalid Method values, and for a second method (another [Method.Func])
+// invalid Method values (TTL > 0, Lease and Wait >= 0 and Lease <= TTL are
+// required), and for a second method (another [Method.Func])
 // under an operation name the executor has run, whose records would answer
 // the first one's calls; and [ErrTooLarge] for a tenant or operation name
 // over the store limits; all before anything is claimed.
@@ -126,6 +127,119 @@
 // retries, lease renewal) goes through its [Clock], so tests and
 // simulations run it in virtual time; lease and expiry instants come from
 // the store's clock.
+//
+// # Outcomes that cannot be stored
+//
+// Once the method has run, nothing but its own transient error releases the key. An
+// outcome that cannot be stored (the codec refuses the result, such as NaN,
+// ±Inf or a cycle in JSON; it exceeds [MaxOutcomeLen]; the store refuses it
+// after its retries, with an answer that cannot pass, not an outage) is
+// replaced by a final outcome with the code [NotStoredCode]: the caller gets
+// the method's own result, the observer is told ([EventOutcomeNotStored]), and
+// retries get an error matching [ErrOutcomeNotStored] instead of running the method
+// again. A stored outcome that no longer decodes into the result type is an
+// error matching [ErrUndecodable] with the zero value.
+//
+// # Store outages
+//
+// A store in an outage after the method ran (lease mode: one that cannot be reached,
+// or answers with an error that can pass, such as a read-only database
+// during a failover, a full disk, too many connections; see
+// [ErrStoreOutage]) gets no substitute: the executor keeps trying to store
+// the outcome, with backoff on its [Clock], fenced by the claim's token,
+// renewing the lease where the store can ([Renewer]), for as long as the
+// claim can be live (a lease after the reply of its claim or last renewal),
+// so that an outage shorter than the lease loses nothing and runs nothing
+// twice, whichever way the store failed; a claim to release after a
+// transient error is released the same way. Each attempt is bounded by the store timeout ([WithStoreTimeout]).
+//
+// The caller gets the method's result once the outcome is stored. If the caller's
+// context ends first, it gets an [*OutcomePendingError] (matching
+// [ErrOutcomePending] and [ErrInProgress], with RetryAfter) and a goroutine
+// goes on storing it; a retry meanwhile finds the live claim and gets
+// ErrInProgress (or, with Method.Wait, waits for the outcome). If the claim
+// can no longer be live first, the executor stops: the caller still gets
+// the method's result, the observer a store error, and a retry runs the method again. In
+// lease mode, a store outage longer than the lease after the method ran can
+// run it again; transactional mode cannot. A Complete answered with
+// [ErrLeaseLost] stops at once: the caller gets ErrLeaseLost.
+//
+// When the caller's context ends while Do claims or waits, the error wraps
+// the context's error and the observer gets [EventCanceled], not a store
+// error.
+//
+// # Lost replies
+//
+// In lease mode a Claim that fails is retried with the same token (stores
+// answer a repeated claim of the caller's own token as claimed), and when
+// the executor gives up it releases that token's claim, best effort, so that
+// a claim applied by the store is not left blocking the key for its lease
+// (in transactional mode a failed ClaimTx committed nothing). A Complete
+// that fails is retried; a store answers a repeated Complete of the token
+// whose outcome it holds with success, so a lost reply never turns a stored
+// outcome into ErrLeaseLost.
+//
+// # Deploys
+//
+// When the fingerprints of a record and a call differ but the record and the
+// [Method] carry different non-zero Schemes, the fingerprints were computed
+// by different releases of the wrapper, not from different payloads: the
+// record is replayed ([EventSchemeChanged]), and a lapsed claim of the old
+// scheme is taken over, instead of [ErrPayloadMismatch].
+//
+// # Transactional mode
+//
+// With a store that implements [TxStore], the claim, the method's own writes and the
+// outcome commit as one transaction. A final error is stored without the
+// method's writes (they are rolled back, the outcome committed); a
+// transient error, a panic, runtime.Goexit or a cancelled context roll the
+// whole transaction back. A substitute outcome (see Outcomes that cannot be
+// stored) is committed with the method's writes (a success) or without them
+// (a final error). A commit that fails commits
+// nothing, and the caller gets the store's error, never the method's success.
+//
+// # Tenancy
+//
+// [NewExecutor] requires exactly one of [WithTenant] (records scoped by the
+// caller) and [SingleTenant] (one key space for every caller). Without a
+// choice a multi-tenant service would answer tenant B's order 1 with tenant
+// A's stored outcome, so NewExecutor refuses to guess.
+//
+// The door that authenticates a caller (idemhttp, the framework adapters,
+// idemgrpc, the consumer, the gateway) names its tenant once with
+// [ContextWithTenant]; every executor, wrapper and nested call below it
+// scopes its records by that tenant:
+//
+//   - under SingleTenant, the executor takes the context's tenant when one
+//     is there (a single-tenant executor behind a tenant-scoped door keeps
+//     the door's tenants apart), and the shared tenant "" otherwise;
+//   - under WithTenant(f), f's tenant and the context's must agree: f
+//     returning "" takes the context's, and two different names fail with
+//     [ErrTenantConflict].
+//
+// A tenant of "" in the context fails every call below it with
+// [ErrMissingTenant].
+//
+// # Lease renewal
+//
+// With [WithRenewal] (or Method.Renew), in lease mode, while the method runs
+// the executor renews the claim through the store's Renew ([Renewer], fenced
+// by the claim's token) every third of the lease, so that only a stalled
+// process, not a slow method, loses its key to a takeover. Renewal stops
+// when the method returns. If a renewal finds the claim taken
+// ([ErrLeaseLost]), the method's context is cancelled with the cause
+// ErrLeaseLost (context.Cause), so that a method that watches its context
+// stops before its side effect, and the error Do returns wraps ErrLeaseLost
+// whatever the method returned; a renewal that fails otherwise is reported
+// ([EventStoreError]) and tried again at the next third.
+//
+// With renewal on, the first lease also covers the caller's deadline, when
+// its context has one: the lease is the larger of the configured lease and
+// the time until the deadline (by the executor's Clock) plus the store
+// timeout, capped at the TTL. A store in transactional mode ([TxStore])
+// holds its claim in the transaction and needs no renewal: there, renewal
+// does nothing. Renewal runs in a goroutine of its own while the method
+// runs, and waits on the executor's Clock.
 //
 // # The life of a record
 //

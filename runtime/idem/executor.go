@@ -238,29 +238,14 @@ func WithStoreTimeout(d time.Duration) Option {
 }
 
 // WithRenewal turns lease renewal on for every method (default off; a
-// Method's Renew turns it on for that method alone). In lease mode, while
-// the method runs, the executor renews the claim through the store's Renew
-// (idem.Renewer, fenced by the claim's token) every third of the lease, so
-// that only a stalled process, not a slow method, loses its key to a
-// takeover. Renewal stops when the method returns. If a renewal finds the
-// claim taken (ErrLeaseLost), the method's context is cancelled with the
-// cause ErrLeaseLost (context.Cause), so that a method that watches its
-// context stops before its side effect, and the error Do returns wraps
-// ErrLeaseLost whatever the method returned; a renewal that fails otherwise
-// is reported (EventStoreError) and tried again at the next third.
-//
-// With renewal on, the first lease also covers the caller's deadline, when
-// its context has one: the lease is the larger of the configured lease and
-// the time until the deadline (by the executor's Clock) plus the store
-// timeout, capped at the TTL.
-//
-// A store in transactional mode (idem.TxStore) holds its claim in the
-// transaction and needs no renewal: there, renewal does nothing.
-// NewExecutor panics if renewal is on and the store is neither a Renewer
-// nor a TxStore.
-//
-// Renewal runs in a goroutine of its own while the method runs, and waits
-// on the executor's Clock.
+// Method's Renew turns it on for that method alone): while the method runs,
+// the executor renews its claim through the store's Renewer, so that only a
+// stalled process, not a slow method, loses its key to a takeover. If a
+// renewal finds the claim taken, the method's context is cancelled with the
+// cause ErrLeaseLost and Do's error matches ErrLeaseLost. In transactional
+// mode renewal does nothing; NewExecutor panics if renewal is on and the
+// store is neither a Renewer nor a TxStore. See the package documentation,
+// section Lease renewal.
 func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 
 // CanRenew reports whether the executor's claims can outlive their lease
@@ -270,20 +255,15 @@ func WithRenewal(on bool) Option { return func(e *Executor) { e.renew = on } }
 func (ex *Executor) CanRenew() bool { return ex.renewer != nil || ex.txStore != nil }
 
 // NewExecutor returns an Executor on store. If store implements TxStore, the
-// claim, the method and the outcome run in one store transaction.
+// claim, the method and the outcome run in one store transaction. Exactly
+// one of WithTenant and SingleTenant must be given (see the package
+// documentation, section Tenancy).
 //
-// The tenancy must be chosen: exactly one of WithTenant (records scoped by
-// the caller) and SingleTenant (one key space for every caller). Without a
-// choice a multi-tenant service would answer tenant B's order 1 with tenant
-// A's stored outcome, so NewExecutor refuses to guess.
-//
-// NewExecutor panics if store is nil, no tenancy or both were chosen, or an
-// option is invalid (a lease or timeout that is not positive, a nil tenant
-// function, codec or clock, renewal on a store that cannot renew), with a
-// message naming the option,
-// as http.ServeMux panics on an invalid pattern: such a mistake is in the
-// program, not in a request, and must not surface as a store error on
-// every call.
+// NewExecutor panics, with a message naming the option, if store is nil, no
+// tenancy or both were chosen, or an option is invalid (a lease or timeout
+// that is not positive, a nil tenant function, codec or clock, renewal on a
+// store that cannot renew): such a mistake is in the program, not in a
+// request, as with http.ServeMux's invalid patterns.
 func NewExecutor(store Store, opts ...Option) *Executor {
 	if store == nil {
 		panic("idem: NewExecutor: store is nil")

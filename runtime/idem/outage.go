@@ -19,13 +19,9 @@ import (
 // rolled back, a Redis replica or a cluster that is failing over.
 //
 // A store marks such errors with StoreOutage; the executor also knows the
-// common ones by their kind, without the store's help (see outage). The
-// executor treats an outage as a store that is away for a while, not as a
-// refusal: after the method ran (lease mode) it keeps trying to store the
-// outcome, and then to release a claim, for as long as the claim can be
-// live, and never stores the "not stored" substitute in its place. A store
-// outage shorter than the lease after the method ran therefore never runs
-// it twice, whichever way the store failed.
+// common ones by their kind, without the store's help. The executor treats
+// an outage as a store that is away for a while, not as a refusal: see the
+// package documentation, section Store outages.
 var ErrStoreOutage = errors.New("idem: store outage, a later try may pass")
 
 // StoreOutage marks err as an outage: the result matches ErrStoreOutage and

@@ -33,18 +33,11 @@ var ErrTenantConflict = errors.New("idem: the executor and the door name differe
 type tenantKey struct{}
 
 // ContextWithTenant returns a copy of ctx that names the caller's tenant.
-// The door that authenticates a caller (idemhttp, the framework adapters,
-// idemgrpc, the consumer, the gateway) calls it once; every executor, wrapper
-// and nested call below it scopes its records by that tenant:
-//
-//   - under SingleTenant, the executor takes the context's tenant when one
-//     is there (a single-tenant executor behind a tenant-scoped door keeps
-//     the door's tenants apart), and the shared tenant "" otherwise;
-//   - under WithTenant(f), f's tenant and the context's must agree: f
-//     returning "" takes the context's, and two different names fail with
-//     ErrTenantConflict.
-//
-// A tenant of "" fails every call below it with ErrMissingTenant.
+// The door that authenticates a caller calls it once; every executor,
+// wrapper and nested call below it scopes its records by that tenant, as
+// the package documentation's section Tenancy describes. A tenant of ""
+// fails every call below it with ErrMissingTenant; a tenant that disagrees
+// with the executor's WithTenant function fails with ErrTenantConflict.
 func ContextWithTenant(ctx context.Context, tenant string) context.Context {
 	return context.WithValue(ctx, tenantKey{}, tenant)
 }

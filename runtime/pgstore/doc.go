@@ -174,5 +174,137 @@
 // Complete or Release that changed nothing (to tell a repeat from a lost
 // lease), a claim or COMMIT whose reply was lost.
 //
+// # Lease-mode claims
+//
+// A lease-mode Claim runs one statement for the usual cases:
+// a fresh key is claimed by a plain insert, and a live record (a replay, a
+// call in progress, another payload) is read by one index probe. Only when
+// the key's row is takeable (expired, or a lapsed lease of the same
+// payload), is the caller's own claim repeated, or was committed after the
+// statement's snapshot, does it run a second statement: the full claim,
+// which takes an expired record or a lapsed lease over, or returns the
+// live record. The same request repeated (same token, same payload) while
+// its record is PROCESSING is claimed again, so a caller may retry a claim
+// whose reply it lost.
+//
+// A key whose record this store last saw final (it stored the outcome, or
+// a claim answered with it) is read first with a plain SELECT of its live
+// final record, the cheapest replay; only when there is none any more
+// (expired, forgotten) does the claim run as above, one round trip later.
+// The hint is kept for at most 8,192 keys, in 64 KiB allocated on the
+// first, and never changes an answer. Partitioned stores keep
+// none.
+//
+// When a statement was sent but its reply did not arrive (ctx expired, the
+// connection broke), the claim may have committed after all, and the caller
+// is told it failed: Claim then closes the connection, waits until the
+// server session that received the statement has ended, and releases the
+// claim it may have made (fenced by its token), so that the key is not
+// blocked for the lease by a claim nobody runs.
+//
+// # Transactional claims
+//
+// Duplicates in this process: while a ClaimTx of this store claims a key
+// or holds it (its transaction is open), another ClaimTx of the same key
+// takes no connection. It waits for the first one's answer (one round
+// trip) and shares it when it is a decided record and the duplicate was
+// called before the first one sent its claim (a later one claims again
+// after it: the answer, decided before its call, may be stale for it, a
+// record that expired or was swept since); when the first one
+// holds the key, it answers at once with a PROCESSING record of the
+// holder's fingerprint and scheme (the executor reports idem.ErrInProgress,
+// or idem.ErrPayloadMismatch for another payload), or, when its caller
+// waits, waits in memory until the holder's transaction ends and then
+// claims again (a replay of the committed outcome, or a claim of its own
+// if the holder rolled back). A hot key thus holds at most one connection
+// of the pool per process, whatever its number of duplicates.
+//
+// Otherwise it takes a connection from the pool; when all of them are in
+// use, it waits at most wait or, when that is shorter, the store's acquire
+// timeout (WithAcquireTimeout): when none frees up it returns an error
+// wrapping idem.ErrStoreBusy (which matches idem.ErrStoreFull too), having
+// claimed nothing.
+//
+// Then one batch, in one round trip, runs probe (probeSQL in the source; decide, in a partitioned or nested claim), the claim statement (a
+// plain insert on the plain table), BEGIN and a savepoint. PostgreSQL runs
+// a batch's statements as one transaction, implicit until BEGIN makes it
+// explicit, keeping the lock and the claim (with the simple protocol too:
+// one query string). probe returns the key's final record when one is
+// visible (a replay, which takes no lock), or else tries the key's
+// transaction-scoped advisory lock without waiting: when another
+// transaction holds it, probe answers "busy" (decide also tells whether the
+// holder runs the same payload; after probe a second round trip asks it,
+// from the shared advisory lock the holder takes beside the key's). The
+// claim statement claims only under the key's lock. No statement fails on
+// purpose and none waits for a lock: a replay, a duplicate and a payload
+// mismatch leave no error on the server. When the key is claimed, the
+// returned Txn owns the transaction and its connection, and the lock is
+// held until it ends. When it is not, the caller has its answer after that
+// round trip (two for a key held by another process), and the transaction
+// (which wrote nothing) is committed off the caller's path.
+//
+// A duplicate whose holder runs in another process (or another store
+// value) is answered PROCESSING at once when wait is 0; otherwise it waits,
+// off any connection, polling with a backoff from 1ms to 50ms until the
+// holder's outcome is visible or wait has passed.
+//
+// Use one mode per table: a lease-mode claim on a key that a transactional
+// claim holds waits for that transaction (bounded only by the lease-mode
+// store's WithLockTimeout).
+//
+// # Nested claims
+//
+// A nested claim (ClaimNested) runs,  in one round trip on the outer claim's connection: the savepoint idem_nested, and
+// the batch ClaimTx sends (decide, which answers a replay or tries the
+// key's lock without waiting and without an error, the claim statement and
+// the method's savepoint). When the key is claimed, the returned Txn holds
+// it until the outer transaction ends: its Complete writes the outcome (after
+// rolling back the method's writes for a final error) and releases the
+// savepoint, without committing; its Release rolls back to the savepoint.
+// When the key is not claimed (a replay, a call in progress, another
+// payload: the answers of ClaimTx), a second round trip rolls back to the
+// savepoint and releases it, so that the outer transaction holds nothing of
+// the attempt, not even the key's lock. A key held by another transaction
+// is looked at again, off the lock and with pauses that grow to
+// 50ms, until wait (or WithLockTimeout's value) has passed: no
+// statement fails while it waits, so the outer transaction stays usable.
+//
+// # Partitioned tables
+//
+// With [WithPartitions] the store keep its records in a table partitioned by
+// time, one partition per interval, instead of one table swept row by row:
+// Sweep drops a partition whole once every record in it has expired (its
+// cost does not grow with the number of records) and creates partitions
+// ahead of the clock. A record lives in the partition of its claim's expiry
+// plus one interval, so that storing its outcome (which restarts its TTL)
+// does not move it when the method takes less than an interval; an expired
+// record behaves as absent at once and is dropped with its partition, at
+// most two intervals after its expiry.
+//
+// A claim and a replay look the key up in each partition that may still
+// hold a live record: about (TTL + interval) / interval + 1 of them. Choose
+// an interval of about a quarter to an eighth of the longest TTL: shorter
+// intervals mean more partitions per lookup, longer ones keep expired
+// records longer. PostgreSQL cannot make a key unique across partitions
+// (a unique index must contain the partition key), so every write that
+// creates or extends a live record takes a transaction-scoped advisory lock
+// on the key first (the lock transactional mode already takes): a key is
+// claimed at most once while it is live, as in the plain table.
+//
+// Sweep, in this mode, detaches (CONCURRENTLY: claims go on) and drops
+// every partition whose upper bound has passed, whatever its number of
+// records (limit does not bound it: a drop costs the same for any), and
+// creates the partitions ahead; it returns the number of records dropped as
+// PostgreSQL's statistics estimate it (exact with WithArchive, which copies
+// them first). Run it (or an idem.Sweeper) at least once an interval. A
+// claim whose TTL reaches beyond the partitions created ahead creates the
+// ones it needs first.
+//
+// interval must be a whole number of seconds and at least
+// MinPartitionInterval; New panics otherwise. The table's layout differs
+// from the plain one (PartitionedSchema): create it with Migrate, never on
+// a table of the plain layout (Migrate refuses one). WithArchive copies the
+// records of a partition into the archive table before dropping it.
+//
 // Use one mode per table.
 package pgstore

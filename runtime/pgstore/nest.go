@@ -56,25 +56,13 @@ func (t *nestedTxn) top() *txn { return t.parent.top() }
 // handler returned, from a goroutine that outlived it).
 var ErrOuterTxDone = errors.New("pgstore: the enclosing idempotent call's transaction has ended")
 
-// ClaimNested implements idem.NestingTxStore. outer must be an open claim
-// of a TxStore on the same pool (same database), and s must not be
-// partitioned (WithPartitions); otherwise nested is false and nothing is
-// done (the executor opens a transaction of its own with ClaimTx).
-//
-// In one round trip on outer's connection: the savepoint idem_nested, and
-// the batch ClaimTx sends (decide, which answers a replay or tries the
-// key's lock without waiting and without an error, the claim statement and
-// the method's savepoint). When the key is claimed, the returned Txn holds
-// it until outer's transaction ends: its Complete writes the outcome (after
-// rolling back the method's writes for a final error) and releases the
-// savepoint, without committing; its Release rolls back to the savepoint.
-// When the key is not claimed (a replay, a call in progress, another
-// payload: the answers of ClaimTx), a second round trip rolls back to the
-// savepoint and releases it, so that outer's transaction holds nothing of
-// the attempt, not even the key's lock. A key held by another transaction
-// is looked at again, off the lock and with pauses that grow to
-// maxPollPause, until wait (or WithLockTimeout's value) has passed: no
-// statement fails while it waits, so outer's transaction stays usable.
+// ClaimNested implements idem.NestingTxStore: it claims the key inside
+// outer's transaction, under a savepoint, and the returned Txn holds it
+// until outer's transaction ends. outer must be an open claim of a TxStore
+// on the same pool (same database), and s must not be partitioned
+// (WithPartitions); otherwise nested is false and nothing is done (the
+// executor opens a transaction of its own with ClaimTx). See the package
+// documentation, section Nested claims.
 func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, bool, error) {
 	j, ok := outer.(joinable)
 	if !ok || s.part != nil {

@@ -40,38 +40,12 @@ const ddlLockTimeout = 2 * time.Second
 
 // WithPartitions makes the store keep its records in a table partitioned by
 // time, one partition per interval, instead of one table swept row by row:
-// Sweep drops a partition whole once every record in it has expired (its
-// cost does not grow with the number of records) and creates partitions
-// ahead of the clock. A record lives in the partition of its claim's expiry
-// plus one interval, so that storing its outcome (which restarts its TTL)
-// does not move it when the method takes less than an interval; an expired
-// record behaves as absent at once and is dropped with its partition, at
-// most two intervals after its expiry.
-//
-// A claim and a replay look the key up in each partition that may still
-// hold a live record: about (TTL + interval) / interval + 1 of them. Choose
-// an interval of about a quarter to an eighth of the longest TTL: shorter
-// intervals mean more partitions per lookup, longer ones keep expired
-// records longer. PostgreSQL cannot make a key unique across partitions
-// (a unique index must contain the partition key), so every write that
-// creates or extends a live record takes a transaction-scoped advisory lock
-// on the key first (the lock transactional mode already takes): a key is
-// claimed at most once while it is live, as in the plain table.
-//
-// Sweep, in this mode, detaches (CONCURRENTLY: claims go on) and drops
-// every partition whose upper bound has passed, whatever its number of
-// records (limit does not bound it: a drop costs the same for any), and
-// creates the partitions ahead; it returns the number of records dropped as
-// PostgreSQL's statistics estimate it (exact with WithArchive, which copies
-// them first). Run it (or an idem.Sweeper) at least once an interval. A
-// claim whose TTL reaches beyond the partitions created ahead creates the
-// ones it needs first.
-//
-// interval must be a whole number of seconds and at least
-// MinPartitionInterval; New panics otherwise. The table's layout differs
-// from the plain one (PartitionedSchema): create it with Migrate, never on
-// a table of the plain layout (Migrate refuses one). WithArchive copies the
-// records of a partition into the archive table before dropping it.
+// Sweep drops a partition whole once every record in it has expired and
+// creates partitions ahead of the clock. Choose an interval of about a
+// quarter to an eighth of the longest TTL. interval must be a whole number
+// of seconds and at least MinPartitionInterval; New panics otherwise.
+// Create the table with Migrate (PartitionedSchema). See the package
+// documentation, section Partitioned tables.
 func WithPartitions(interval time.Duration) Option {
 	return func(c *config) { c.partitions = interval }
 }
@@ -655,9 +629,10 @@ func (s *Store) claimPartitioned(ctx context.Context, req idem.ClaimRequest) (id
 }
 
 // claimTxPartitioned is one claim of ClaimTx in partitioned mode, as in
-// plain mode (see ClaimTx) with the partitioned statements: in one round
-// trip, it begins a transaction, runs decide (the key's final record, or
-// the key's lock tried without waiting), the full claim under generic
+// plain mode (see the package documentation, Transactional claims) with
+// the partitioned statements: in one round trip, it begins a transaction,
+// runs decide (the key's final record, or the key's lock tried without
+// waiting), the full claim under generic
 // plans (the caller's plan_cache_mode is restored after it; the claim
 // reads nothing without the key's lock) and sets the savepoint. The
 // partitions were made sure of by ClaimTx.

@@ -648,31 +648,11 @@ func record(status int16, fp []byte, scheme int32, token int64, out idem.Outcome
 	return rec
 }
 
-// Claim implements idem.Store. It runs one statement for the usual cases:
-// a fresh key is claimed by a plain insert, and a live record (a replay, a
-// call in progress, another payload) is read by one index probe. Only when
-// the key's row is takeable (expired, or a lapsed lease of the same
-// payload), is the caller's own claim repeated, or was committed after the
-// statement's snapshot, does it run a second statement: the full claim,
-// which takes an expired record or a lapsed lease over, or returns the
-// live record. The same request repeated (same token, same payload) while
-// its record is PROCESSING is claimed again, so a caller may retry a claim
-// whose reply it lost.
-//
-// A key whose record this store last saw final (it stored the outcome, or
-// a claim answered with it) is read first with a plain SELECT of its live
-// final record, the cheapest replay; only when there is none any more
-// (expired, forgotten) does the claim run as above, one round trip later.
-// The hint is kept for at most 8,192 keys, in 64 KiB allocated on the
-// first, and never changes an answer (see finals). Partitioned stores keep
-// none.
-//
-// When a statement was sent but its reply did not arrive (ctx expired, the
-// connection broke), the claim may have committed after all, and the caller
-// is told it failed: Claim then closes the connection, waits until the
-// server session that received the statement has ended, and releases the
-// claim it may have made (fenced by its token), so that the key is not
-// blocked for the lease by a claim nobody runs.
+// Claim implements idem.Store. The same request repeated (same token, same
+// payload) while its record is PROCESSING is claimed again, so a caller may
+// retry a claim whose reply it lost; when a reply is lost, Claim releases
+// the claim it may have made before it returns the error. See the package
+// documentation, section Lease-mode claims.
 func (s *Store) Claim(ctx context.Context, req idem.ClaimRequest) (idem.Claim, error) {
 	if err := idem.CheckClaim(req); err != nil {
 		return idem.Claim{}, fail("claim", req.Key, err)

@@ -29,7 +29,7 @@ import (
 type TxStore struct {
 	*Store
 	open    sync.Map // idem.Token -> [32]byte key ID, of claims held in open transactions
-	flights flights  // keys that ClaimTx calls claim or hold (see ClaimTx)
+	flights flights  // keys that ClaimTx calls claim or hold (see the package documentation, Transactional claims)
 	parking parking  // connections whose transaction awaits a COMMIT (see parking)
 	hooks   flightHooks
 	prepare bool // the pool's connections cache statements (see batchQueries)
@@ -91,56 +91,13 @@ func payloadLock(k idem.Key, fp idem.Fingerprint) (int32, int32) {
 	return int32(binary.BigEndian.Uint32(k.ID[8:12])), int32(binary.BigEndian.Uint32(sum[:4]))
 }
 
-// ClaimTx implements idem.TxStore.
-//
-// Duplicates in this process: while a ClaimTx of this store claims a key
-// or holds it (its transaction is open), another ClaimTx of the same key
-// takes no connection. It waits for the first one's answer (one round
-// trip) and shares it when it is a decided record and the duplicate was
-// called before the first one sent its claim (a later one claims again
-// after it: the answer, decided before its call, may be stale for it, a
-// record that expired or was swept since); when the first one
-// holds the key, it answers at once with a PROCESSING record of the
-// holder's fingerprint and scheme (the executor reports idem.ErrInProgress,
-// or idem.ErrPayloadMismatch for another payload), or, when its caller
-// waits, waits in memory until the holder's transaction ends and then
-// claims again (a replay of the committed outcome, or a claim of its own
-// if the holder rolled back). A hot key thus holds at most one connection
-// of the pool per process, whatever its number of duplicates.
-//
-// Otherwise it takes a connection from the pool; when all of them are in
-// use, it waits at most wait or, when that is shorter, the store's acquire
-// timeout (WithAcquireTimeout): when none frees up it returns an error
-// wrapping idem.ErrStoreBusy (which matches idem.ErrStoreFull too), having
-// claimed nothing.
-//
-// Then one batch, in one round trip, runs probe (see probeSQL; decide, see
-// decideSQL, in a partitioned or nested claim), the claim statement (a
-// plain insert on the plain table), BEGIN and a savepoint. PostgreSQL runs
-// a batch's statements as one transaction, implicit until BEGIN makes it
-// explicit, keeping the lock and the claim (with the simple protocol too:
-// one query string). probe returns the key's final record when one is
-// visible (a replay, which takes no lock), or else tries the key's
-// transaction-scoped advisory lock without waiting: when another
-// transaction holds it, probe answers "busy" (decide also tells whether the
-// holder runs the same payload; after probe a second round trip asks it,
-// from the shared advisory lock the holder takes beside the key's). The
-// claim statement claims only under the key's lock. No statement fails on
-// purpose and none waits for a lock: a replay, a duplicate and a payload
-// mismatch leave no error on the server. When the key is claimed, the
-// returned Txn owns the transaction and its connection, and the lock is
-// held until it ends. When it is not, the caller has its answer after that
-// round trip (two for a key held by another process), and the transaction
-// (which wrote nothing) is committed off the caller's path.
-//
-// A duplicate whose holder runs in another process (or another store
-// value) is answered PROCESSING at once when wait is 0; otherwise it waits,
-// off any connection, polling with a backoff from 1ms to 50ms until the
-// holder's outcome is visible or wait has passed.
-//
-// Use one mode per table: a lease-mode claim on a key that a transactional
-// claim holds waits for that transaction (bounded only by the lease-mode
-// store's WithLockTimeout).
+// ClaimTx implements idem.TxStore: it claims the key in a transaction that
+// the returned Txn owns, with its connection, until Commit or Rollback. When
+// every connection of the pool is in use it waits at most wait or, when that
+// is shorter, the acquire timeout (WithAcquireTimeout), then returns an
+// error matching idem.ErrStoreBusy and idem.ErrStoreFull, having claimed
+// nothing. Duplicates of a held key take no connection; see the package
+// documentation, section Transactional claims.
 func (s *TxStore) ClaimTx(ctx context.Context, req idem.ClaimRequest, wait time.Duration) (idem.Claim, idem.Txn, error) {
 	if err := idem.CheckClaim(req); err != nil {
 		return idem.Claim{}, nil, fail("claim", req.Key, err)
@@ -228,7 +185,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // claimTxPlain is one claim of ClaimTx on the plain table: one batch (see
-// ClaimTx), and, in the rare cases the insert leaves to the full claim
+// the package documentation, Transactional claims), and, in the rare cases the insert leaves to the full claim
 // statement (the key has a row: an expired record or a lapsed lease to take
 // over; or a row committed by a lease-mode writer after probe's snapshot),
 // a second batch in the same transaction, under the key's lock already

@@ -118,6 +118,27 @@
 // is off by default (the store knows neither the server's memory nor the
 // records' TTL). See docs/decisions/tenant-share.md.
 //
+// With WithTenantShare(n, window), each tenant has a counter, one small Redis hash under prefix + "t{" +
+// hex(SHA-256(tenant)[:16]) + "}", counting the records its claims created
+// in fixed windows of the server's clock (TIME); a claim that would create
+// a record when the tenant's counts of the current and the previous window
+// together reach n is refused with an error wrapping a
+// *idem.TenantQuotaError (which wraps idem.ErrStoreFull): only that tenant is
+// refused, the method is not called, and its replays, outcomes and
+// releases go on. Set window to the longest TTL of the records (the
+// Methods' TTL): records then live at most one window, so a tenant holds at
+// most n of them at any time. Redis expires records by itself, so the
+// counter is a bound on the records created, not a count of those held:
+// a released or expired record gives its place back only when its window
+// passes.
+//
+// A claim that creates a record costs a second round trip for the counter,
+// and a refused one a third (the record it created is deleted again);
+// replays and claims of held keys cost nothing more. For a second after a
+// refusal, the tenant's claims only GET their key (a replay is answered, a
+// new key refused without creating a record): a flooding tenant's claims
+// cost one round trip each.
+//
 // # Redis Cluster
 //
 // Pass a *redis.ClusterClient: each record and every script that touches
@@ -190,29 +211,13 @@ func WithPrefix(prefix string) Option { return func(s *Store) { s.prefix = prefi
 
 // WithTenantShare caps the records one tenant creates at n per window, so
 // that one tenant sending fresh keys cannot fill the Redis server for every
-// other (by default there is no share: see docs/decisions/tenant-share.md).
-// Each tenant has a counter, one small Redis hash under prefix + "t{" +
-// hex(SHA-256(tenant)[:16]) + "}", counting the records its claims created
-// in fixed windows of the server's clock (TIME); a claim that would create
-// a record when the tenant's counts of the current and the previous window
-// together reach n is refused with an error wrapping a
-// *idem.TenantQuotaError (which wraps idem.ErrStoreFull): only that tenant is
-// refused, the method is not called, and its replays, outcomes and
-// releases go on. Set window to the longest TTL of the records (the
-// Methods' TTL): records then live at most one window, so a tenant holds at
-// most n of them at any time. Redis expires records by itself, so the
-// counter is a bound on the records created, not a count of those held:
-// a released or expired record gives its place back only when its window
-// passes.
-//
-// A claim that creates a record costs a second round trip for the counter,
-// and a refused one a third (the record it created is deleted again);
-// replays and claims of held keys cost nothing more. For a second after a
-// refusal, the tenant's claims only GET their key (a replay is answered, a
-// new key refused without creating a record): a flooding tenant's claims
-// cost one round trip each. The single key space
-// of idem.SingleTenant (tenant "") has no share. New panics if n is
-// negative, or if n is positive and window is less than a millisecond.
+// other (by default there is no share). A claim beyond the share is refused
+// for that tenant alone with an error wrapping a *idem.TenantQuotaError
+// (which wraps idem.ErrStoreFull); the method is not called. Set window to
+// the longest TTL of the records. The single key space of idem.SingleTenant
+// (tenant "") has no share. New panics if n is negative, or if n is
+// positive and window is less than a millisecond. See the package
+// documentation, section Tenant share.
 func WithTenantShare(n int64, window time.Duration) Option {
 	return func(s *Store) {
 		if n < 0 || n > 0 && window < time.Millisecond {

@@ -73,6 +73,15 @@
 // once, as pgstore alone does in that mode; the fast store is used the same
 // way in both (a replay found there never opens a transaction).
 //
+// In NewTx's TxStore, a replay found in the fast store is answered from there without opening a
+// transaction. Everything else is settled by the durable store's ClaimTx: a
+// duplicate of a call in flight waits there on the claimed row (up to the
+// method's wait) and sees its committed outcome. When the durable store
+// grants the claim, the returned Txn commits the outcome in the durable
+// store first, then stores it in the fast store under the claim's token,
+// best effort; its Release rolls the durable transaction back and deletes
+// the fast store's PROCESSING record of the claim.
+//
 // # Limits
 //
 // The durable store's guarantee is the limit (with pgstore: while the row
@@ -314,7 +323,7 @@ func (s *Store) settle(ctx context.Context, req idem.ClaimRequest, fc idem.Claim
 // Complete implements idem.Store: the durable store first (its ErrLeaseLost
 // is the answer), then the fast store with the same token.
 func (s *Store) Complete(ctx context.Context, key idem.Key, token idem.Token, out idem.Outcome, ttl time.Duration) error {
-	if n := len(out.Body) + len(out.ErrCode) + len(out.ErrMessage) + len(out.Meta); n > idem.MaxOutcomeLen {
+	if n := idem.OutcomeLen(&out); n > idem.MaxOutcomeLen {
 		return errorf("complete", key, fmt.Errorf("outcome of %d bytes (at most %d): %w", n, idem.MaxOutcomeLen, idem.ErrTooLarge))
 	}
 	if err := s.durable.Complete(ctx, key, token, out, ttl); err != nil {

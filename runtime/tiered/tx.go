@@ -12,20 +12,10 @@ import (
 // database transaction together with the method's own writes (pgstore.NewTx):
 // it is an idem.TxStore, so the executor runs the claim, the method and the
 // outcome as that one transaction, committed once, and the fast store is
-// used as by Store.
-//
-// A replay found in the fast store is answered from there without opening a
-// transaction. Everything else is settled by the durable store's ClaimTx: a
-// duplicate of a call in flight waits there on the claimed row (up to the
-// method's wait) and sees its committed outcome. When the durable store
-// grants the claim, the returned Txn commits the outcome in the durable
-// store first, then stores it in the fast store under the claim's token,
-// best effort; its Release rolls the durable transaction back and deletes
-// the fast store's PROCESSING record of the claim.
-//
-// TxStore is also an idem.Store (Claim, Complete, Release and Renew go to
-// the durable store's own, as with Store), for callers that do not run the
-// method in the transaction.
+// used as by Store. TxStore is also an idem.Store (Claim, Complete, Release
+// and Renew go to the durable store's own, as with Store), for callers that
+// do not run the method in the transaction. See the package documentation,
+// section Two modes.
 type TxStore struct {
 	*Store
 	durableTx idem.TxStore

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/internal/stress"
 	"github.com/idemgen/idemgen/runtime/pgstore"
@@ -71,26 +72,9 @@ func PostgresTx(dsn string) stress.Backend {
 // Tiered is Redis in front of PostgreSQL.
 func Tiered(dsn, addr string) stress.Backend {
 	return stress.Backend{Name: "tiered", Open: func(ctx context.Context, srv stress.Servers) (*stress.Handle, error) {
-		pool, _, err := openPool(ctx, pick(srv.PGDSN, dsn), 16)
-		if err != nil {
-			return nil, err
-		}
-		pg := pgstore.New(pool)
-		if err := migrate(ctx, pg); err != nil {
-			pool.Close()
-			return nil, err
-		}
-		c, err := stress.OpenRedis(ctx, pick(srv.RedisAddr, addr))
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
-		fast := redisstore.New(c, redisstore.WithPrefix("stress:"))
-		s := tiered.New(fast, pg)
-		// A record repaired into Redis may be replayed for up to one more
-		// TTL after the durable row expired (tiered's documented limit).
-		return &stress.Handle{Store: s, Sweep: pg.Sweep, StaleReplay: true, Lose: stress.RedisLoser(c, fast),
-			Close: func() { _ = c.Close(); pool.Close() }}, nil
+		return openTiered(ctx, pick(srv.PGDSN, dsn), func() (*redis.Client, error) {
+			return stress.OpenRedis(ctx, pick(srv.RedisAddr, addr))
+		})
 	}}
 }
 
@@ -102,25 +86,35 @@ func TieredSentinel(dsn string) stress.Backend {
 		if srv.Sentinel == nil {
 			return nil, fmt.Errorf("tiered-sentinel: the scenario starts no Sentinels")
 		}
-		pool, _, err := openPool(ctx, pick(srv.PGDSN, dsn), 16)
-		if err != nil {
-			return nil, err
-		}
-		pg := pgstore.New(pool)
-		if err := migrate(ctx, pg); err != nil {
-			pool.Close()
-			return nil, err
-		}
-		c, err := stress.OpenSentinel(ctx, srv.Sentinel)
-		if err != nil {
-			pool.Close()
-			return nil, err
-		}
-		fast := redisstore.New(c, redisstore.WithPrefix("stress:"))
-		s := tiered.New(fast, pg)
-		return &stress.Handle{Store: s, Sweep: pg.Sweep, StaleReplay: true, Lose: stress.RedisLoser(c, fast),
-			Close: func() { _ = c.Close(); pool.Close() }}, nil
+		return openTiered(ctx, pick(srv.PGDSN, dsn), func() (*redis.Client, error) {
+			return stress.OpenSentinel(ctx, srv.Sentinel)
+		})
 	}}
+}
+
+// openTiered opens a tiered store of the Redis client openRedis returns in
+// front of PostgreSQL at dsn, for Tiered and TieredSentinel.
+func openTiered(ctx context.Context, dsn string, openRedis func() (*redis.Client, error)) (*stress.Handle, error) {
+	pool, _, err := openPool(ctx, dsn, 16)
+	if err != nil {
+		return nil, err
+	}
+	pg := pgstore.New(pool)
+	if err := migrate(ctx, pg); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	c, err := openRedis()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	fast := redisstore.New(c, redisstore.WithPrefix("stress:"))
+	s := tiered.New(fast, pg)
+	// A record repaired into Redis may be replayed for up to one more
+	// TTL after the durable row expired (tiered's documented limit).
+	return &stress.Handle{Store: s, Sweep: pg.Sweep, StaleReplay: true, Lose: stress.RedisLoser(c, fast),
+		Close: func() { _ = c.Close(); pool.Close() }}, nil
 }
 
 // TieredCluster is a Redis Cluster (through a *redis.ClusterClient) in
