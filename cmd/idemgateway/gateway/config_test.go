@@ -51,6 +51,14 @@ func TestConfigErrors(t *testing.T) {
 		{"write timeout cuts answers in time", with("-write-timeout", "40s"), nil, []string{"-write-timeout (IDEMGW_WRITE_TIMEOUT): 40s is not more than -read-timeout + -wait + -upstream-timeout (55s)"}},
 		{"shutdown cuts the upstream", with("-shutdown-timeout", "5s"), nil, []string{"-shutdown-timeout (IDEMGW_SHUTDOWN_TIMEOUT): 5s is shorter than -upstream-timeout 25s"}},
 		{"unknown outcome mode", with("-unknown-outcome", "retry"), nil, []string{`-unknown-outcome (IDEMGW_UNKNOWN_OUTCOME): "retry": want keep or release`}},
+		// The OTLP export: a collector's base URL, an interval only with it.
+		{"otlp endpoint not a URL", with("-otlp-endpoint", "collector:4318"), nil, []string{`-otlp-endpoint (IDEMGW_OTLP_ENDPOINT): "collector:4318" is not an http:// or https:// URL with a host`}},
+		{"otlp endpoint grpc scheme", with("-otlp-endpoint", "grpc://c:4317"), nil, []string{"-otlp-endpoint (IDEMGW_OTLP_ENDPOINT)", "OTLP/HTTP"}},
+		{"otlp endpoint with a signal path", with("-otlp-endpoint", "http://c:4318/v1/traces"), nil, []string{"give the collector's base URL"}},
+		{"otlp endpoint with a query", with("-otlp-endpoint", "http://c:4318/?k=v"), nil, []string{"takes no user, query or fragment"}},
+		{"otlp endpoint from env", ok, map[string]string{"IDEMGW_OTLP_ENDPOINT": "4318"}, []string{"-otlp-endpoint (IDEMGW_OTLP_ENDPOINT)"}},
+		{"otlp interval without endpoint", with("-otlp-interval", "10s"), nil, []string{"-otlp-interval (IDEMGW_OTLP_INTERVAL): given, but -otlp-endpoint is not"}},
+		{"otlp interval zero", with("-otlp-endpoint", "http://c:4318", "-otlp-interval", "0"), nil, []string{"-otlp-interval (IDEMGW_OTLP_INTERVAL): 0s: give a positive duration"}},
 		// Set-Cookie is never replayed (class 4).
 		{"stored Set-Cookie", with("-stored-headers", "Content-Type,set-cookie"), nil, []string{"-stored-headers (IDEMGW_STORED_HEADERS): set-cookie is never stored"}},
 	} {
@@ -107,13 +115,15 @@ func TestConfigFromEnv(t *testing.T) {
 	env := map[string]string{
 		"IDEMGW_UPSTREAM": "http://backend:9000", "IDEMGW_STORE": "redis://r:6379/1", "IDEMGW_TENANT_HEADER": "X-Account",
 		"IDEMGW_ROUTES": "POST /charges, /orders/{id}", "IDEMGW_WAIT": "5s", "IDEMGW_TTL": "1h",
+		"IDEMGW_OTLP_ENDPOINT": "https://collector:4318", "IDEMGW_OTLP_INTERVAL": "15s",
 	}
 	c, err := parseConfig([]string{"-ttl", "2h"}, func(k string) string { return env[k] }, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.upstream.String() != "http://backend:9000" || c.storeKind != "redis" || c.tenantHeader != "X-Account" ||
-		strings.Join(c.routes, "|") != "POST /charges|/orders/{id}" || c.wait != 5*time.Second || c.ttl != 2*time.Hour {
+		strings.Join(c.routes, "|") != "POST /charges|/orders/{id}" || c.wait != 5*time.Second || c.ttl != 2*time.Hour ||
+		c.otlpEndpoint.String() != "https://collector:4318" || c.otlpInterval != 15*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 }
