@@ -359,9 +359,6 @@ func (c *config) timeBounds(bad func(name, format string, args ...any)) {
 			bad(b.name, "%v: every wait of the gateway is bounded; give a positive duration", b.d)
 		}
 	}
-	if c.readHeaderTimeout > c.readTimeout && c.readTimeout > 0 {
-		bad("read-header-timeout", "%v is longer than -read-timeout %v, which bounds the headers too: raise -read-timeout or lower this", c.readHeaderTimeout, c.readTimeout)
-	}
 	if c.upstreamTimeout <= 0 {
 		return
 	}

@@ -58,7 +58,6 @@ func TestConfigErrors(t *testing.T) {
 		{"upstream is the gateway itself", with("-listen", ":9000"), nil, []string{`-upstream (IDEMGW_UPSTREAM): http://127.0.0.1:9000 is the gateway's own -listen ":9000"`}},
 		{"upstream is the gateway itself, localhost", with("-listen", "127.0.0.1:8080", "-upstream", "http://localhost:8080/api"), nil, []string{"is the gateway's own -listen"}},
 		{"upstream is the gateway itself, default port", with("-listen", "[::1]:80", "-upstream", "http://127.0.0.1"), nil, []string{"is the gateway's own -listen"}},
-		{"header bound above the read bound", with("-read-header-timeout", "40s"), nil, []string{"-read-header-timeout (IDEMGW_READ_HEADER_TIMEOUT): 40s is longer than -read-timeout 30s"}},
 		// The OTLP export: a collector's base URL, an interval only with it.
 		{"otlp endpoint not a URL", with("-otlp-endpoint", "collector:4318"), nil, []string{`-otlp-endpoint (IDEMGW_OTLP_ENDPOINT): "collector:4318" is not an http:// or https:// URL with a host`}},
 		{"otlp endpoint grpc scheme", with("-otlp-endpoint", "grpc://c:4317"), nil, []string{"-otlp-endpoint (IDEMGW_OTLP_ENDPOINT)", "OTLP/HTTP"}},
