@@ -13,7 +13,10 @@
 // /healthz answers while the process runs; /readyz while the store answers
 // and the gateway is not shutting down. SIGTERM or SIGINT stops accepting,
 // lets requests in flight finish (-shutdown-timeout) and exits.
-// Every flag, and its IDEMGW_ environment variable: docs/GATEWAY.md.
+// -metrics-path serves the metrics in the Prometheus text format;
+// -otlp-endpoint pushes the spans and metrics over OTLP/HTTP.
+// idemgateway -h starts with a command line that works as it is; every
+// flag, and its IDEMGW_ environment variable: docs/GATEWAY.md.
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -52,6 +53,8 @@ type config struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	metricsPath     string
+	otlpEndpoint    *url.URL      // -otlp-endpoint; nil: no OTLP export
+	otlpInterval    time.Duration // how often the metrics are pushed
 
 	upstreamTimeout   time.Duration
 	readTimeout       time.Duration
@@ -95,6 +98,47 @@ func (c *config) tenancy() string {
 	}
 }
 
+// selfUpstream reports whether upstream is the gateway's own listen
+// address: the same port, on a host that reaches this process's listener
+// (loopback, or any host when the listener has none or a wildcard one).
+// A different host of the same port may be another machine; only names
+// that are certainly this process are refused.
+func selfUpstream(listen string, upstream *url.URL) bool {
+	lhost, lport, err := net.SplitHostPort(listen)
+	if err != nil || lport == "0" {
+		return false
+	}
+	uport := upstream.Port()
+	if uport == "" {
+		uport = map[string]string{"http": "80", "https": "443"}[upstream.Scheme]
+	}
+	if uport != lport {
+		return false
+	}
+	local := func(h string) bool {
+		if h == "localhost" {
+			return true
+		}
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
+	uhost := upstream.Hostname()
+	switch {
+	case lhost == "" || lhost == "0.0.0.0" || lhost == "::":
+		return local(uhost)
+	default:
+		return uhost == lhost || local(uhost) && local(lhost)
+	}
+}
+
+// otlpTarget is where the OTLP export goes, for the start's log line.
+func (c *config) otlpTarget() string {
+	if c.otlpEndpoint == nil {
+		return "off"
+	}
+	return c.otlpEndpoint.String()
+}
+
 // envName is the environment variable of flag name.
 func envName(name string) string {
 	return envPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
@@ -107,10 +151,10 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	c := &config{}
 	fs := flag.NewFlagSet("idemgateway", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	var upstream, routes, methods, logLevel, storedHeaders string
+	var upstream, routes, methods, logLevel, storedHeaders, otlpEndpoint string
 	fs.StringVar(&c.listen, "listen", ":8080", "address to serve on")
-	fs.StringVar(&upstream, "upstream", "", "the backend's base URL, http:// or https:// (required)")
-	fs.StringVar(&c.store, "store", "", "the idempotency store (required): memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), mysql://user:pass@host:port/db or mysql:// and a go-sql-driver/mysql DSN (mysqlstore: MySQL, MariaDB), redis://… or rediss://… (redisstore)")
+	fs.StringVar(&upstream, "upstream", "", "the backend's base URL, http:// or https://")
+	fs.StringVar(&c.store, "store", "", "the idempotency store: memory (one instance, lost on restart), postgres://… or postgresql://… (pgstore), mysql://user:pass@host:port/db or mysql:// and a go-sql-driver/mysql DSN (mysqlstore: MySQL, MariaDB), redis://… or rediss://… (redisstore)")
 	fs.StringVar(&c.pgTable, "pg-table", pgstore.DefaultTable, "pgstore's table (optionally schema-qualified)")
 	fs.StringVar(&c.mysqlTable, "mysql-table", mysqlstore.DefaultTable, "mysqlstore's table (optionally database-qualified)")
 	fs.BoolVar(&c.migrate, "migrate", false, "create or upgrade pgstore's or mysqlstore's table at start (else apply the store's migrations beforehand)")
@@ -140,13 +184,10 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.StringVar(&c.unknownOutcome, "unknown-outcome", "keep", "when the backend received a keyed request and then broke the connection or timed out (its outcome is unknown): keep (the key stays decided: retries get 500 response-not-replayable, the backend never runs twice) or release (retries reach the backend again: only for a backend that undoes a request it did not answer)")
 	fs.StringVar(&storedHeaders, "stored-headers", strings.Join(idemhttp.DefaultStoredHeaders(), ","), "comma-separated response header fields stored and replayed (the others are sent to the first client only); Set-Cookie and the other credential fields are never stored")
 	fs.StringVar(&c.routeConfig, "route-config", "", "a JSON file of per-route settings: [{\"route\": \"POST /charges\", \"ttl\": \"48h\", \"max_response\": 4194304, \"upstream_timeout\": \"10s\", …}] (docs/GATEWAY.md, \"Per-route settings\"); its routes are keyed with their settings, the flags' for every other route")
-	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (the metrics go to the global OpenTelemetry provider)")
-	fs.Usage = func() {
-		fmt.Fprintf(usage, "Usage: idemgateway -upstream URL -store DSN (-tenant-header NAME | -jwt-hmac-secret-file F | -jwt-public-key-file F | -single-tenant) [flags]\n\n"+
-			"A reverse proxy that makes the backend's requests idempotent by their Idempotency-Key header.\n"+
-			"Each flag may be given as an environment variable instead: -store as %sSTORE.\n\n", envPrefix)
-		fs.PrintDefaults()
-	}
+	fs.StringVar(&c.metricsPath, "metrics-path", "", "serve the idempotency metrics (runtime/idemotel) at this path in the Prometheus text format, e.g. /metrics; empty: off (without it and -otlp-endpoint the metrics go to the global OpenTelemetry provider)")
+	fs.StringVar(&otlpEndpoint, "otlp-endpoint", "", "push the spans and the metrics over OTLP/HTTP (protobuf) to this collector's base URL, e.g. http://127.0.0.1:4318 (/v1/traces and /v1/metrics are appended; OTEL_EXPORTER_OTLP_HEADERS and the other OTEL_ variables of the exporters apply); beside -metrics-path; empty: off")
+	fs.DurationVar(&c.otlpInterval, "otlp-interval", defaultOTLPInterval, "with -otlp-endpoint, how often the metrics are pushed (spans are sent in batches as they end; what is left is sent at shutdown)")
+	fs.Usage = func() { printUsage(usage, fs) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -252,6 +293,22 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	if c.metricsPath != "" && !strings.HasPrefix(c.metricsPath, "/") {
 		bad("metrics-path", "%q: want a path starting with /", c.metricsPath)
+	}
+	if c.upstream != nil && selfUpstream(c.listen, c.upstream) {
+		bad("upstream", "%s is the gateway's own -listen %q: every request would loop through the gateway until it runs out of connections", c.upstream, c.listen)
+	}
+	if otlpEndpoint != "" {
+		if u, err := checkOTLPEndpoint(otlpEndpoint); err != nil {
+			bad("otlp-endpoint", "%v", err)
+		} else {
+			c.otlpEndpoint = u
+		}
+	}
+	if set["otlp-interval"] && otlpEndpoint == "" {
+		bad("otlp-interval", "given, but -otlp-endpoint is not: nothing is pushed")
+	}
+	if c.otlpInterval <= 0 {
+		bad("otlp-interval", "%v: give a positive duration", c.otlpInterval)
 	}
 	if c.shutdownTimeout < 0 {
 		bad("shutdown-timeout", "negative")

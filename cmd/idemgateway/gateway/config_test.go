@@ -5,6 +5,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"net/url"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +54,18 @@ func TestConfigErrors(t *testing.T) {
 		{"write timeout cuts answers in time", with("-write-timeout", "40s"), nil, []string{"-write-timeout (IDEMGW_WRITE_TIMEOUT): 40s is not more than -read-timeout + -wait + -upstream-timeout (55s)"}},
 		{"shutdown cuts the upstream", with("-shutdown-timeout", "5s"), nil, []string{"-shutdown-timeout (IDEMGW_SHUTDOWN_TIMEOUT): 5s is shorter than -upstream-timeout 25s"}},
 		{"unknown outcome mode", with("-unknown-outcome", "retry"), nil, []string{`-unknown-outcome (IDEMGW_UNKNOWN_OUTCOME): "retry": want keep or release`}},
+		// Settings that contradict each other.
+		{"upstream is the gateway itself", with("-listen", ":9000"), nil, []string{`-upstream (IDEMGW_UPSTREAM): http://127.0.0.1:9000 is the gateway's own -listen ":9000"`}},
+		{"upstream is the gateway itself, localhost", with("-listen", "127.0.0.1:8080", "-upstream", "http://localhost:8080/api"), nil, []string{"is the gateway's own -listen"}},
+		{"upstream is the gateway itself, default port", with("-listen", "[::1]:80", "-upstream", "http://127.0.0.1"), nil, []string{"is the gateway's own -listen"}},
+		// The OTLP export: a collector's base URL, an interval only with it.
+		{"otlp endpoint not a URL", with("-otlp-endpoint", "collector:4318"), nil, []string{`-otlp-endpoint (IDEMGW_OTLP_ENDPOINT): "collector:4318" is not an http:// or https:// URL with a host`}},
+		{"otlp endpoint grpc scheme", with("-otlp-endpoint", "grpc://c:4317"), nil, []string{"-otlp-endpoint (IDEMGW_OTLP_ENDPOINT)", "OTLP/HTTP"}},
+		{"otlp endpoint with a signal path", with("-otlp-endpoint", "http://c:4318/v1/traces"), nil, []string{"give the collector's base URL"}},
+		{"otlp endpoint with a query", with("-otlp-endpoint", "http://c:4318/?k=v"), nil, []string{"takes no user, query or fragment"}},
+		{"otlp endpoint from env", ok, map[string]string{"IDEMGW_OTLP_ENDPOINT": "4318"}, []string{"-otlp-endpoint (IDEMGW_OTLP_ENDPOINT)"}},
+		{"otlp interval without endpoint", with("-otlp-interval", "10s"), nil, []string{"-otlp-interval (IDEMGW_OTLP_INTERVAL): given, but -otlp-endpoint is not"}},
+		{"otlp interval zero", with("-otlp-endpoint", "http://c:4318", "-otlp-interval", "0"), nil, []string{"-otlp-interval (IDEMGW_OTLP_INTERVAL): 0s: give a positive duration"}},
 		// Set-Cookie is never replayed (class 4).
 		{"stored Set-Cookie", with("-stored-headers", "Content-Type,set-cookie"), nil, []string{"-stored-headers (IDEMGW_STORED_HEADERS): set-cookie is never stored"}},
 	} {
@@ -65,6 +80,34 @@ func TestConfigErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSelfUpstream: only an upstream that is certainly the gateway's own
+// listener is refused; the same port on another host is another machine.
+func TestSelfUpstream(t *testing.T) {
+	for _, tc := range []struct {
+		listen, upstream string
+		self             bool
+	}{
+		{":8080", "http://127.0.0.1:8080", true},
+		{":8080", "http://localhost:8080", true},
+		{"0.0.0.0:8080", "http://[::1]:8080", true},
+		{"127.0.0.1:80", "http://localhost", true},
+		{"10.0.0.5:8080", "http://10.0.0.5:8080", true},
+		{":8080", "http://backend:8080", false},
+		{":8080", "http://127.0.0.1:9000", false},
+		{"10.0.0.5:8080", "http://127.0.0.1:8080", false},
+		{"127.0.0.1:0", "http://127.0.0.1:0", false},
+		{":443", "http://127.0.0.1", false},
+	} {
+		u, err := url.Parse(tc.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := selfUpstream(tc.listen, u); got != tc.self {
+			t.Errorf("selfUpstream(%q, %q) = %v, want %v", tc.listen, tc.upstream, got, tc.self)
+		}
 	}
 }
 
@@ -107,27 +150,129 @@ func TestConfigFromEnv(t *testing.T) {
 	env := map[string]string{
 		"IDEMGW_UPSTREAM": "http://backend:9000", "IDEMGW_STORE": "redis://r:6379/1", "IDEMGW_TENANT_HEADER": "X-Account",
 		"IDEMGW_ROUTES": "POST /charges, /orders/{id}", "IDEMGW_WAIT": "5s", "IDEMGW_TTL": "1h",
+		"IDEMGW_OTLP_ENDPOINT": "https://collector:4318", "IDEMGW_OTLP_INTERVAL": "15s",
 	}
 	c, err := parseConfig([]string{"-ttl", "2h"}, func(k string) string { return env[k] }, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.upstream.String() != "http://backend:9000" || c.storeKind != "redis" || c.tenantHeader != "X-Account" ||
-		strings.Join(c.routes, "|") != "POST /charges|/orders/{id}" || c.wait != 5*time.Second || c.ttl != 2*time.Hour {
+		strings.Join(c.routes, "|") != "POST /charges|/orders/{id}" || c.wait != 5*time.Second || c.ttl != 2*time.Hour ||
+		c.otlpEndpoint.String() != "https://collector:4318" || c.otlpInterval != 15*time.Second {
 		t.Fatalf("config %+v", c)
 	}
 }
 
-// TestHelp: -h prints every flag and its variable, and is no error.
+// TestHelp: -h is no error; it shows command lines that work as they are
+// before the flags (each is parsed here), says what is required, and
+// lists every flag with its variable under a heading, none left over;
+// and the flags it lists are those of docs/GATEWAY.md's table.
 func TestHelp(t *testing.T) {
 	var out bytes.Buffer
 	_, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &out)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: %v", err)
 	}
-	for _, w := range []string{"-upstream", "-store", "-derive-window", "-jwt-public-key-file", "IDEMGW_STORE"} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("usage lacks %q:\n%s", w, out.String())
+	help := out.String()
+	for _, w := range []string{
+		"  idemgateway -upstream http://127.0.0.1:9000 -store memory -single-tenant\n",
+		"Required: -upstream, -store, and one tenancy.",
+		"Required:\n  -upstream URL",
+		"Tenancy: exactly one of the first four is required:",
+		"sizes are bytes", "default: 24h", "default: 1048576 bytes",
+	} {
+		if !strings.Contains(help, w) {
+			t.Errorf("-h lacks %q:\n%s", w, help)
 		}
 	}
+	if strings.Contains(help, "Other flags") {
+		t.Errorf("a flag is in no group of helpGroups:\n%s", help)
+	}
+	// The examples come before the flags, and each parses.
+	examples := 0
+	lines := strings.Split(help, "\n")
+	for i := 0; i < len(lines); i++ {
+		if !strings.HasPrefix(lines[i], "  idemgateway ") {
+			continue
+		}
+		cmd := lines[i]
+		for strings.HasSuffix(cmd, "\\") && i+1 < len(lines) {
+			i++
+			cmd = strings.TrimSuffix(cmd, "\\") + lines[i]
+		}
+		if strings.Index(help, cmd[:20]) > strings.Index(help, "\n  -upstream") {
+			t.Errorf("example after the flags: %s", cmd)
+		}
+		args := shellWords(strings.TrimPrefix(strings.TrimSpace(cmd), "idemgateway "))
+		if _, err := parseConfig(args, func(string) string { return "" }, &bytes.Buffer{}); err != nil {
+			t.Errorf("the example %q is refused: %v", cmd, err)
+		}
+		examples++
+	}
+	if examples < 2 {
+		t.Errorf("%d example command lines, want a minimal one and a production one:\n%s", examples, help)
+	}
+
+	listed := map[string]bool{}
+	flagLine := regexp.MustCompile(`^  -([a-z-]+)[ A-Z|a-z]*\[(IDEMGW_[A-Z_]+)\]`)
+	for _, l := range lines {
+		if m := flagLine.FindStringSubmatch(l); m != nil {
+			listed[m[1]] = true
+			if m[2] != envName(m[1]) {
+				t.Errorf("-%s listed with %s, want %s", m[1], m[2], envName(m[1]))
+			}
+		}
+	}
+	doc, err := os.ReadFile("../../../docs/GATEWAY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for l := range strings.SplitSeq(string(doc), "\n") {
+		if cells := strings.Split(l, "|"); strings.HasPrefix(l, "| `-") && len(cells) > 2 {
+			for _, m := range regexp.MustCompile("`-([a-z-]+)").FindAllStringSubmatch(cells[1], -1) {
+				documented[m[1]] = true
+			}
+		}
+	}
+	if len(listed) < 30 {
+		t.Fatalf("-h lists %d flags:\n%s", len(listed), help)
+	}
+	for name := range listed {
+		if !documented[name] {
+			t.Errorf("-%s is in -h but not in docs/GATEWAY.md's table of flags", name)
+		}
+	}
+	for name := range documented {
+		if !listed[name] {
+			t.Errorf("-%s is in docs/GATEWAY.md's table but not in -h", name)
+		}
+	}
+}
+
+// shellWords splits a command line as sh does for the examples: on
+// blanks, single quotes keeping what they enclose.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	in, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '\'':
+			quoted, in = !quoted, true
+		case (r == ' ' || r == '\t') && !quoted:
+			if in {
+				words = append(words, cur.String())
+				cur.Reset()
+				in = false
+			}
+		default:
+			cur.WriteRune(r)
+			in = true
+		}
+	}
+	if in {
+		words = append(words, cur.String())
+	}
+	return words
 }

@@ -36,6 +36,8 @@ type gateway struct {
 	log      *slog.Logger
 	handler  http.Handler
 	draining atomic.Bool
+	// otlp is the OTLP export of -otlp-endpoint; nil without it.
+	otlp *telemetry
 }
 
 // readyTimeout bounds the store check of one /readyz.
@@ -68,6 +70,25 @@ func newGateway(ctx context.Context, c *config, log *slog.Logger, d deps) (g *ga
 	var metrics *sdkmetric.ManualReader
 	if c.metricsPath != "" && d.meters == nil {
 		metrics = sdkmetric.NewManualReader()
+	}
+	switch {
+	case c.otlpEndpoint != nil && d.meters == nil && d.tracers == nil:
+		// One meter provider for both: the Prometheus text's reader
+		// beside OTLP's periodic one.
+		var readers []sdkmetric.Reader
+		if metrics != nil {
+			readers = append(readers, metrics)
+		}
+		if g.otlp, err = newTelemetry(ctx, c, readers...); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				_ = g.otlp.shutdown(context.Background())
+			}
+		}()
+		d.meters, d.tracers = g.otlp.meters, g.otlp.tracers
+	case metrics != nil:
 		d.meters = sdkmetric.NewMeterProvider(sdkmetric.WithReader(metrics))
 	}
 	var otelOpts []idemotel.Option

@@ -48,6 +48,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer g.st.close()
+	if g.otlp != nil {
+		// Last, after the requests in flight: export what the
+		// providers still hold, within a bound of its own.
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), otlpFlushTimeout)
+			defer cancel()
+			if err := g.otlp.shutdown(fctx); err != nil {
+				log.Warn("OTLP export at shutdown failed: the last spans and metrics are lost",
+					"endpoint", c.otlpEndpoint.String(), "err", err)
+			}
+		}()
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("-listen (%s): %w", envName("listen"), err)
@@ -56,7 +68,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		ReadHeaderTimeout: c.readHeaderTimeout, ReadTimeout: c.readTimeout, WriteTimeout: c.writeTimeout, IdleTimeout: c.idleTimeout}
 	log.Info("serving", "addr", ln.Addr().String(), "upstream", c.upstream.String(), "store", c.storeKind,
 		"routes", c.routes, "methods", c.methods, "tenancy", c.tenancy(), "derive_window", c.deriveWindow,
-		"upstream_timeout", c.upstreamTimeout, "unknown_outcome", c.unknownOutcome)
+		"upstream_timeout", c.upstreamTimeout, "unknown_outcome", c.unknownOutcome, "otlp", c.otlpTarget())
 	if !slices.Contains(c.routes, "/") {
 		log.Info("requests outside -routes pass through without keys", "routes", c.routes,
 			"hint", "-routes / keys every path; a route matches ignoring case, repeated slashes and a trailing slash")
