@@ -88,13 +88,7 @@ func StartGalera(ctx context.Context) (*GaleraCluster, error) {
 	_ = os.Chmod(dir, 0o755) // the mysql user runs the nodes when we are root
 	g := &GaleraCluster{dir: dir, script: script}
 	out, err := g.run(ctx, "start")
-	if b, rerr := os.ReadFile(dir + "/ports"); rerr == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if p, err := strconv.Atoi(f); err == nil {
-				g.ports = append(g.ports, p)
-			}
-		}
-	}
+	g.ports = scriptPorts(dir)
 	if err != nil {
 		g.Stop()
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,13 +46,7 @@ func StartPatroni(ctx context.Context, mode string) (*PatroniCluster, error) {
 	_ = os.Chmod(dir, 0o755) // the postgres user runs Patroni when we are root
 	c := &PatroniCluster{dir: dir, script: script}
 	out, err := c.run(ctx, "start", mode)
-	if b, rerr := os.ReadFile(dir + "/ports"); rerr == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if p, err := strconv.Atoi(f); err == nil {
-				c.ports = append(c.ports, p)
-			}
-		}
-	}
+	c.ports = scriptPorts(dir)
 	if err != nil {
 		c.Stop()
 		return nil, err

@@ -46,13 +46,7 @@ func StartSentinelRedis(ctx context.Context) (*SentinelRedis, error) {
 	}
 	s := &SentinelRedis{dir: dir, script: script}
 	out, err := s.run(ctx, "start")
-	if b, rerr := os.ReadFile(dir + "/ports"); rerr == nil {
-		for _, f := range strings.Fields(string(b)) {
-			if p, err := strconv.Atoi(f); err == nil {
-				s.ports = append(s.ports, p)
-			}
-		}
-	}
+	s.ports = scriptPorts(dir)
 	if err != nil {
 		s.Stop()
 		return nil, err
@@ -141,4 +135,21 @@ func RedisSentinelBackend() Backend {
 		s := redisstore.New(c, redisstore.WithPrefix("stress:"))
 		return &Handle{Store: s, Close: func() { _ = c.Close() }, MayLose: true, Lose: RedisLoser(c, s)}, nil
 	}}
+}
+
+// scriptPorts reads the ports a server script (scripts/redis-sentinel.sh,
+// galera.sh, patroni.sh) reserved for its servers, written to DIR/ports as
+// it starts them, so that Stop releases them even when the start failed.
+func scriptPorts(dir string) []int {
+	b, err := os.ReadFile(dir + "/ports")
+	if err != nil {
+		return nil
+	}
+	var ports []int
+	for _, f := range strings.Fields(string(b)) {
+		if p, err := strconv.Atoi(f); err == nil {
+			ports = append(ports, p)
+		}
+	}
+	return ports
 }
