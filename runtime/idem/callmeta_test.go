@@ -280,7 +280,7 @@ func TestOriginKeptAndReplayed(t *testing.T) {
 			}
 			second <- err
 		}()
-		clock.waitSleepers(t, 1)
+		clock.WaitSleepers(t, 1)
 		close(release)
 		require.NoError(t, <-first)
 		clock.Advance(time.Second)

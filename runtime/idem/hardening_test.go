@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
@@ -552,10 +553,7 @@ func TestDoGoexit(t *testing.T) {
 		ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(true), idem.SingleTenant())
 		m := &idem.Method{Op: "T.M", TTL: time.Minute}
 		goexit(ex, m)
-		clk.mu.Lock()
-		sleeping := len(clk.sleepers)
-		clk.mu.Unlock()
-		assert.Zero(t, sleeping, "the renewals stopped")
+		assert.Zero(t, clk.Sleepers(), "the renewals stopped")
 		assert.Equal(t, 1, len(st.releases))
 	})
 	t.Run("tx", func(t *testing.T) {
@@ -613,7 +611,7 @@ func TestDoRenewsLease(t *testing.T) {
 			}()
 			<-started
 			for i := 1; i <= 10; i++ {
-				clk.waitSleepers(t, 1)
+				clk.WaitSleepers(t, 1)
 				clk.Advance(10 * time.Second)
 				st.waitRenewals(t, i)
 			}
@@ -623,10 +621,7 @@ func TestDoRenewsLease(t *testing.T) {
 			r := <-res
 			require.NoError(t, r.err)
 			assert.Equal(t, 1, r.v)
-			clk.mu.Lock()
-			sleeping := len(clk.sleepers)
-			clk.mu.Unlock()
-			assert.Zero(t, sleeping, "renewal stopped when the method returned")
+			assert.Zero(t, clk.Sleepers(), "renewal stopped when the method returned")
 			v, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 3, nil })
 			require.NoError(t, err)
 			assert.Equal(t, 1, v)
@@ -666,7 +661,7 @@ func TestDoRenewalLostCancelsMethod(t *testing.T) {
 				})
 				res <- err
 			}()
-			clk.waitSleepers(t, 1)
+			clk.WaitSleepers(t, 1)
 			clk.Advance(idem.DefaultLease / 3)
 			err := <-res
 			require.ErrorIs(t, err, idem.ErrLeaseLost, "the caller is told why the method stopped")
@@ -693,16 +688,16 @@ func TestDoRenewalSurvivesAFailure(t *testing.T) {
 		})
 		res <- err
 	}()
-	clk.waitSleepers(t, 1)
+	clk.WaitSleepers(t, 1)
 	clk.Advance(10 * time.Second)
 	st.waitRenewals(t, 1)
 	st.mu.Lock()
 	st.renewFault = nil
 	st.mu.Unlock()
-	clk.waitSleepers(t, 1)
+	clk.WaitSleepers(t, 1)
 	clk.Advance(10 * time.Second)
 	st.waitRenewals(t, 2)
-	clk.waitSleepers(t, 1)
+	clk.WaitSleepers(t, 1)
 	clk.Advance(15 * time.Second) // 35s after the claim: held by the renewal at 20s
 	_, err := call(t.Context(), ex, m, "a", func(context.Context) (int, error) { return 2, nil })
 	require.ErrorIs(t, err, idem.ErrInProgress)
@@ -731,8 +726,7 @@ func TestDoLeaseFromDeadline(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock(false)
-			clk.now = time.Now() // the context's deadline is in real time
+			clk := idemtest.NewFakeClock(time.Now(), false) // the context's deadline is in real time
 			st := newFaultStore(clk)
 			ex := idem.NewExecutor(st, idem.WithClock(clk), idem.WithRenewal(tc.renew), idem.WithLease(30*time.Second), idem.WithStoreTimeout(5*time.Second), idem.SingleTenant())
 			ctx := t.Context()
@@ -901,7 +895,7 @@ func TestDoCallerCancellation(t *testing.T) {
 			_, err := call(ctx, ex, m, "a", func(context.Context) (int, error) { return 1, nil })
 			res <- err
 		}()
-		clk.waitSleepers(t, 1)
+		clk.WaitSleepers(t, 1)
 		cancel()
 		err = <-res
 		require.ErrorIs(t, err, context.Canceled)

@@ -10,103 +10,15 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
-// fakeClock is an idem.Clock in virtual time. In auto mode Sleep advances
-// the clock by its duration and returns at once; otherwise Sleep blocks
-// until Advance moves the clock past its end (or its context is done).
-type fakeClock struct {
-	mu       sync.Mutex
-	now      time.Time
-	auto     bool
-	sleepers map[*sleeper]struct{}
-	changed  chan struct{} // closed and replaced when the set of sleepers changes
-}
-
-type sleeper struct {
-	until time.Time
-	wake  chan struct{}
-}
+// fakeClock is idemtest.FakeClock, starting at 2026-01-01 UTC.
+type fakeClock = idemtest.FakeClock
 
 func newFakeClock(auto bool) *fakeClock {
-	return &fakeClock{
-		now:      time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		auto:     auto,
-		sleepers: map[*sleeper]struct{}{},
-		changed:  make(chan struct{}),
-	}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	if c.auto || d <= 0 {
-		c.now = c.now.Add(max(d, 0))
-		c.mu.Unlock()
-		return ctx.Err()
-	}
-	s := &sleeper{until: c.now.Add(d), wake: make(chan struct{})}
-	c.sleepers[s] = struct{}{}
-	c.notify()
-	c.mu.Unlock()
-	select {
-	case <-s.wake:
-		return nil
-	case <-ctx.Done():
-		c.mu.Lock()
-		if _, ok := c.sleepers[s]; ok {
-			delete(c.sleepers, s)
-			c.notify()
-		}
-		c.mu.Unlock()
-		return ctx.Err()
-	}
-}
-
-// notify wakes waitSleepers; c.mu is held.
-func (c *fakeClock) notify() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// Advance moves the clock by d and wakes the sleepers whose time has come.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for s := range c.sleepers {
-		if !s.until.After(c.now) {
-			delete(c.sleepers, s)
-			close(s.wake)
-		}
-	}
-	c.notify()
-}
-
-// waitSleepers blocks until n goroutines sleep on the clock. The real-time
-// bound only turns a hang into a failure; it plays no part in what passes.
-func (c *fakeClock) waitSleepers(t *testing.T, n int) {
-	t.Helper()
-	timeout := time.After(30 * time.Second)
-	for {
-		c.mu.Lock()
-		got, ch := len(c.sleepers), c.changed
-		c.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-timeout:
-			t.Fatalf("%d goroutines sleep on the clock, want %d", got, n)
-		}
-	}
+	return idemtest.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), auto)
 }
 
 // errTransport is what a store answers when the network fails; whether the

@@ -177,10 +177,10 @@ func TestCallHook(t *testing.T) {
 			res <- err
 		}()
 		<-started
-		clock.waitSleepers(t, 1)
+		clock.WaitSleepers(t, 1)
 		clock.Advance(10 * time.Second)
 		st.waitRenewals(t, 1)
-		clock.waitSleepers(t, 1) // the renewal reported and sleeps again
+		clock.WaitSleepers(t, 1) // the renewal reported and sleeps again
 		close(finish)
 		require.NoError(t, <-res)
 		assert.Equal(t, []string{

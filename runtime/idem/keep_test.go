@@ -246,9 +246,9 @@ func TestDoOutcomePendingWhenCallerGivesUp(t *testing.T) {
 		assert.Zero(t, v)
 		res <- err
 	}()
-	clk.waitSleepers(t, 1) // the executor waits between two attempts
+	clk.WaitSleepers(t, 1) // the executor waits between two attempts
 	clk.Advance(time.Second)
-	clk.waitSleepers(t, 1)
+	clk.WaitSleepers(t, 1)
 	cancel()
 	err := <-res
 	require.ErrorIs(t, err, idem.ErrOutcomePending)
@@ -268,7 +268,7 @@ func TestDoOutcomePendingWhenCallerGivesUp(t *testing.T) {
 	assert.Equal(t, 1, runs)
 
 	// The store comes back: the background attempt stores the outcome.
-	clk.waitSleepers(t, 1)
+	clk.WaitSleepers(t, 1)
 	clk.Advance(lease / 2)
 	select {
 	case <-completed:

@@ -137,14 +137,14 @@ func TestSweeperErrors(t *testing.T) {
 	stop := sw.Start(t.Context())
 	defer stop()
 
-	clock.waitSleepers(t, 1)
+	clock.WaitSleepers(t, 1)
 	clock.Advance(time.Minute)
 	ev := <-events
 	assert.Equal(t, 3, ev.Removed)
 	assert.Equal(t, 2, ev.Batches)
 	require.ErrorIs(t, ev.Err, errSweepLink)
 
-	clock.waitSleepers(t, 1)
+	clock.WaitSleepers(t, 1)
 	clock.Advance(time.Minute)
 	ev = <-events
 	assert.Equal(t, idem.SweepEvent{Removed: 4, Batches: 2}, ev)
@@ -319,14 +319,14 @@ func TestSweeperPacingStopsOnContext(t *testing.T) {
 	stop := sw.Start(t.Context())
 	defer stop()
 
-	clock.waitSleepers(t, 1) // the wait before the first round
+	clock.WaitSleepers(t, 1) // the wait before the first round
 	clock.Advance(time.Minute)
-	clock.waitSleepers(t, 1) // the rest after the first batch: 9 s
+	clock.WaitSleepers(t, 1) // the rest after the first batch: 9 s
 	clock.Advance(8 * time.Second)
 	assert.Empty(t, events, "still resting")
-	clock.waitSleepers(t, 1)
+	clock.WaitSleepers(t, 1)
 	clock.Advance(time.Second)
-	clock.waitSleepers(t, 1) // the rest after the second batch
+	clock.WaitSleepers(t, 1) // the rest after the second batch
 	stop()
 	ev := <-events
 	require.ErrorIs(t, ev.Err, context.Canceled)

@@ -38,7 +38,7 @@ func TestLeaseRenewedWhileHandlerRuns(t *testing.T) {
 	go func() { first <- call(t.Context(), cc, key, "pay") }()
 	<-svc.started
 	for range 5 { // the handler runs 5 s: the renewals, every third of the lease, keep the claim
-		clk.waitSleepers(t, 1)
+		clk.WaitSleepers(t, 1)
 		clk.Advance(time.Second)
 	}
 	if r := call(t.Context(), cc, key, "pay"); status.Code(r.err) != codes.Aborted {
