@@ -15,17 +15,6 @@ import (
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
 
-// TestRedis runs the suite on redisstore against the test server
-// ($IDEM_REDIS_ADDR; skipped when unset, failed under CI=true).
-func TestRedis(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 128})
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Ping(t.Context()).Err(); err != nil {
-		t.Fatalf("redis at %s: %v", c.Options().Addr, err)
-	}
-	runSuite(t, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemhttp-test:")) })
-}
-
 // BenchmarkRedisReplay measures a replay on redisstore, in process (no
 // HTTP network), against its floor: one GET of a stored body and that body
 // written back, with no check. Interleaved per iteration; it reports each

@@ -20,6 +20,10 @@ import (
 	"github.com/idemgen/idemgen/runtime/idemhttp"
 )
 
+// TestStripeGoChargesOnce runs testStripeChargesOnce on every store
+// (onEveryStore).
+func TestStripeGoChargesOnce(t *testing.T) { onEveryStore(t, testStripeChargesOnce) }
+
 // testStripeChargesOnce points stripe-go, a client library that keeps one
 // Idempotency-Key across its own retries, at a local POST /v1/charges
 // behind the middleware. The first attempt times out mid-handler (the

@@ -313,8 +313,11 @@ func rich(w http.ResponseWriter, r *http.Request, run int64) {
 	h.Set("Location", "/orders/42")
 	h.Set("ETag", `"v1"`)
 	h.Set("Cache-Control", "private")
+	h.Add("Link", `</a>; rel="a"`)
+	h.Add("Link", `</b>; rel="b"`)
 	h.Set("X-Request-Id", "req-"+strconv.FormatInt(run, 10))
 	h.Set("Set-Cookie", "session=secret; HttpOnly")
+	h.Set("Authorization", "Bearer secret")
 	h.Set("WWW-Authenticate", `Bearer realm="x"`)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(everyByte()[:100])
@@ -337,7 +340,7 @@ func (s *suite) testReplayByteForByte(t *testing.T) {
 	e.wantRuns(1)
 	want(t, first, 201, string(everyByte()), false)
 	want(t, second, 201, string(everyByte()), true)
-	for _, k := range []string{"Content-Type", "Location", "ETag", "Cache-Control"} {
+	for _, k := range []string{"Content-Type", "Location", "ETag", "Cache-Control", "Link"} {
 		if a, b := first.header.Values(k), second.header.Values(k); strings.Join(a, "\n") != strings.Join(b, "\n") || len(a) == 0 {
 			t.Errorf("header %s: first %q, replay %q", k, a, b)
 		}
@@ -348,7 +351,7 @@ func (s *suite) testReplayByteForByte(t *testing.T) {
 	if first.header.Get("X-Request-Id") != "req-1" || first.header.Get("Set-Cookie") == "" {
 		t.Errorf("the first response lost its own fields: %v", first.header)
 	}
-	for _, k := range []string{"X-Request-Id", "Set-Cookie", "Www-Authenticate"} {
+	for _, k := range []string{"X-Request-Id", "Set-Cookie", "Authorization", "Www-Authenticate"} {
 		if v := second.header.Values(k); len(v) != 0 {
 			t.Errorf("replayed %s (not allow-listed): %q", k, v)
 		}
@@ -358,7 +361,7 @@ func (s *suite) testReplayByteForByte(t *testing.T) {
 func (s *suite) testStoredHeaders(t *testing.T) {
 	// Even when a careless allow-list names them, credentials are not
 	// stored.
-	e := s.mount(t, rich, idemhttp.WithStoredHeaders("Content-Type", "X-Request-Id", "Set-Cookie", "WWW-Authenticate"))
+	e := s.mount(t, rich, idemhttp.WithStoredHeaders("Content-Type", "X-Request-Id", "Set-Cookie", "Authorization", "WWW-Authenticate"))
 	key := idemhttp.GenerateKey()
 	e.send("POST", "/orders", key, "u=a")
 	second := e.send("POST", "/orders", key, "u=a")
@@ -366,7 +369,7 @@ func (s *suite) testStoredHeaders(t *testing.T) {
 	if got := second.header.Get("X-Request-Id"); got != "req-1" {
 		t.Errorf("allow-listed X-Request-Id replayed as %q", got)
 	}
-	for _, k := range []string{"Set-Cookie", "Www-Authenticate", "Location", "Etag"} {
+	for _, k := range []string{"Set-Cookie", "Authorization", "Www-Authenticate", "Location", "Etag"} {
 		if v := second.header.Values(k); len(v) != 0 {
 			t.Errorf("replayed %s: %q", k, v)
 		}
@@ -444,13 +447,15 @@ func (s *suite) testStatusPolicy(t *testing.T) {
 			}
 		})
 	}
-	t.Run("StoreAll", func(t *testing.T) {
-		e := s.mount(t, text(500), idemhttp.WithPolicy(idemhttp.StoreAll))
-		key := idemhttp.GenerateKey()
-		want(t, e.send("POST", "/orders", key, "{}"), 500, "run 1", false)
-		want(t, e.send("POST", "/orders", key, "{}"), 500, "run 1", true)
-		e.wantRuns(1)
-	})
+	for _, status := range []int{201, 409, 429, 500, 503} {
+		t.Run(fmt.Sprintf("StoreAll/%d", status), func(t *testing.T) {
+			e := s.mount(t, text(status), idemhttp.WithPolicy(idemhttp.StoreAll))
+			key := idemhttp.GenerateKey()
+			want(t, e.send("POST", "/orders", key, "{}"), status, "run 1", false)
+			want(t, e.send("POST", "/orders", key, "{}"), status, "run 1", true)
+			e.wantRuns(1)
+		})
+	}
 }
 
 func (s *suite) testTenancyRequired(t *testing.T) {
@@ -476,8 +481,15 @@ func (s *suite) testTenantScope(t *testing.T) {
 	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "b"), 201, "run 2", false)
 	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "a"), 201, "run 1", true)
 	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", "b"), 201, "run 2", true)
-	wantProblem(t, e.send("POST", "/orders", key, "{}", "X-Tenant", strings.Repeat("t", idem.MaxTenantLen+1)), 400, "scope-too-long")
+	for range 2 {
+		wantProblem(t, e.send("POST", "/orders", key, "{}", "X-Tenant", strings.Repeat("t", idem.MaxTenantLen+1)), 400, "scope-too-long")
+	}
 	e.wantRuns(2)
+	// A tenant at the limit is served, and replayed.
+	longest := strings.Repeat("t", idem.MaxTenantLen)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", longest), 201, "run 3", false)
+	want(t, e.send("POST", "/orders", key, "{}", "X-Tenant", longest), 201, "run 3", true)
+	e.wantRuns(3)
 }
 
 func (s *suite) testBodyLimit(t *testing.T) {
