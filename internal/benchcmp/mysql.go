@@ -256,44 +256,16 @@ func (e *Env) myCounters() []Counter {
 // mysqlGroups compares mysqlstore in both modes with its statements written
 // by hand: a first call and a replay.
 func (e *Env) mysqlGroups(callers int) ([]Group, error) {
-	ctx := e.Ctx
-	svc := &orders.Service{DB: e.MyDB}
-	stores := []struct {
-		name  string
-		store idem.Store
-		lease bool
-	}{
-		{"mysql lease", mysqlstore.New(e.MyDB, mysqlstore.WithTable(myTableLease)), true},
-		{"mysql tx", mysqlstore.NewTx(e.MyDB, mysqlstore.WithTable(myTableTx)), false},
-	}
-	var gs []Group
-	for _, st := range stores {
-		wsvc := orders.NewIdempotentService(svc, idem.NewExecutor(st.store, idem.SingleTenant()))
-		fsrc, hsrc := e.fresh(st.name+"-fw"), e.fresh(st.name+"-hand")
-		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
-		if st.lease {
-			variants = append(variants, Variant{Name: "autocommitted: claim, insert, update", Prepare: hsrc.prepare,
-				Op: func(i int) error { return e.myLeaseFloor(ctx, svc, hsrc.batch[i]) }})
-		} else {
-			variants = append(variants, Variant{Name: "tx: BEGIN, claim, insert, update, COMMIT", Prepare: hsrc.prepare,
-				Op: func(i int) error { return e.myTxFloor(ctx, svc, hsrc.batch[i]) }})
-		}
-		gs = append(gs, Group{Name: st.name + "/first", Callers: callers, Counters: e.myCounters(), Variants: variants})
-		ros := e.fixed(st.name, 256)
-		rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
-		if err != nil {
-			return nil, err
-		}
-		fos := e.fixed(st.name+"-floor", 256)
-		for _, o := range fos {
-			if err := e.myLeaseFloor(ctx, svc, o); err != nil {
-				return nil, err
-			}
-		}
-		gs = append(gs, Group{Name: st.name + "/replay", Callers: callers, Counters: e.myCounters(), Variants: []Variant{
-			rfw,
-			{Name: "SELECT, json.Unmarshal", Op: func(i int) error { return e.myReplayFloor(ctx, fos[i%len(fos)]) }},
-		}})
-	}
-	return gs, nil
+	return e.sqlGroups(callers, sqlStore{
+		svc:      &orders.Service{DB: e.MyDB},
+		counters: e.myCounters,
+		modes: []sqlMode{
+			{"mysql lease", func() idem.Store { return mysqlstore.New(e.MyDB, mysqlstore.WithTable(myTableLease)) },
+				[]floor{{"autocommitted: claim, insert, update", "-hand", e.myLeaseFloor}}},
+			{"mysql tx", func() idem.Store { return mysqlstore.NewTx(e.MyDB, mysqlstore.WithTable(myTableTx)) },
+				[]floor{{"tx: BEGIN, claim, insert, update, COMMIT", "-hand", e.myTxFloor}}},
+		},
+		seed:   e.myLeaseFloor,
+		replay: e.myReplayFloor,
+	})
 }

@@ -515,58 +515,25 @@ func (e *Env) pgCounters() []Counter {
 	return []Counter{{Name: "pg", Load: e.PG.Load}}
 }
 
+// pgGroups compares pgstore in both modes with its statements written by
+// hand: a first call (autocommitted in lease mode, a pipelined and a plain
+// transaction in either), a replay, and at one caller a cold replay.
 func (e *Env) pgGroups(callers int) ([]Group, error) {
-	ctx := e.Ctx
-	svc := &orders.Service{Pool: e.Pool}
-	stores := []struct {
-		name     string
-		newStore func() idem.Store
-		lease    bool
-	}{
-		{"postgres lease", func() idem.Store { return pgstore.New(e.Pool, pgstore.WithTable(tableLease)) }, true},
-		{"postgres tx", func() idem.Store { return pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx)) }, false},
-	}
-	var gs []Group
-	for _, st := range stores {
-		newSvc := func() *orders.IdempotentService {
-			return orders.NewIdempotentService(svc, idem.NewExecutor(st.newStore(), idem.SingleTenant()))
-		}
-		wsvc := newSvc()
-		tsrc, psrc, fsrc := e.fresh(st.name+"-tx"), e.fresh(st.name+"-pipe"), e.fresh(st.name+"-fw")
-		variants := []Variant{framework(ctx, "wrapper", wsvc, fsrc)}
-		if st.lease {
-			lsrc := e.fresh(st.name + "-auto")
-			variants = append(variants, Variant{Name: "autocommitted: claim, insert, update", Prepare: lsrc.prepare,
-				Op: func(i int) error { return e.pgLeaseFloor(ctx, svc, lsrc.batch[i]) }})
-		}
-		variants = append(variants,
-			Variant{Name: "pipelined tx: [BEGIN+claim] insert [update+COMMIT]", Prepare: psrc.prepare,
-				Op: func(i int) error { return e.pgPipelinedFloor(ctx, svc, psrc.batch[i]) }},
-			Variant{Name: "tx: BEGIN, claim, insert, update, COMMIT", Prepare: tsrc.prepare,
-				Op: func(i int) error { return e.pgTxFloor(ctx, svc, tsrc.batch[i]) }})
-		gs = append(gs, Group{Name: st.name + "/first", Callers: callers, Counters: e.pgCounters(), Variants: variants})
-		ros := e.fixed(st.name, 256)
-		rfw, err := replayFramework(ctx, "wrapper", wsvc, ros)
-		if err != nil {
-			return nil, err
-		}
-		fos := e.fixed(st.name+"-floor", 256)
-		for _, o := range fos {
-			if err := e.pgPipelinedFloor(ctx, svc, o); err != nil {
-				return nil, err
-			}
-		}
-		floor := Variant{Name: "SELECT, json.Unmarshal", Op: func(i int) error { return e.pgReplayFloor(ctx, fos[i%len(fos)]) }}
-		gs = append(gs, Group{Name: st.name + "/replay", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{rfw, floor}})
-		if callers == 1 {
-			cold, err := e.coldReplay(ctx, st.name, newSvc)
-			if err != nil {
-				return nil, err
-			}
-			gs = append(gs, Group{Name: st.name + "/replay cold", Callers: callers, Counters: e.pgCounters(), Variants: []Variant{cold, floor}})
-		}
-	}
-	return gs, nil
+	pipelined := floor{"pipelined tx: [BEGIN+claim] insert [update+COMMIT]", "-pipe", e.pgPipelinedFloor}
+	tx := floor{"tx: BEGIN, claim, insert, update, COMMIT", "-tx", e.pgTxFloor}
+	return e.sqlGroups(callers, sqlStore{
+		svc:      &orders.Service{Pool: e.Pool},
+		counters: e.pgCounters,
+		modes: []sqlMode{
+			{"postgres lease", func() idem.Store { return pgstore.New(e.Pool, pgstore.WithTable(tableLease)) },
+				[]floor{{"autocommitted: claim, insert, update", "-auto", e.pgLeaseFloor}, pipelined, tx}},
+			{"postgres tx", func() idem.Store { return pgstore.NewTx(e.Pool, pgstore.WithTable(tableTx)) },
+				[]floor{pipelined, tx}},
+		},
+		seed:   e.pgPipelinedFloor,
+		replay: e.pgReplayFloor,
+		cold:   true,
+	})
 }
 
 // coldReplay returns a wrapper variant whose replays are of keys its store
