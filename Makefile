@@ -90,6 +90,7 @@ fmt-check:
 vet: modules-listed
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags idemmutant ./runtime/idem ./runtime/memstore ./internal/mutant ./internal/sim/...
+	$(GO) vet -tags failover ./internal/stress/...
 	cd bench && $(GO) vet ./...
 
 # The modules each target reaches: the root, NESTED, bench, tools (the pinned
@@ -165,7 +166,7 @@ bench-growth:
 # killed mid-storm and a replica promoted, executions per key counted and
 # the measured figures printed. Not part of make test or make stress.
 failover:
-	IDEM_FAILOVER=1 scripts/with-services.sh $(GO) test -count=1 -v -timeout 60m -run '^TestFailover' ./internal/stress/...
+	IDEM_FAILOVER=1 scripts/with-services.sh $(GO) test -tags failover -count=1 -v -timeout 60m -run '^TestFailover' ./internal/stress/...
 
 # The duplicate storm with faults, full size, on every store.
 stress:

@@ -14,7 +14,8 @@ import (
 // The failover scenarios: a replicated store's primary dies mid-storm and a
 // replica takes over, as users run it. They start their own replicated
 // servers (Scenario.Own), take longer than the other scenarios, and run in
-// `make failover` (IDEM_FAILOVER=1), not in `make stress` or `make test`.
+// `make failover` (IDEM_FAILOVER=1, -tags failover), not in `make stress`;
+// `make test` runs the shortest, pg-failover-sync on pgstore's lease mode.
 // docs/FAILOVER.md holds the guarantee table they measure.
 
 // FailoverScenarios returns the failover scenarios, in the order they run.
