@@ -178,7 +178,7 @@ stress:
 # effects exceed one or goroutines or file descriptors grow. Not in make test.
 SOAK_DURATION ?= 3m
 soak-gateway:
-	cd cmd/idemgateway && IDEM_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -run '^TestSoakGateway$$' -count=1 -timeout 0 -v ./gateway
+	cd cmd/idemgateway && IDEM_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -run '^TestSoakGateway$$' -count=1 -timeout 0 -v ./gateway
 
 # The deterministic simulator (internal/sim): 10^6 seeded schedules of the
 # real executor and memstore under every fault, durable and losing stores

@@ -1,3 +1,5 @@
+//go:build soak
+
 package gateway
 
 import (
@@ -73,14 +75,17 @@ func measure() usage {
 
 // TestSoakGateway runs the gateway in front of a real backend on loopback
 // under a bounded load (workers × keys, retries, slow, failing and broken
-// upstream requests) for IDEM_SOAK_DURATION (make soak-gateway; skipped
-// without it), then checks that every key's backend effects are at most
+// upstream requests) for IDEM_SOAK_DURATION (default 1m; make soak-gateway,
+// which passes the build tag soak that this file needs), then checks that every key's backend effects are at most
 // one, and that goroutines, file descriptors and heap came back to where
 // they were after the warm-up.
 func TestSoakGateway(t *testing.T) {
-	d, err := time.ParseDuration(os.Getenv("IDEM_SOAK_DURATION"))
-	if err != nil || d <= 0 {
-		t.Skip("IDEM_SOAK_DURATION not set (make soak-gateway)")
+	d := time.Minute
+	if v := os.Getenv("IDEM_SOAK_DURATION"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d <= 0 {
+			t.Fatalf("IDEM_SOAK_DURATION=%q: want a positive duration", v)
+		}
 	}
 	workers := 16
 	b := &soakBackend{effects: map[string]int{}}
