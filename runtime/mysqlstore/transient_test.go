@@ -13,31 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/mysqlstore"
 )
-
-// stepClock is an idem.Clock whose Sleep advances it at once: how long the
-// server stays read-only is counted on it, not on the machine's speed.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return nil
-}
 
 // readOnlyFor is a real mysqlstore.Store, connected as a user without
 // READ_ONLY ADMIN, on a server an operator switches read-only (SET GLOBAL
@@ -47,7 +25,7 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 type readOnlyFor struct {
 	idem.Store
 	admin *sql.DB
-	clock *stepClock
+	clock *idemtest.FakeClock
 
 	mu       sync.Mutex
 	until    time.Time
@@ -105,7 +83,7 @@ func TestCompleteThroughReadOnlyServer(t *testing.T) {
 	db := sql.OpenDB(conn)
 	t.Cleanup(func() { _ = db.Close() })
 
-	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	clk := idemtest.NewFakeClock(time.Unix(1_700_000_000, 0), true) // Sleep advances it at once
 	ro := &readOnlyFor{Store: mysqlstore.New(db, mysqlstore.WithTable(table)), admin: admin, clock: clk}
 	var mu sync.Mutex
 	var events []idem.EventKind

@@ -15,32 +15,9 @@ import (
 
 	"github.com/idemgen/idemgen/internal/testenv"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 )
-
-// stepClock is an idem.Clock whose Sleep advances it at once: the
-// executor's backoff takes no wall-clock time, and how long an outage
-// lasts is counted on it, not on the machine's speed.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return nil
-}
 
 // readOnlyFor is a real pgstore.Store on a database of its own that an
 // operator switches read-only (ALTER DATABASE ... SET
@@ -51,7 +28,7 @@ type readOnlyFor struct {
 	*pgstore.Store
 	admin, pool *pgxpool.Pool
 	db          string
-	clock       *stepClock
+	clock       *idemtest.FakeClock
 
 	mu       sync.Mutex
 	until    time.Time // zero: read-write
@@ -123,7 +100,7 @@ func TestCompleteThroughReadOnlyDatabase(t *testing.T) {
 	store := pgstore.New(pool)
 	require.NoError(t, store.Migrate(ctx))
 
-	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	clk := idemtest.NewFakeClock(time.Unix(1_700_000_000, 0), true) // Sleep advances it at once
 	ro := &readOnlyFor{Store: store, admin: admin, pool: pool, db: db, clock: clk}
 	var mu sync.Mutex
 	var events []idem.EventKind

@@ -14,31 +14,9 @@ import (
 
 	"github.com/idemgen/idemgen/internal/freeport"
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
-
-// stepClock is an idem.Clock whose Sleep advances it at once: how long the
-// server stays a replica is counted on it, not on the machine's speed.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return nil
-}
 
 // demotedFor is a real redisstore.Store on a private redis-server that is
 // demoted to a replica (REPLICAOF a master that is not there: what a
@@ -47,7 +25,7 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 type demotedFor struct {
 	*redisstore.Store
 	c     *redis.Client
-	clock *stepClock
+	clock *idemtest.FakeClock
 	dead  string // the port of the absent master
 
 	mu       sync.Mutex
@@ -111,7 +89,7 @@ func TestCompleteThroughDemotedMaster(t *testing.T) {
 			ctx := t.Context()
 			require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 10*time.Second, 20*time.Millisecond)
 
-			clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+			clk := idemtest.NewFakeClock(time.Unix(1_700_000_000, 0), true) // Sleep advances it at once
 			st := &demotedFor{Store: redisstore.New(c), c: c, clock: clk, dead: strconv.Itoa(dead)}
 			var mu sync.Mutex
 			var events []idem.EventKind

@@ -17,31 +17,9 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/idemtest"
 	"github.com/idemgen/idemgen/runtime/sqlitestore"
 )
-
-// stepClock is an idem.Clock whose Sleep advances it at once: how long the
-// disk stays full is counted on it, not on the machine's speed.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-	return nil
-}
 
 // fullFor is a real sqlitestore.Store whose database is full (SQLite's
 // max_page_count, on every connection, reached by a filler table) from
@@ -50,7 +28,7 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 type fullFor struct {
 	*sqlitestore.Store
 	db    *sql.DB
-	clock *stepClock
+	clock *idemtest.FakeClock
 
 	mu      sync.Mutex
 	until   time.Time
@@ -115,7 +93,7 @@ func TestCompleteThroughFullDisk(t *testing.T) {
 	_, err = db.ExecContext(ctx, "CREATE TABLE filler(b BLOB)")
 	require.NoError(t, err)
 
-	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	clk := idemtest.NewFakeClock(time.Unix(1_700_000_000, 0), true) // Sleep advances it at once
 	full := &fullFor{Store: store, db: db, clock: clk}
 	var mu sync.Mutex
 	var events []idem.EventKind
