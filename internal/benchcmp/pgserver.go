@@ -27,6 +27,9 @@ type PGServerPhase struct {
 	Calls          int    // per side
 	WrapperUS      float64
 	FloorUS        float64
+	// WAL bytes each side's store statements wrote per call
+	// (pg_stat_statements.wal_bytes): what a durable commit flushes.
+	WrapperWAL, FloorWAL float64
 	// Updates and HOT updates of each side's table over the phase.
 	WrapperUpd, WrapperHot, FloorUpd, FloorHot int64
 	Statements                                 []PGStatement
@@ -41,6 +44,7 @@ type PGStatement struct {
 	ExecUS     float64 // mean execution time
 	PlanUS     float64 // mean planning time
 	ServerUSOp float64 // total time ÷ the phase's calls per side
+	WALBytesOp float64 // WAL bytes written ÷ the phase's calls per side
 }
 
 // PGServerReport is the server-time section of a run.
@@ -225,8 +229,10 @@ func (e *Env) serverPhase(ctx context.Context, calls int, name, wtable, ftable s
 		switch s.Side {
 		case "wrapper":
 			r.WrapperUS += s.ServerUSOp
+			r.WrapperWAL += s.WALBytesOp
 		case "floor":
 			r.FloorUS += s.ServerUSOp
+			r.FloorWAL += s.WALBytesOp
 		}
 	}
 	r.WrapperUpd, r.WrapperHot = after[wtable].upd-before[wtable].upd, after[wtable].hot-before[wtable].hot
@@ -282,7 +288,7 @@ func floorSide(e *Env, ctx context.Context, svc *orders.Service, o *orders.Order
 // in a first-call phase the others (BEGIN, COMMIT, the business INSERT)
 // are the same on both sides and listed as "both", not counted.
 func (e *Env) statements(ctx context.Context, calls int, wtable, ftable string, replay bool) ([]PGStatement, error) {
-	rows, err := e.Pool.Query(ctx, `SELECT query, calls, total_exec_time, total_plan_time FROM pg_stat_statements
+	rows, err := e.Pool.Query(ctx, `SELECT query, calls, total_exec_time, total_plan_time, wal_bytes::float8 FROM pg_stat_statements
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND calls >= $1`, int64(calls)/2)
 	if err != nil {
 		return nil, err
@@ -291,15 +297,15 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AN
 	var out []PGStatement
 	for rows.Next() {
 		var (
-			q          string
-			n          int64
-			exec, plan float64
+			q               string
+			n               int64
+			exec, plan, wal float64
 		)
-		if err := rows.Scan(&q, &n, &exec, &plan); err != nil {
+		if err := rows.Scan(&q, &n, &exec, &plan, &wal); err != nil {
 			return nil, err
 		}
 		s := PGStatement{Side: "both", Calls: n, ExecUS: exec * 1e3 / float64(n), PlanUS: plan * 1e3 / float64(n),
-			ServerUSOp: (exec + plan) * 1e3 / float64(calls)}
+			ServerUSOp: (exec + plan) * 1e3 / float64(calls), WALBytesOp: wal / float64(calls)}
 		switch {
 		case strings.Contains(q, "pg_stat"):
 			continue
@@ -335,8 +341,8 @@ func PGServerTable(w io.Writer, r *PGServerReport) {
 		fmt.Fprintf(w, "Not measured: %s.\n", r.Skipped)
 		return
 	}
-	fmt.Fprintf(w, "| comparison | calls per side | wrapper statements | server time per call, wrapper | floor statements | floor | wrapper ÷ floor | updates HOT, wrapper's table | floor's table | aims |\n")
-	fmt.Fprintf(w, "|---|---:|---|---:|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(w, "| comparison | calls per side | wrapper statements | server time per call, wrapper | floor statements | floor | wrapper ÷ floor | WAL bytes per call, wrapper / floor | updates HOT, wrapper's table | floor's table | aims |\n")
+	fmt.Fprintf(w, "|---|---:|---|---:|---|---:|---:|---:|---:|---:|---|\n")
 	for _, p := range r.Phases {
 		ratio := p.WrapperUS / p.FloorUS
 		aim := "–"
@@ -351,15 +357,15 @@ func PGServerTable(w io.Writer, r *PGServerReport) {
 			}
 			aim = fmt.Sprintf("%s ≤ 1.0× the hand-written reserve/complete; %s HOT completes (aim ≥ 90%%)", mark, hot)
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %.1f µs | %s | %.1f µs | %.2f× | %s | %s | %s |\n", p.Name, p.Calls, p.Wrapper, p.WrapperUS,
-			p.Floor, p.FloorUS, ratio, hotCell(p.WrapperHot, p.WrapperUpd), hotCell(p.FloorHot, p.FloorUpd), aim)
+		fmt.Fprintf(w, "| %s | %d | %s | %.1f µs | %s | %.1f µs | %.2f× | %.0f / %.0f | %s | %s | %s |\n", p.Name, p.Calls, p.Wrapper, p.WrapperUS,
+			p.Floor, p.FloorUS, ratio, p.WrapperWAL, p.FloorWAL, hotCell(p.WrapperHot, p.WrapperUpd), hotCell(p.FloorHot, p.FloorUpd), aim)
 	}
 	fmt.Fprintf(w, "\nPer statement (mean µs per execution; per call: total ÷ calls per side):\n\n")
-	fmt.Fprintf(w, "| comparison | side | statement | executions | exec µs | plan µs | µs per call |\n|---|---|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(w, "| comparison | side | statement | executions | exec µs | plan µs | µs per call | WAL bytes per call |\n|---|---|---|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Phases {
 		for _, s := range p.Statements {
-			fmt.Fprintf(w, "| %s | %s | `%s` | %d | %.1f | %.1f | %.1f |\n", p.Name, s.Side, strings.ReplaceAll(s.Query, "|", `\|`),
-				s.Calls, s.ExecUS, s.PlanUS, s.ServerUSOp)
+			fmt.Fprintf(w, "| %s | %s | `%s` | %d | %.1f | %.1f | %.1f | %.0f |\n", p.Name, s.Side, strings.ReplaceAll(s.Query, "|", `\|`),
+				s.Calls, s.ExecUS, s.PlanUS, s.ServerUSOp, s.WALBytesOp)
 		}
 	}
 	var notes []string
