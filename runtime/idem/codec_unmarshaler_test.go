@@ -1,0 +1,69 @@
+package idem_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/idemgen/idemgen/runtime/idem"
+)
+
+// rawValue decodes itself by keeping the bytes it is given, and counts the
+// calls.
+type rawValue struct {
+	got   []byte
+	calls int
+}
+
+func (r *rawValue) UnmarshalJSON(b []byte) error {
+	r.got, r.calls = bytes.Clone(b), r.calls+1
+	if bytes.Equal(b, []byte(`"refuse"`)) {
+		return errors.New("refused by the type")
+	}
+	return nil
+}
+
+// decoderUnmarshal is what JSONCodec.Unmarshal did before its shortcut for
+// types that decode themselves: the reference it must still agree with.
+func decoderUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more data")
+	}
+	return nil
+}
+
+// TestJSONCodecUnmarshalerAsDecoder: for a type with its own UnmarshalJSON,
+// JSONCodec.Unmarshal (which skips encoding/json's Decoder for one valid
+// value) calls it with the same bytes, as many times, and fails on the same
+// inputs as the Decoder does: whitespace around the value, trailing data,
+// invalid JSON, null, an empty input, every kind of value, the type's own
+// refusal, a nil pointer.
+func TestJSONCodecUnmarshalerAsDecoder(t *testing.T) {
+	inputs := []string{
+		`{"a":1}`, ` {"a":1}`, "\n\t{\"a\": [1, 2, {\"b\": null}]}\r\n ", `{"a":1} `,
+		`{"a":1} {"b":2}`, `{"a":1}x`, `{"a":1`, `{"a":}`, `{a:1}`, ``, `   `,
+		`null`, ` null `, `nul`, `"s"`, `"refuse"`, `12`, `-1.5e3`, `true`, `[1,"x"]`,
+		`"\u00e9\ud83d\ude00"`, "\"\xff\"", `{"a":1}{"a":1}`, `[`, `]`,
+	}
+	for _, in := range inputs {
+		var want, got rawValue
+		wantErr := decoderUnmarshal([]byte(in), &want)
+		gotErr := idem.JSONCodec{}.Unmarshal([]byte(in), &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Errorf("%q: error %v, the Decoder's %v", in, gotErr, wantErr)
+		}
+		if !bytes.Equal(got.got, want.got) || got.calls != want.calls {
+			t.Errorf("%q: UnmarshalJSON got %q (%d calls), from the Decoder %q (%d calls)", in, got.got, got.calls, want.got, want.calls)
+		}
+	}
+	var nilPtr *rawValue
+	if err := (idem.JSONCodec{}).Unmarshal([]byte(`{"a":1}`), nilPtr); err == nil {
+		t.Error("a nil pointer: no error")
+	}
+}
