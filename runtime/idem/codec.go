@@ -59,6 +59,9 @@ func (JSONCodec) Marshal(v any) ([]byte, error) {
 // executor reports the refusal as ErrUndecodable. Types with an
 // UnmarshalJSON of their own decode as they decide.
 func (JSONCodec) Unmarshal(data []byte, v any) error {
+	if u, ok := v.(JSONValueUnmarshaler); ok && nonNilPointer(v) {
+		return u.UnmarshalJSONValue(data)
+	}
 	if u, ok := v.(json.Unmarshaler); ok {
 		// A type that decodes itself gets what encoding/json's Decoder
 		// would give it, the value's bytes once they are known to be one
@@ -66,7 +69,7 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 		// and its second scan of the value (idemhttp's stored response,
 		// decoded on every replay). Anything else, a nil pointer and null
 		// included, is the Decoder's to answer as before.
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if nonNilPointer(v) {
 			if value := trimJSONSpace(data); len(value) > 0 && string(value) != "null" && json.Valid(value) {
 				return u.UnmarshalJSON(value)
 			}
@@ -81,6 +84,26 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 		return errors.New("idem: JSON result followed by more data")
 	}
 	return nil
+}
+
+// JSONValueUnmarshaler is implemented by a result type that decodes JSON
+// itself and checks its input while it does: UnmarshalJSONValue(data)
+// decodes data as encoding/json would decode it into the type (one JSON
+// value, JSON whitespace around it allowed) and fails on every input that
+// encoding/json refuses. JSONCodec.Unmarshal hands such a type its data
+// unchecked; a type with UnmarshalJSON alone gets its value only once
+// encoding/json's scanner has checked it (a scan of the whole input).
+// runtime/idemhttp's stored response is one: its replays decode one per
+// request.
+type JSONValueUnmarshaler interface {
+	UnmarshalJSONValue(data []byte) error
+}
+
+// nonNilPointer reports whether v is a pointer that is not nil, the only
+// value encoding/json decodes into.
+func nonNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && !rv.IsNil()
 }
 
 // trimJSONSpace returns b without the whitespace JSON allows around a

@@ -67,3 +67,25 @@ func TestJSONCodecUnmarshalerAsDecoder(t *testing.T) {
 		t.Error("a nil pointer: no error")
 	}
 }
+
+// checkedValue decodes itself and checks its input (idem.JSONValueUnmarshaler).
+type checkedValue struct{ got []byte }
+
+func (c *checkedValue) UnmarshalJSONValue(b []byte) error { c.got = bytes.Clone(b); return nil }
+func (c *checkedValue) UnmarshalJSON(b []byte) error      { return errors.New("not called") }
+
+// TestJSONCodecValueUnmarshaler: a type that checks its own input gets the
+// data as stored, unchecked and whole (whitespace, trailing bytes and
+// all), and a nil pointer of it is refused as encoding/json refuses one.
+func TestJSONCodecValueUnmarshaler(t *testing.T) {
+	for _, in := range []string{`{"a":1}`, " {\"a\":1}\n", `{"a":1}}`, `not json`, ``} {
+		var v checkedValue
+		if err := (idem.JSONCodec{}).Unmarshal([]byte(in), &v); err != nil || string(v.got) != in {
+			t.Errorf("%q: got %q, %v", in, v.got, err)
+		}
+	}
+	var nilPtr *checkedValue
+	if err := (idem.JSONCodec{}).Unmarshal([]byte(`{}`), nilPtr); err == nil {
+		t.Error("a nil pointer: no error")
+	}
+}

@@ -132,6 +132,15 @@ func appendString(b []byte, s string) ([]byte, error) {
 // common form, the one MarshalJSON writes with strings without escapes, is
 // read directly; anything else is left to encoding/json.
 func (r *response) UnmarshalJSON(data []byte) error {
+	return r.UnmarshalJSONValue(data)
+}
+
+// UnmarshalJSONValue is UnmarshalJSON for data that encoding/json has not
+// checked (idem.JSONValueUnmarshaler: the executor's JSONCodec calls it
+// without a scan of its own). The form read directly is valid JSON, and
+// responseDecoder accepts nothing else; every other input, valid or not,
+// is encoding/json's to decode or refuse.
+func (r *response) UnmarshalJSONValue(data []byte) error {
 	d := responseDecoder{b: data, s: string(data)}
 	if d.response(r) {
 		return nil
@@ -140,10 +149,11 @@ func (r *response) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*plainResponse)(r))
 }
 
-// responseDecoder reads the JSON of a response. Its input was checked by
-// encoding/json (which calls UnmarshalJSON only with a valid value); it
-// gives up (false) on anything but the form MarshalJSON writes. Strings
-// are slices of s: one allocation for all of them.
+// responseDecoder reads the JSON of a response. It accepts only the form
+// MarshalJSON writes (no whitespace, strings without escapes or control
+// characters, the status a JSON integer without sign or leading zero,
+// nothing after the object), which is valid JSON, and gives up (false) on
+// anything else. Strings are slices of s: one allocation for all of them.
 type responseDecoder struct {
 	b    []byte // the input
 	s    string // the input, as a string
@@ -171,6 +181,9 @@ func (d *responseDecoder) response(r *response) bool {
 			start := d.i
 			for d.i < len(d.s) && d.s[d.i] >= '0' && d.s[d.i] <= '9' {
 				d.i++
+			}
+			if d.i-start > 1 && d.s[start] == '0' {
+				return false // a leading zero: not JSON
 			}
 			n, err := strconv.Atoi(d.s[start:d.i])
 			if err != nil {
