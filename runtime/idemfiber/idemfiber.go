@@ -326,12 +326,29 @@ func (b *bodyReader) Close() error { return nil }
 func move(c fiber.Ctx, w http.ResponseWriter) {
 	res := c.Response()
 	h := w.Header()
+	n, size := 0, 0
 	for k, v := range res.Header.All() {
-		key := string(k)
+		n, size = n+1, size+len(k)+len(v)
+	}
+	// The header fields' names and values in one string, their values in
+	// one slice.
+	arena := make([]byte, 0, size)
+	for k, v := range res.Header.All() {
+		arena = append(append(arena, k...), v...)
+	}
+	all, vals := string(arena), make([]string, 0, n)
+	for k, v := range res.Header.All() {
+		key := all[:len(k)]
+		vals = append(vals, all[len(k):len(k)+len(v)])
+		all = all[len(k)+len(v):]
 		if key == fiber.HeaderContentLength {
 			continue // computed from the body when sent
 		}
-		h[key] = append(h[key], string(v))
+		if prev, ok := h[key]; ok {
+			h[key] = append(prev[:len(prev):len(prev)], vals[len(vals)-1])
+		} else {
+			h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
 	}
 	status := res.StatusCode()
 	body := bytes.Clone(res.Body()) // a body stream is read whole; w may write to res

@@ -266,17 +266,24 @@ func (d *responseDecoder) string() (string, bool) {
 		return "", false
 	}
 	start := d.i
-	for ; d.i < len(d.s); d.i++ {
-		switch c := d.s[d.i]; {
-		case c == '"':
-			d.i++
-			return d.s[start : d.i-1], true
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
+	for d.i < len(d.s) && plainJSON[d.s[d.i]] {
+		d.i++
 	}
-	return "", false
+	if d.i < len(d.s) && d.s[d.i] == '"' {
+		d.i++
+		return d.s[start : d.i-1], true
+	}
+	return "", false // an escape, a control character or no end
 }
+
+// plainJSON holds the bytes a JSON string holds as they are: all but the
+// double quote, the backslash and the control characters.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (d *responseDecoder) byte(c byte) bool {
 	if d.i < len(d.s) && d.s[d.i] == c {
