@@ -35,7 +35,13 @@ type JSONCodec struct{}
 // Marshal encodes v as JSON, or returns an error when v holds a string that
 // is not valid UTF-8.
 func (JSONCodec) Marshal(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if m, ok := v.(JSONValueMarshaler); ok {
+		b, err = m.MarshalJSONValue()
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +90,18 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 		return errors.New("idem: JSON result followed by more data")
 	}
 	return nil
+}
+
+// JSONValueMarshaler is implemented by a result type that encodes itself
+// as encoding/json would: MarshalJSONValue returns, in a slice of its own,
+// the bytes json.Marshal returns for the value (compact, with <, >, &,
+// U+2028 and U+2029 escaped), or an error where json.Marshal fails.
+// JSONCodec.Marshal uses them as they are; for a json.Marshaler that does
+// not have it, encoding/json checks, compacts and copies what MarshalJSON
+// returns (a scan of the whole outcome). runtime/idemhttp's stored
+// response is one: a first request encodes one.
+type JSONValueMarshaler interface {
+	MarshalJSONValue() ([]byte, error)
 }
 
 // JSONValueUnmarshaler is implemented by a result type that decodes JSON

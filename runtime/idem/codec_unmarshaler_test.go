@@ -89,3 +89,21 @@ func TestJSONCodecValueUnmarshaler(t *testing.T) {
 		t.Error("a nil pointer: no error")
 	}
 }
+
+// encodedValue encodes itself as encoding/json would (idem.JSONValueMarshaler).
+type encodedValue struct{ b string }
+
+func (e encodedValue) MarshalJSONValue() ([]byte, error) { return []byte(e.b), nil }
+func (e encodedValue) MarshalJSON() ([]byte, error)      { return nil, errors.New("not called") }
+
+// TestJSONCodecValueMarshaler: a type that encodes itself as encoding/json
+// would has its bytes stored as they are, without encoding/json's
+// compaction (the type answers for them).
+func TestJSONCodecValueMarshaler(t *testing.T) {
+	for _, in := range []string{`{"a":1}`, `[1,2]`, `"x"`} {
+		got, err := idem.JSONCodec{}.Marshal(encodedValue{in})
+		if err != nil || string(got) != in {
+			t.Errorf("%q: stored %q, %v", in, got, err)
+		}
+	}
+}

@@ -29,7 +29,13 @@ type plainResponse response
 var errNotUTF8 = errors.New("idemhttp: a stored header field is not valid UTF-8")
 
 // MarshalJSON encodes the response as encoding/json encodes its fields.
-func (r response) MarshalJSON() ([]byte, error) {
+func (r response) MarshalJSON() ([]byte, error) { return r.MarshalJSONValue() }
+
+// MarshalJSONValue is MarshalJSON for idem.JSONValueMarshaler: its bytes
+// are already those json.Marshal returns for the response (compact, HTML
+// characters escaped as encoding/json escapes them; TestResponseJSON
+// compares them), so the executor's JSONCodec stores them as they are.
+func (r response) MarshalJSONValue() ([]byte, error) {
 	n := 64 + base64.StdEncoding.EncodedLen(len(r.Body)) + headerLen(r.Header) + headerLen(r.Selected)
 	b := make([]byte, 0, n)
 	b = append(b, `{"status":`...)
