@@ -40,12 +40,12 @@ func TestAllocsReplay(t *testing.T) {
 		h     func(t *testing.T) fasthttp.RequestHandler
 		limit float64
 	}{
-		{"memstore", func(*testing.T) fasthttp.RequestHandler { return memstoreOrderApp() }, 21},
+		{"memstore", func(*testing.T) fasthttp.RequestHandler { return memstoreOrderApp() }, 19},
 		{"redisstore", func(t *testing.T) fasthttp.RequestHandler {
 			c := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 			t.Cleanup(func() { _ = c.Close() })
 			return orderApp(redisstore.New(c, redisstore.WithPrefix("idemfiber-allocs:")))
-		}, 31},
+		}, 29},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,4 +92,4 @@ func TestAllocsFirst(t *testing.T) {
 }
 
 // firstLimit is TestAllocsFirst's pin.
-const firstLimit = 41
+const firstLimit = 38

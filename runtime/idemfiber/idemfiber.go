@@ -51,7 +51,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v3"
@@ -207,12 +209,14 @@ func unwrap(w http.ResponseWriter) *writer {
 func (x *exchange) request(c fiber.Ctx, route bool) error {
 	fr := c.Request()
 	rawURI, method, host := fr.RequestURI(), fr.Header.Method(), fr.Host()
-	n, size := 0, len(rawURI)+len(method)+len(host)
+	var addrBuf [64]byte
+	remote := appendAddr(addrBuf[:0], c.RequestCtx().RemoteAddr())
+	n, size := 0, len(rawURI)+len(method)+len(host)+len(remote)
 	for k, v := range fr.Header.All() {
 		n, size = n+1, size+len(k)+len(v)
 	}
 	arena := make([]byte, 0, size)
-	arena = append(append(append(arena, rawURI...), method...), host...)
+	arena = append(append(append(append(arena, rawURI...), method...), host...), remote...)
 	for k, v := range fr.Header.All() {
 		arena = append(append(arena, k...), v...)
 	}
@@ -235,11 +239,11 @@ func (x *exchange) request(c fiber.Ctx, route bool) error {
 		ProtoMinor:    1,
 		ContentLength: int64(len(body)),
 		Host:          all[len(method) : len(method)+len(host)],
-		RemoteAddr:    c.RequestCtx().RemoteAddr().String(),
+		RemoteAddr:    all[len(method)+len(host) : len(method)+len(host)+len(remote)],
 		RequestURI:    uri,
 		TLS:           c.RequestCtx().TLSConnectionState(),
 	}
-	all = all[len(method)+len(host):]
+	all = all[len(method)+len(host)+len(remote):]
 	if route {
 		r.Pattern = c.FullPath()
 	}
@@ -266,6 +270,32 @@ func (x *exchange) request(c fiber.Ctx, route bool) error {
 	}
 	x.r = r
 	return nil
+}
+
+// appendAddr appends addr.String() to b: for the *net.TCPAddr fasthttp
+// has, without its allocations (TestAppendAddr compares the two).
+func appendAddr(b []byte, addr net.Addr) []byte {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || a.Zone != "" {
+		return append(b, addr.String()...)
+	}
+	var ip netip.Addr
+	switch p4 := a.IP.To4(); {
+	case len(a.IP) == 0:
+		// no address: "" before the port, as net.JoinHostPort writes it
+	case p4 != nil:
+		ip = netip.AddrFrom4([4]byte(p4))
+	case len(a.IP) == net.IPv6len:
+		ip = netip.AddrFrom16([16]byte(a.IP))
+	default:
+		return append(b, addr.String()...)
+	}
+	if ip.Is6() {
+		b = append(ip.AppendTo(append(b, '[')), ']')
+	} else if ip.IsValid() {
+		b = ip.AppendTo(b)
+	}
+	return strconv.AppendInt(append(b, ':'), int64(a.Port), 10)
 }
 
 // parseRequestURI sets *u to what url.ParseRequestURI(uri) returns, and

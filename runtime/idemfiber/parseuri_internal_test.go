@@ -2,6 +2,7 @@ package idemfiber
 
 import (
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"reflect"
 	"strings"
@@ -55,4 +56,36 @@ func TestParseRequestURI(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d URIs parsed here", answered, len(uris))
+}
+
+// TestAppendAddr: appendAddr writes what the address's String method
+// returns, for IPv4, IPv4-mapped IPv6, IPv6, zoned, empty and malformed
+// IPs and ports, and for an address that is not TCP.
+func TestAppendAddr(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	ips := []net.IP{nil, {}, {1, 2, 3}, net.IPv4(127, 0, 0, 1), net.IPv4(127, 0, 0, 1).To4(), net.IPv6loopback, net.IPv6zero,
+		net.ParseIP("2001:db8::1"), net.ParseIP("::ffff:10.0.0.1"), net.ParseIP("fe80::1:2:3:4")}
+	for range 2000 {
+		ip := make(net.IP, []int{4, 16}[rng.IntN(2)])
+		for i := range ip {
+			if rng.IntN(3) > 0 {
+				ip[i] = byte(rng.IntN(256))
+			}
+		}
+		ips = append(ips, ip)
+	}
+	for _, ip := range ips {
+		for _, port := range []int{0, 1, 80, 65535, -1, 123456} {
+			for _, zone := range []string{"", "eth0"} {
+				a := &net.TCPAddr{IP: ip, Port: port, Zone: zone}
+				if got, want := string(appendAddr(nil, a)), a.String(); got != want {
+					t.Fatalf("%#v: %q, String %q", a, got, want)
+				}
+			}
+		}
+	}
+	u := &net.UnixAddr{Name: "/tmp/s", Net: "unix"}
+	if got := string(appendAddr([]byte("x"), u)); got != "x/tmp/s" {
+		t.Errorf("unix: %q", got)
+	}
 }
