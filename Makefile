@@ -21,7 +21,8 @@ NESTED := runtime/sqlitestore runtime/pgstore/migrationtest runtime/mysqlstore/m
 demo:
 	$(GO) run ./examples/orders
 
-# The allocation pins (files built with !race): runtime/idem's and pgstore's.
+# The allocation pins (files built with !race): runtime/idem's, pgstore's and
+# runtime/idemfiber's (a nested module).
 ALLOC_TESTS := ^(TestAllocs|TestColdReplayStatements|TestRawRowMatchesScan)
 
 # The simulator's short run is 10^4 schedules without the race detector
@@ -31,6 +32,7 @@ ALLOC_TESTS := ^(TestAllocs|TestColdReplayStatements|TestRawRowMatchesScan)
 test: fmt-check vet staticcheck go-floor check test-rules
 	$(GO) test -tags idemmutant -count=1 -run '^TestSchedules$$' ./internal/sim/
 	scripts/with-services.sh sh -c '$(GO) test -count=1 -run "$(ALLOC_TESTS)" ./runtime/idem/ ./runtime/pgstore/ && \
+		(cd runtime/idemfiber && $(GO) test -count=1 -run "$(ALLOC_TESTS)" .) && \
 		$(GO) test -race -tags idemmutant -count=1 -timeout 12m $(PKGS) && $(MAKE) --no-print-directory nested'
 	$(MAKE) --no-print-directory test-golangci
 

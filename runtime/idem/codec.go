@@ -35,7 +35,13 @@ type JSONCodec struct{}
 // Marshal encodes v as JSON, or returns an error when v holds a string that
 // is not valid UTF-8.
 func (JSONCodec) Marshal(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	var b []byte
+	var err error
+	if m, ok := v.(JSONValueMarshaler); ok {
+		b, err = m.MarshalJSONValue()
+	} else {
+		b, err = json.Marshal(v)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +65,22 @@ func (JSONCodec) Marshal(v any) ([]byte, error) {
 // executor reports the refusal as ErrUndecodable. Types with an
 // UnmarshalJSON of their own decode as they decide.
 func (JSONCodec) Unmarshal(data []byte, v any) error {
+	if u, ok := v.(JSONValueUnmarshaler); ok && nonNilPointer(v) {
+		return u.UnmarshalJSONValue(data)
+	}
+	if u, ok := v.(json.Unmarshaler); ok {
+		// A type that decodes itself gets what encoding/json's Decoder
+		// would give it, the value's bytes once they are known to be one
+		// valid JSON value, without the Decoder: its buffer, its scanner
+		// and its second scan of the value (idemhttp's stored response,
+		// decoded on every replay). Anything else, a nil pointer and null
+		// included, is the Decoder's to answer as before.
+		if nonNilPointer(v) {
+			if value := trimJSONSpace(data); len(value) > 0 && string(value) != "null" && json.Valid(value) {
+				return u.UnmarshalJSON(value)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -68,6 +90,51 @@ func (JSONCodec) Unmarshal(data []byte, v any) error {
 		return errors.New("idem: JSON result followed by more data")
 	}
 	return nil
+}
+
+// JSONValueMarshaler is implemented by a result type that encodes itself
+// as encoding/json would: MarshalJSONValue returns, in a slice of its own,
+// the bytes json.Marshal returns for the value (compact, with <, >, &,
+// U+2028 and U+2029 escaped), or an error where json.Marshal fails.
+// JSONCodec.Marshal uses them as they are; for a json.Marshaler that does
+// not have it, encoding/json checks, compacts and copies what MarshalJSON
+// returns (a scan of the whole outcome). runtime/idemhttp's stored
+// response is one: a first request encodes one.
+type JSONValueMarshaler interface {
+	MarshalJSONValue() ([]byte, error)
+}
+
+// JSONValueUnmarshaler is implemented by a result type that decodes JSON
+// itself and checks its input while it does: UnmarshalJSONValue(data)
+// decodes data as encoding/json would decode it into the type (one JSON
+// value, JSON whitespace around it allowed) and fails on every input that
+// encoding/json refuses. JSONCodec.Unmarshal hands such a type its data
+// unchecked; a type with UnmarshalJSON alone gets its value only once
+// encoding/json's scanner has checked it (a scan of the whole input).
+// runtime/idemhttp's stored response is one: its replays decode one per
+// request.
+type JSONValueUnmarshaler interface {
+	UnmarshalJSONValue(data []byte) error
+}
+
+// nonNilPointer reports whether v is a pointer that is not nil, the only
+// value encoding/json decodes into.
+func nonNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && !rv.IsNil()
+}
+
+// trimJSONSpace returns b without the whitespace JSON allows around a
+// value.
+func trimJSONSpace(b []byte) []byte {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+	for len(b) > 0 && isSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && isSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 var (

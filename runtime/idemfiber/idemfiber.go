@@ -51,7 +51,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/gofiber/fiber/v3"
 
@@ -103,22 +106,33 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 	// its writer, which idemhttp's recording writer unwraps to.
 	mw := idemhttp.New(ex, opts...)(http.HandlerFunc(run))
 	return func(c fiber.Ctx) error {
-		r, err := request(c, route)
-		if err != nil {
+		x := &exchange{w: writer{c: c, opts: opts}}
+		if err := x.request(c, route); err != nil {
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
-		out := &writer{c: c, header: make(http.Header, 4), opts: opts}
-		original, door := c.Context(), c.Locals(idem.DoorContextKey)
+		uc := c.RequestCtx()
+		original, door := c.Context(), uc.UserValue(idem.DoorContextKey)
 		defer func() {
 			c.SetContext(original)
-			c.Locals(idem.DoorContextKey, door)
+			uc.SetUserValue(idem.DoorContextKey, door)
 		}()
-		mw.ServeHTTP(out, r)
-		if out.passed || out.hijacked {
-			return out.passErr
+		mw.ServeHTTP(&x.w, x.r)
+		if x.w.passed || x.w.hijacked {
+			return x.w.passErr
 		}
 		return nil
 	}
+}
+
+// exchange is what the middleware builds for one request, in one
+// allocation: the writer idemhttp answers through and the net/http request
+// it reads (r is &req, or its copy with the request's context).
+type exchange struct {
+	w    writer
+	r    *http.Request
+	req  http.Request
+	url  url.URL
+	body bodyReader
 }
 
 // setContext makes ctx, the door's, c.Context(), and reachable through c
@@ -127,7 +141,7 @@ func newHandler(ex *idem.Executor, route bool, opts []idemhttp.Option) fiber.Han
 // wrapped method is scoped by the door's tenant, as with c.Context()).
 func setContext(c fiber.Ctx, ctx context.Context) {
 	c.SetContext(ctx)
-	c.Locals(idem.DoorContextKey, ctx)
+	c.RequestCtx().SetUserValue(idem.DoorContextKey, ctx) // c.Locals, without its variadic slice
 }
 
 // run is the handler idemhttp's middleware calls: it runs the rest of
@@ -188,47 +202,59 @@ func unwrap(w http.ResponseWriter) *writer {
 	}
 }
 
-// request builds the net/http request idemhttp reads; every string is a
-// copy (fasthttp reuses its buffers once the request ends), the header
-// fields' names and values all in one.
-func request(c fiber.Ctx, route bool) (*http.Request, error) {
+// request builds the net/http request idemhttp reads into x.r; every
+// string is a copy (fasthttp reuses its buffers once the request ends),
+// the request URI, the method, the host and the header fields' names and
+// values all in one.
+func (x *exchange) request(c fiber.Ctx, route bool) error {
 	fr := c.Request()
-	uri := string(fr.RequestURI())
-	u, err := url.ParseRequestURI(uri)
-	if err != nil {
-		return nil, fmt.Errorf("idemfiber: request URI %q: %w", uri, err)
+	rawURI, method, host := fr.RequestURI(), fr.Header.Method(), fr.Host()
+	var addrBuf [64]byte
+	remote := appendAddr(addrBuf[:0], c.RequestCtx().RemoteAddr())
+	n, size := 0, len(rawURI)+len(method)+len(host)+len(remote)
+	for k, v := range fr.Header.All() {
+		n, size = n+1, size+len(k)+len(v)
+	}
+	arena := make([]byte, 0, size)
+	arena = append(append(append(append(arena, rawURI...), method...), host...), remote...)
+	for k, v := range fr.Header.All() {
+		arena = append(append(arena, k...), v...)
+	}
+	all := string(arena)
+	uri, all := all[:len(rawURI)], all[len(rawURI):]
+	if !parseRequestURI(uri, &x.url) {
+		u, err := url.ParseRequestURI(uri)
+		if err != nil {
+			return fmt.Errorf("idemfiber: request URI %q: %w", uri, err)
+		}
+		x.url = *u
 	}
 	body := fr.Body()
-	r := &http.Request{
-		Method:        string(fr.Header.Method()),
-		URL:           u,
+	r := &x.req
+	*r = http.Request{
+		Method:        all[:len(method)],
+		URL:           &x.url,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		ContentLength: int64(len(body)),
-		Host:          string(fr.Host()),
-		RemoteAddr:    c.RequestCtx().RemoteAddr().String(),
+		Host:          all[len(method) : len(method)+len(host)],
+		RemoteAddr:    all[len(method)+len(host) : len(method)+len(host)+len(remote)],
 		RequestURI:    uri,
 		TLS:           c.RequestCtx().TLSConnectionState(),
 	}
+	all = all[len(method)+len(host)+len(remote):]
 	if route {
 		r.Pattern = c.FullPath()
 	}
 	if len(body) > 0 {
-		r.Body = &bodyReader{b: body}
+		x.body = bodyReader{b: body}
+		r.Body = &x.body
 	} else {
 		r.Body = http.NoBody
 	}
-	n, size := 0, 0
-	for k, v := range fr.Header.All() {
-		n, size = n+1, size+len(k)+len(v)
-	}
 	r.Header = make(http.Header, n)
-	arena := make([]byte, 0, size)
-	for k, v := range fr.Header.All() {
-		arena = append(append(arena, k...), v...)
-	}
-	all, vals := string(arena), make([]string, 0, n)
+	vals := make([]string, 0, n)
 	for k, v := range fr.Header.All() {
 		key := http.CanonicalHeaderKey(all[:len(k)])
 		vals = append(vals, all[len(k):len(k)+len(v)])
@@ -242,8 +268,69 @@ func request(c fiber.Ctx, route bool) (*http.Request, error) {
 	if ctx := c.Context(); ctx != context.Background() {
 		r = r.WithContext(ctx)
 	}
-	return r, nil
+	x.r = r
+	return nil
 }
+
+// appendAddr appends addr.String() to b: for the *net.TCPAddr fasthttp
+// has, without its allocations (TestAppendAddr compares the two).
+func appendAddr(b []byte, addr net.Addr) []byte {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || a.Zone != "" {
+		return append(b, addr.String()...)
+	}
+	var ip netip.Addr
+	switch p4 := a.IP.To4(); {
+	case len(a.IP) == 0:
+		// no address: "" before the port, as net.JoinHostPort writes it
+	case p4 != nil:
+		ip = netip.AddrFrom4([4]byte(p4))
+	case len(a.IP) == net.IPv6len:
+		ip = netip.AddrFrom16([16]byte(a.IP))
+	default:
+		return append(b, addr.String()...)
+	}
+	if ip.Is6() {
+		b = append(ip.AppendTo(append(b, '[')), ']')
+	} else if ip.IsValid() {
+		b = ip.AppendTo(b)
+	}
+	return strconv.AppendInt(append(b, ':'), int64(a.Port), 10)
+}
+
+// parseRequestURI sets *u to what url.ParseRequestURI(uri) returns, and
+// reports true, when uri is a path that needs no decoding (letters, digits
+// and -._~$&+,/:;=@ only, from its leading '/' to an optional '?') and a
+// query of printable ASCII; it reports false, leaving the rest to
+// url.ParseRequestURI, for every other uri. TestParseRequestURI compares
+// the two.
+func parseRequestURI(uri string, u *url.URL) bool {
+	if len(uri) == 0 || uri[0] != '/' {
+		return false
+	}
+	path, query, hasQuery := strings.Cut(uri, "?")
+	for i := 0; i < len(path); i++ {
+		if !plainPath[path[i]] {
+			return false
+		}
+	}
+	for i := 0; i < len(query); i++ {
+		if c := query[i]; c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	*u = url.URL{Path: path, RawQuery: query, ForceQuery: hasQuery && query == ""}
+	return true
+}
+
+// plainPath holds the bytes a path may have for parseRequestURI: those
+// net/url neither decodes nor escapes in a path.
+var plainPath = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~$&+,/:;=@") {
+		t[c] = true
+	}
+	return t
+}()
 
 // bodyReader reads the fasthttp body, which idemhttp reads whole before
 // the handler runs, while the request is live.
@@ -269,12 +356,29 @@ func (b *bodyReader) Close() error { return nil }
 func move(c fiber.Ctx, w http.ResponseWriter) {
 	res := c.Response()
 	h := w.Header()
+	n, size := 0, 0
 	for k, v := range res.Header.All() {
-		key := string(k)
+		n, size = n+1, size+len(k)+len(v)
+	}
+	// The header fields' names and values in one string, their values in
+	// one slice.
+	arena := make([]byte, 0, size)
+	for k, v := range res.Header.All() {
+		arena = append(append(arena, k...), v...)
+	}
+	all, vals := string(arena), make([]string, 0, n)
+	for k, v := range res.Header.All() {
+		key := all[:len(k)]
+		vals = append(vals, all[len(k):len(k)+len(v)])
+		all = all[len(k)+len(v):]
 		if key == fiber.HeaderContentLength {
 			continue // computed from the body when sent
 		}
-		h[key] = append(h[key], string(v))
+		if prev, ok := h[key]; ok {
+			h[key] = append(prev[:len(prev):len(prev)], vals[len(vals)-1])
+		} else {
+			h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
+		}
 	}
 	status := res.StatusCode()
 	body := bytes.Clone(res.Body()) // a body stream is read whole; w may write to res
@@ -312,7 +416,12 @@ func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return nil, nil, nil
 }
 
-func (w *writer) Header() http.Header { return w.header }
+func (w *writer) Header() http.Header {
+	if w.header == nil {
+		w.header = make(http.Header, 4)
+	}
+	return w.header
+}
 
 func (w *writer) WriteHeader(code int) {
 	if w.wrote || code < 200 {

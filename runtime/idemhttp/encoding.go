@@ -29,7 +29,13 @@ type plainResponse response
 var errNotUTF8 = errors.New("idemhttp: a stored header field is not valid UTF-8")
 
 // MarshalJSON encodes the response as encoding/json encodes its fields.
-func (r response) MarshalJSON() ([]byte, error) {
+func (r response) MarshalJSON() ([]byte, error) { return r.MarshalJSONValue() }
+
+// MarshalJSONValue is MarshalJSON for idem.JSONValueMarshaler: its bytes
+// are already those json.Marshal returns for the response (compact, HTML
+// characters escaped as encoding/json escapes them; TestResponseJSON
+// compares them), so the executor's JSONCodec stores them as they are.
+func (r response) MarshalJSONValue() ([]byte, error) {
 	n := 64 + base64.StdEncoding.EncodedLen(len(r.Body)) + headerLen(r.Header) + headerLen(r.Selected)
 	b := make([]byte, 0, n)
 	b = append(b, `{"status":`...)
@@ -132,6 +138,15 @@ func appendString(b []byte, s string) ([]byte, error) {
 // common form, the one MarshalJSON writes with strings without escapes, is
 // read directly; anything else is left to encoding/json.
 func (r *response) UnmarshalJSON(data []byte) error {
+	return r.UnmarshalJSONValue(data)
+}
+
+// UnmarshalJSONValue is UnmarshalJSON for data that encoding/json has not
+// checked (idem.JSONValueUnmarshaler: the executor's JSONCodec calls it
+// without a scan of its own). The form read directly is valid JSON, and
+// responseDecoder accepts nothing else; every other input, valid or not,
+// is encoding/json's to decode or refuse.
+func (r *response) UnmarshalJSONValue(data []byte) error {
 	d := responseDecoder{b: data, s: string(data)}
 	if d.response(r) {
 		return nil
@@ -140,10 +155,11 @@ func (r *response) UnmarshalJSON(data []byte) error {
 	return json.Unmarshal(data, (*plainResponse)(r))
 }
 
-// responseDecoder reads the JSON of a response. Its input was checked by
-// encoding/json (which calls UnmarshalJSON only with a valid value); it
-// gives up (false) on anything but the form MarshalJSON writes. Strings
-// are slices of s: one allocation for all of them.
+// responseDecoder reads the JSON of a response. It accepts only the form
+// MarshalJSON writes (no whitespace, strings without escapes or control
+// characters, the status a JSON integer without sign or leading zero,
+// nothing after the object), which is valid JSON, and gives up (false) on
+// anything else. Strings are slices of s: one allocation for all of them.
 type responseDecoder struct {
 	b    []byte // the input
 	s    string // the input, as a string
@@ -171,6 +187,9 @@ func (d *responseDecoder) response(r *response) bool {
 			start := d.i
 			for d.i < len(d.s) && d.s[d.i] >= '0' && d.s[d.i] <= '9' {
 				d.i++
+			}
+			if d.i-start > 1 && d.s[start] == '0' {
+				return false // a leading zero: not JSON
 			}
 			n, err := strconv.Atoi(d.s[start:d.i])
 			if err != nil {
@@ -253,17 +272,24 @@ func (d *responseDecoder) string() (string, bool) {
 		return "", false
 	}
 	start := d.i
-	for ; d.i < len(d.s); d.i++ {
-		switch c := d.s[d.i]; {
-		case c == '"':
-			d.i++
-			return d.s[start : d.i-1], true
-		case c == '\\' || c < 0x20:
-			return "", false
-		}
+	for d.i < len(d.s) && plainJSON[d.s[d.i]] {
+		d.i++
 	}
-	return "", false
+	if d.i < len(d.s) && d.s[d.i] == '"' {
+		d.i++
+		return d.s[start : d.i-1], true
+	}
+	return "", false // an escape, a control character or no end
 }
+
+// plainJSON holds the bytes a JSON string holds as they are: all but the
+// double quote, the backslash and the control characters.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (d *responseDecoder) byte(c byte) bool {
 	if d.i < len(d.s) && d.s[d.i] == c {

@@ -126,3 +126,66 @@ func randomResponse(rng *rand.Rand) response {
 	}
 	return r
 }
+
+// TestResponseJSONUnchecked: idem.JSONCodec hands the stored response its
+// record without checking that it is JSON (idem.JSONValueUnmarshaler), so
+// the response's decoder must refuse, or decode as encoding/json does,
+// every input: for every record of TestResponseJSON's kinds, every
+// truncation of it and every byte of it replaced by (or preceded by) a
+// byte that matters to JSON, JSONCodec.Unmarshal fails exactly when
+// encoding/json's Decoder (what JSONCodec used before) fails or the input
+// is not one JSON value, and decodes the same response when it does not.
+func TestResponseJSONUnchecked(t *testing.T) {
+	decoder := func(data []byte, v *response) error { // JSONCodec before
+		if !json.Valid(data) {
+			// Also a value followed by '}' or ']', which the Decoder's
+			// More did not see as more data.
+			return errors.New("not one JSON value")
+		}
+		dec := json.NewDecoder(strings.NewReader(string(data)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return err
+		}
+		if dec.More() {
+			return errors.New("more data")
+		}
+		return nil
+	}
+	records := []response{
+		{Status: 201, Header: http.Header{"Content-Type": {"application/json"}, "Location": {"/orders/o-1"}}, Body: []byte(`{"id":"o-1"}`)},
+		{Status: 200, Header: http.Header{"Empty": {}, "Nil": nil}, Selected: http.Header{"Accept-Encoding": nil}, Body: []byte{0, 0xff}},
+		{Status: 0},
+	}
+	const bytesThatMatter = "0 \t\"\\{}[],:-1nx\x01\xff"
+	n := 0
+	for _, r := range records {
+		rec, err := idem.JSONCodec{}.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inputs [][]byte
+		for i := 0; i <= len(rec); i++ {
+			inputs = append(inputs, rec[:i])
+			for _, c := range []byte(bytesThatMatter) {
+				if i < len(rec) {
+					inputs = append(inputs, append(append(append([]byte{}, rec[:i]...), c), rec[i+1:]...))
+				}
+				inputs = append(inputs, append(append(append([]byte{}, rec[:i]...), c), rec[i:]...))
+			}
+		}
+		for _, in := range inputs {
+			var got, want response
+			gotErr := idem.JSONCodec{}.Unmarshal(in, &got)
+			wantErr := decoder(in, &want)
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("%q: error %v, encoding/json's Decoder %v", in, gotErr, wantErr)
+			}
+			if gotErr == nil && !equalResponse(got, want) {
+				t.Fatalf("%q: decoded %#v, encoding/json's Decoder %#v", in, got, want)
+			}
+			n++
+		}
+	}
+	t.Logf("%d inputs", n)
+}

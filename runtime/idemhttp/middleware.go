@@ -229,7 +229,7 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	if !m.cfg.cancel {
+	if !m.cfg.cancel && cancellable(ctx) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	claimCtx, named, conflict := m.claimContext(ctx, ev.Tenant)
@@ -312,6 +312,19 @@ func (m *middleware) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.refused(w, err, &ev)
+}
+
+// cancellable reports whether ctx can end: it has a Done channel or a
+// deadline. One that cannot (a fasthttp door's context.Background) is
+// the claim's and the handler's context as it is: context.WithoutCancel
+// would change nothing but add a wrapper whose every Value lookup
+// allocates (the runtime makes three per call).
+func cancellable(ctx context.Context) bool {
+	if ctx.Done() != nil {
+		return true
+	}
+	_, ok := ctx.Deadline()
+	return ok
 }
 
 // passThrough runs the handler for a request the middleware does not

@@ -15,7 +15,10 @@ import (
 // Fiber's own idempotency middleware (and Fiber with no idempotency, and
 // Fiber's replay floor): the same fasthttp stack on both sides, so that
 // the ratio is the idempotency layer's alone.
-func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string) error {
+//
+// With replaysOnly, only the replay cells run (for a CPU profile of
+// replays alone: -cpuprofile).
+func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string, replaysOnly bool) error {
 	pool, addr, err := connect(ctx)
 	if err != nil {
 		return err
@@ -53,17 +56,19 @@ func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, 
 	start := time.Now()
 	for _, c := range ints(callersFlag) {
 		cfg := benchcmp.Config{Rounds: rounds, Round: round, BlockConcurrent: time.Millisecond, MinOps: max(8, c), MaxOps: maxReq}
-		firsts := []*server{idemfiberSrv, fiberSrv, bare}
 		var vs []benchcmp.Variant
-		for _, s := range firsts {
-			vs = append(vs, lg.first(s))
+		if !replaysOnly {
+			firsts := []*server{idemfiberSrv, fiberSrv, bare}
+			for _, s := range firsts {
+				vs = append(vs, lg.first(s))
+			}
+			fmt.Fprintf(os.Stderr, "peers: Fiber first requests, %d clients\n", c)
+			r, err := benchcmp.Run(benchcmp.Group{Name: "first", Callers: c, Variants: vs}, cfg)
+			if err != nil {
+				return err
+			}
+			results = append(results, withRTT(r, lg, firsts, c, cfg, false))
 		}
-		fmt.Fprintf(os.Stderr, "peers: Fiber first requests, %d clients\n", c)
-		r, err := benchcmp.Run(benchcmp.Group{Name: "first", Callers: c, Variants: vs}, cfg)
-		if err != nil {
-			return err
-		}
-		results = append(results, withRTT(r, lg, firsts, c, cfg, false))
 		replayers := []*server{idemfiberSrv, fiberSrv, floor}
 		vs = nil
 		for _, s := range replayers {
@@ -74,7 +79,7 @@ func runFiber(ctx context.Context, rounds int, round time.Duration, maxReq int, 
 			vs = append(vs, v)
 		}
 		fmt.Fprintf(os.Stderr, "peers: Fiber replays, %d clients\n", c)
-		r, err = benchcmp.Run(benchcmp.Group{Name: "replay", Callers: c, Variants: vs}, cfg)
+		r, err := benchcmp.Run(benchcmp.Group{Name: "replay", Callers: c, Variants: vs}, cfg)
 		if err != nil {
 			return err
 		}

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -40,7 +41,20 @@ func main() {
 	callersFlag := flag.String("callers", "1,16", "concurrent clients")
 	quick := flag.Bool("quick", false, "few and short rounds (a smoke run)")
 	fiberOnly := flag.Bool("fiber", false, "only the Fiber stack: runtime/idemfiber against Fiber's idempotency middleware")
+	replaysOnly := flag.Bool("replays", false, "with -fiber, only the replay cells")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run (servers and load generator) to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peers:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *quick {
 		*rounds, *round = 3, 15*time.Millisecond
 	}
@@ -50,10 +64,13 @@ func main() {
 	defer cancel()
 	runFn := run
 	if *fiberOnly {
-		runFn = runFiber
+		runFn = func(ctx context.Context, rounds int, round time.Duration, maxReq int, callersFlag string) error {
+			return runFiber(ctx, rounds, round, maxReq, callersFlag, *replaysOnly)
+		}
 	}
 	if err := runFn(ctx, *rounds, *round, *maxReq, *callersFlag); err != nil {
 		fmt.Fprintln(os.Stderr, "peers:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
