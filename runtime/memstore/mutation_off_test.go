@@ -1,0 +1,25 @@
+//go:build !idemmutant
+
+package memstore
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idemgen/idemgen/internal/mutant"
+)
+
+// TestNoMutationWithoutTag: in a build without the tag idemmutant, a
+// context that switches on every known mistake plants none in the store.
+func TestNoMutationWithoutTag(t *testing.T) {
+	var all mutant.Flag
+	for _, m := range mutant.All() {
+		all |= m
+	}
+	ctx := mutant.With(context.Background(), all)
+	for _, m := range []mutation{mCompleteWithoutFencing, mTakeoverWithoutFingerprint} {
+		if mutated(ctx, m) {
+			t.Errorf("mutation %v is planted in a build without the tag idemmutant", mutant.Flag(m))
+		}
+	}
+}
