@@ -39,11 +39,17 @@ const (
 	// for a refusal when storing an outcome, and stores the "not stored"
 	// substitute, or gives up when that is refused too (runtime/idem).
 	OutageAsRefusal
+	// ReleaseOutageGiveUp: the executor gives up a Release the store could
+	// not take because of an outage (a method that failed transiently,
+	// panicked or was cancelled), instead of sending it again in the
+	// background, so that the claim stays PROCESSING for the rest of its
+	// lease (runtime/idem).
+	ReleaseOutageGiveUp
 )
 
 // All returns every mutation, in declaration order.
 func All() []Flag {
-	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint, QuickCompleteGiveUp, OutageAsRefusal}
+	return []Flag{ReleaseAfterFinal, CompleteWithoutFencing, LostCompleteReplyAsLeaseLost, TakeoverWithoutFingerprint, QuickCompleteGiveUp, OutageAsRefusal, ReleaseOutageGiveUp}
 }
 
 func name(f Flag) string {
@@ -60,6 +66,8 @@ func name(f Flag) string {
 		return "quick-complete-give-up"
 	case OutageAsRefusal:
 		return "outage-as-refusal"
+	case ReleaseOutageGiveUp:
+		return "release-outage-give-up"
 	}
 	return "unknown"
 }

@@ -321,6 +321,13 @@ func (w *world) answered(wk *worker) {
 	if ks.holderWk == wk && !wk.completeOK && !wk.faulted && w.now.Before(ks.leaseUntil) && len(w.violations) == 0 {
 		w.violate("%s: %s ended (%s) but its claim stays PROCESSING for the rest of its lease (%v)", ks.name, wk, wk.how, ks.leaseUntil.Sub(w.now))
 	}
+	// A release that met only a store outage is sent again by the
+	// executor until it passes or the lease ends: the claim is not left
+	// to block every retry for the rest of its lease.
+	if ks.holderWk == wk && !wk.completeOK && wk.releaseDown && !wk.releaser && !wk.linkFaulted && w.now.Before(ks.leaseUntil) && len(w.violations) == 0 {
+		w.violate("%s: %s ended (%s); its release met a store outage, and nothing sends it again: its claim stays PROCESSING for the rest of its lease (%v)",
+			ks.name, wk, wk.how, ks.leaseUntil.Sub(w.now))
+	}
 	if len(w.violations) == 0 {
 		w.clientDone(wk)
 	}

@@ -215,6 +215,7 @@ func (l link) Release(ctx context.Context, key idem.Key, token idem.Token) error
 	}})
 	if wk.parent == nil && (errors.Is(err, errRequestLost) || errors.Is(err, errReplyLost) || isDown(err)) {
 		wk.releaseLost = true // the executor will send it again
+		wk.releaseDown = wk.releaseDown || isDown(err)
 	}
 	return err
 }

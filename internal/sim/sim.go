@@ -59,6 +59,13 @@
 // and at the end, after every lease lapsed, a fault-free probe of each key
 // must not find it PROCESSING, and must replay the outcome a durable store
 // acknowledged (it must not execute the key again).
+//
+// A schedule that cannot end is a failure too, reported with its seed: its
+// event queue drains with a goroutine still parked, its virtual time passes
+// maxVirtual or it runs maxEvents events, or a goroutine holds the baton
+// without yielding for stuckAfter of real time (a hang guard). The
+// executor's own goroutines are started through the simulator's clock
+// (clock.Go), so that the simulator never waits for one that was not.
 package sim
 
 import (
@@ -162,7 +169,21 @@ type Options struct {
 	Mutations mutant.Flag // known mistakes to switch on
 	Renewal   Renewal     // default RenewBySeed
 	Trace     bool        // keep a readable trace of every step
+
+	stick stick // tests only: make the schedule stuck (see stick)
 }
+
+// stick makes a schedule stuck on purpose, for the tests that show every
+// stuck schedule is reported: the first method run (exec #1) then never
+// ends, in one of three ways.
+type stick uint8
+
+const (
+	stickNone   stick = iota
+	stickStrand       // it parks with no wake-up scheduled: nothing is left to run
+	stickLoop         // it waits a second of virtual time, forever
+	stickBlock        // it blocks on a channel, never yielding the baton
+)
 
 // renews reports whether the schedule of seed renews leases; by seed, it
 // is drawn apart from the schedule's generator, so that it changes nothing

@@ -51,8 +51,10 @@ type worker struct {
 	stopAfter       func() bool // unregisters the wake-up on the renewals' end
 	keeper          bool        // the executor's goroutine that keeps parent's outcome after its caller gave up, or sends its release again
 	// releaseLost: a Release of this worker did not reach the store or
-	// lost its reply (the executor sends it again from a goroutine).
-	releaseLost bool
+	// lost its reply (the executor sends it again from a goroutine);
+	// releaseDown: one found the store down or in an outage; releaser: the
+	// executor's goroutine that sends it again was adopted.
+	releaseLost, releaseDown, releaser bool
 
 	token      idem.Token
 	tokenSet   bool
@@ -143,11 +145,16 @@ func (w *world) adoptRenewal(wk *worker, rs *renewalStart) {
 }
 
 // adoptReleaser adopts the goroutine the executor started to send a lost
-// release of wk again (see link.Release), before wk yields: it announces
-// itself at its first Sleep, which it reaches while wk holds the baton.
+// release of wk again (see link.Release), before wk yields: it announced
+// itself at its first Sleep, as the executor started it (clock.Go). If the
+// executor started none, there is nothing to adopt: the checker judges the
+// claim left behind (answered).
 func (wk *worker) adoptReleaser() {
 	if wk.parent == nil && wk.releaseLost {
-		wk.w.adoptKeeper(wk, <-wk.w.keepers, false)
+		if rs := wk.w.takeSpawned(false); rs != nil {
+			wk.w.adoptKeeper(wk, rs, false)
+			wk.releaser = true
+		}
 		wk.releaseLost = false
 	}
 }
@@ -232,10 +239,13 @@ func (w *world) resume(wk *worker, g uint64, err error) {
 
 // hand gives the baton to wk and waits until it parks or ends.
 func (w *world) hand(wk *worker, m wakeMsg) {
+	from := wk.where // read before wk runs
 	wk.state = running
 	w.cur = wk
 	wk.wake <- m
-	<-w.back
+	if !w.baton(wk.String() + ", resumed from " + from + ",") {
+		return
+	}
 	if wk.keeper {
 		if wk.state == ended {
 			w.tracef("%s ends", wk)
@@ -248,7 +258,9 @@ func (w *world) hand(wk *worker, m wakeMsg) {
 			// The renewals lost the lease and end without yielding again:
 			// they cancel the method's context (the worker waits on it in
 			// body) before they return.
-			<-p.waitOn.Done()
+			if !w.await(p.waitOn.Done(), wk.String()+" (its end does not cancel the method's context)") {
+				return
+			}
 			if p.state == parked {
 				p.gen++
 				g := p.gen
@@ -336,9 +348,13 @@ func (wk *worker) call() {
 		wk.res, wk.err = svc.Await(wk.ctx, wk.req)
 	}
 	if errors.Is(wk.err, idem.ErrOutcomePending) {
-		// The executor left a goroutine keeping the outcome: it announces
-		// itself at its first Sleep.
-		wk.w.adoptKeeper(wk, <-wk.w.keepers, true)
+		// The executor left a goroutine keeping the outcome: it announced
+		// itself at its first Sleep, as the executor started it.
+		if rs := wk.w.takeSpawned(false); rs != nil {
+			wk.w.adoptKeeper(wk, rs, true)
+		} else {
+			wk.w.violate("%s: %s was told idem.ErrOutcomePending, but the executor started nothing that keeps its outcome", wk.ks.name, wk)
+		}
 	}
 	wk.how = "returned"
 }
@@ -394,10 +410,10 @@ type execution struct {
 // caller's cancellation can cut short), then does what the schedule drew.
 func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*simsvc.Result, error) {
 	wk := w.cur
-	if w.renew {
+	if rs := w.takeSpawned(true); rs != nil {
 		// The executor started the lease renewals before it called the
-		// method: wait for their goroutine to announce itself first.
-		w.adoptRenewal(wk, <-w.renewals)
+		// method: their goroutine announced itself as it started.
+		w.adoptRenewal(wk, rs)
 	}
 	w.execs++
 	e := &execution{id: w.execs, wk: wk, epoch: wk.claimEpoch}
@@ -415,6 +431,9 @@ func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*s
 		}
 	}
 	w.tracef("%s runs %s (exec #%d, payload %d, token %s), for %v", wk, method, e.id, req.Payload, w.tok(wk.token), d)
+	if e.id == 1 && w.opts.stick != stickNone {
+		w.stuck(wk)
+	}
 	if err := wk.wait(ctx, d, fmt.Sprintf("%s exec #%d", method, e.id)); err != nil {
 		e.ended = true
 		w.tracef("%s exec #%d sees its context done: %v", wk, e.id, err)
@@ -458,4 +477,19 @@ func (w *world) body(ctx context.Context, method string, req simsvc.Request) (*s
 		res.X = math.NaN()
 	}
 	return res, nil
+}
+
+// stuck makes wk's method run never end (Options.stick), for tests.
+func (w *world) stuck(wk *worker) {
+	switch w.opts.stick {
+	case stickStrand:
+		wk.waitOn, wk.where = context.Background(), "a wait nobody ends"
+		_ = wk.park()
+	case stickLoop:
+		for {
+			_ = wk.wait(context.Background(), time.Second, "a wait it repeats forever")
+		}
+	case stickBlock:
+		select {} // a real block: only the hang guard (stuckAfter) ends the schedule
+	}
 }

@@ -21,6 +21,20 @@ func epoch0() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 // many events is reported as a livelock.
 const maxEvents = 200_000
 
+// maxVirtual bounds one schedule's virtual time: every client is done
+// within a minute of it (at most 5 attempts, timeouts of at most 4 s,
+// backoffs from at most 300 ms), so a schedule whose clock passes it keeps
+// something waiting or retrying that never ends: it is reported as stuck.
+const maxVirtual = 10 * time.Minute
+
+// stuckAfter is the hang guard of one hand-over of the baton, in real time:
+// a worker or an executor goroutine that holds the baton for that long has
+// blocked on something the simulator does not schedule (a channel, a lock,
+// a real timer). The schedule is then reported as stuck, naming its seed,
+// instead of hanging the run. It is far above any real hand-over (micro-
+// seconds); it decides no verdict a schedule can reach otherwise.
+var stuckAfter = time.Minute
+
 // world is one schedule: virtual time, the event queue, the store, the
 // executor, the clients and workers, and the checker's view of every key.
 // Only one goroutine runs at a time: the scheduler (Run's goroutine) or the
@@ -58,9 +72,64 @@ type world struct {
 	finals       map[string]*execution // final error messages, by text
 	decoded      map[string]outcome    // stored result bodies already decoded
 
+	// spawned are the executor's goroutines started (clock.Go) that
+	// announced themselves and wait to be adopted by the worker that
+	// started them (a renewal, a keeper, a releaser).
+	spawned []spawned
+	guard   *time.Timer // the hang guard of a hand-over (stuckAfter)
+	// hung: a hand-over of the baton never came back (stuckAfter); the
+	// schedule stops, and its goroutines are left as they are.
+	hung bool
+
 	trace      []string
 	violations []string
 	stats      Stats
+}
+
+// spawned is an executor goroutine that announced itself at its first
+// Sleep: on w.renewals (renewal) or on w.keepers.
+type spawned struct {
+	renewal bool
+	rs      *renewalStart
+}
+
+// takeSpawned returns the announced goroutine of the kind (renewal, or a
+// keeper or releaser) that the current worker started, or nil when the
+// executor started none: the simulator never waits for one that was not
+// started (see clock.Go).
+func (w *world) takeSpawned(renewal bool) *renewalStart {
+	for i, sp := range w.spawned {
+		if sp.renewal == renewal {
+			w.spawned = append(w.spawned[:i], w.spawned[i+1:]...)
+			return sp.rs
+		}
+	}
+	return nil
+}
+
+// baton waits until the goroutine that holds the baton hands it back, for
+// at most stuckAfter of real time (a hang guard): then the schedule is
+// stuck, reported as such, and false is returned.
+func (w *world) baton(who string) bool {
+	return w.await(w.back, who)
+}
+
+// await waits for ch to deliver or close, under the hang guard (see baton).
+func (w *world) await(ch <-chan struct{}, who string) bool {
+	if w.guard == nil {
+		w.guard = time.NewTimer(stuckAfter)
+	} else {
+		w.guard.Reset(stuckAfter)
+	}
+	select {
+	case <-ch:
+		w.guard.Stop()
+		return true
+	case <-w.guard.C:
+		w.hung = true
+		w.violate("stuck: %s held the baton for %v of real time without yielding (it waits for something the simulator does not schedule)", who, stuckAfter)
+		return false
+	}
 }
 
 type event struct {
@@ -136,6 +205,32 @@ type clock struct{ w *world }
 
 func (c clock) Now() time.Time { return c.w.now }
 
+// Go starts one of the executor's own goroutines (runtime/idem starts them
+// through a Clock's Go: the lease renewal, the keeper of an outcome, a
+// Release sent again) for the worker holding the baton, and waits until it
+// announces itself at its first Sleep (startRenewal), or ends without one.
+// The worker adopts it later from w.spawned; so the simulator knows, as
+// the executor starts a goroutine, that there is one to adopt, and never
+// waits for one that the executor (or a mutation of it) did not start.
+func (c clock) Go(fn func()) {
+	w := c.w
+	if w.cur == nil {
+		panic("sim: Clock.Go called outside a worker")
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fn()
+	}()
+	select {
+	case rs := <-w.renewals:
+		w.spawned = append(w.spawned, spawned{renewal: true, rs: rs})
+	case rs := <-w.keepers:
+		w.spawned = append(w.spawned, spawned{rs: rs})
+	case <-done:
+	}
+}
+
 func (c clock) Sleep(ctx context.Context, d time.Duration) error {
 	w := c.w
 	wk := w.cur
@@ -168,19 +263,54 @@ func (c clock) Sleep(ctx context.Context, d time.Duration) error {
 // the end state and releases every parked goroutine.
 func (w *world) run() {
 	defer w.cleanup()
+	if !w.drain("the schedule") {
+		return
+	}
+	w.finish()
+}
+
+// drain runs the queued events until none is left, and reports whether
+// the schedule went on without a violation. A schedule that has not ended
+// after maxEvents events or maxVirtual of virtual time, or that ends with a
+// goroutine still parked (waiting for a wake-up nothing is left to give),
+// is stuck: a violation naming what waits.
+func (w *world) drain(what string) bool {
 	for w.q.Len() > 0 && len(w.violations) == 0 {
 		w.events++
 		if w.events > maxEvents {
-			w.violate("the schedule did not end after %d events (livelock)", maxEvents)
-			return
+			w.violate("stuck: %s did not end after %d events (livelock)", what, maxEvents)
+			return false
 		}
 		e := heap.Pop(&w.q).(*event)
+		if e.at.Sub(epoch0()) > maxVirtual {
+			w.violate("stuck: %s did not end within %v of virtual time (livelock)", what, maxVirtual)
+			return false
+		}
 		w.now = e.at
 		e.fn()
 	}
-	if len(w.violations) == 0 {
-		w.finish()
+	if len(w.violations) > 0 {
+		return false
 	}
+	for _, a := range w.actors() {
+		if a.state == parked {
+			w.violate("stuck: %s ended with %s parked at %s, and nothing left to wake it", what, a, a.where)
+			return false
+		}
+	}
+	return true
+}
+
+// actors returns every worker and every executor goroutine they adopted.
+func (w *world) actors() []*worker {
+	as := make([]*worker, 0, len(w.workers)+len(w.keeperActors))
+	for _, wk := range w.workers {
+		as = append(as, wk)
+		if wk.renewal != nil {
+			as = append(as, wk.renewal)
+		}
+	}
+	return append(as, w.keeperActors...)
 }
 
 // finish runs after every client is done: it waits out every lease, then
@@ -195,28 +325,35 @@ func (w *world) finish() {
 		w.clients = append(w.clients, c)
 		w.attempt(c)
 	}
-	for w.q.Len() > 0 && len(w.violations) == 0 {
-		w.events++
-		if w.events > maxEvents {
-			w.violate("the probes did not end after %d events (livelock)", maxEvents)
-			return
-		}
-		e := heap.Pop(&w.q).(*event)
-		w.now = e.at
-		e.fn()
-	}
+	w.drain("the probes")
 }
 
 // cleanup ends every goroutine still parked (crashed workers, and all of
 // them when the schedule stopped at a violation): each is woken with a kill
 // and leaves through runtime.Goexit, so nothing outlives the schedule.
+//
+// After a hand-over that never came back (w.hung), the goroutine holding
+// the baton cannot be told apart from one handing it back: the goroutines
+// are left as they are (the schedule failed; its Runner keeps none of them).
 func (w *world) cleanup() {
+	if w.guard != nil {
+		w.guard.Stop()
+	}
+	if w.hung {
+		return
+	}
+	for _, sp := range w.spawned {
+		sp.rs.actor.wake <- wakeMsg{kill: true} // started, never adopted: it leaves at once
+	}
+	w.spawned = nil
 	for _, wk := range append(w.workers, w.keeperActors...) {
 		if wk.state == parked || wk.state == crashed {
 			wk.state = killed
 			w.cur = wk
 			wk.wake <- wakeMsg{kill: true}
-			<-w.back
+			if !w.baton(wk.String() + " (killed at the end)") {
+				return
+			}
 			w.cur = nil
 		}
 	}

@@ -2,6 +2,7 @@ package stress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -67,72 +68,167 @@ func failoverWindow(short bool) time.Duration {
 func PGFailover(mode string) Scenario {
 	async := mode == "async"
 	name := "pg-failover-" + strings.ReplaceAll(mode, "_", "-")
-	w := &windowLog{}
-	return Scenario{
+	return killMidStorm(Scenario{
 		Name:    name,
 		About:   "PostgreSQL primary killed mid-storm, streaming standby (" + mode + ") promoted; pool on both hosts, target_session_attrs=read-write",
 		Applies: only("pg", "pg-tx"),
 		Own: func(ctx context.Context) (*Owned, error) {
-			w.reset()
 			rep, err := StartPGReplica(ctx, mode)
 			if err != nil {
 				return nil, err
 			}
 			return &Owned{Servers: Servers{PGDSN: rep.DSN}, Value: rep, Stop: rep.Stop}, nil
 		},
-		Configure: func(s *Storm) {
-			faulty(s)
-			// Four times the keys, each retried a quarter as often: most
-			// keys are still undecided when the primary dies.
-			s.Keys *= 4
-			s.MayLose = async
-			// The storm must still run through the window: it holds late.
-			s.Faults, s.HoldAt = 1, 0.8
-			window := failoverWindow(s.Short)
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				rep := env.Own.(*PGReplica)
-				if err := env.WaitProgress(ctx, 0.1); err != nil {
-					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				// Every write acknowledged before from is on the standby.
-				from := len(env.Recorder.History())
-				if err := rep.CatchUp(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				if err := rep.Lag(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				lagged := len(env.Recorder.History())
-				time.Sleep(window)
-				t0 := time.Now()
-				if err := rep.Kill(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				// A reply the primary sent just before it died reaches
-				// its caller's Recorder a moment later.
-				time.Sleep(50 * time.Millisecond)
-				to := len(env.Recorder.History())
-				release()
-				if err := rep.Promote(ctx); err != nil {
-					return fmt.Errorf("%s: %w\n%s", name, err, rep.Log())
-				}
-				env.Outage(time.Since(t0))
-				if async {
-					env.LostAll()
-				}
-				w.set(env, from, to)
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Note("standby %v behind (%d operations meanwhile), primary killed at call %d, promoted in %v", window, to-lagged, env.Issued(), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
+	}, midStormKill[*PGReplica]{
+		// The storm must still run through the window: it holds late.
+		holdAt:  0.8,
+		mayLose: async,
+		lostAll: async,
+		window:  &windowLog{},
+		before:  func(ctx context.Context, rep *PGReplica) error { return rep.fallBehind(ctx) },
+		behind:  failoverWindow,
+		victim:  "primary",
+		kill:    func(ctx context.Context, rep *PGReplica) error { return rep.Kill(ctx) },
+		recover: func(ctx context.Context, rep *PGReplica) (string, error) {
+			if err := rep.Promote(ctx); err != nil {
+				return "", fmt.Errorf("%w\n%s", err, rep.Log())
+			}
+			return "promoted", nil
 		},
-		Verify: func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, async) },
+	})
+}
+
+// fallBehind makes the standby catch up with every write the primary
+// acknowledged, then stops replicating to it (the window begins).
+func (s *PGReplica) fallBehind(ctx context.Context) error {
+	if err := s.CatchUp(ctx); err != nil {
+		return err
 	}
+	return s.Lag(ctx)
+}
+
+// midStormKill is the part of a failover scenario that differs from the
+// others, for killMidStorm: what it kills, how the cluster is readied
+// before and recovers after, and what the kill may lose. T is the type of
+// the scenario's Owned.Value.
+type midStormKill[T any] struct {
+	holdAt float64 // the storm holds at this fraction of its calls until the fault is done
+	// mayLose: the model lets records vanish (Storm.MayLose); lostAll:
+	// the kill loses what the replicas had not received (Env.LostAll).
+	mayLose, lostAll bool
+	// window, when set, logs the writes acknowledged from before the
+	// readying until just after the kill, and Verify allows extra
+	// executions on their keys only (windowLog.verify; async: mayLose).
+	window *windowLog
+	// before readies the cluster once a call is held after its side
+	// effect (a standby catches up and then stops replicating); nil:
+	// nothing to do.
+	before func(ctx context.Context, own T) error
+	// behind is how long the standby falls behind before the kill (the
+	// storm's short flag in, the duration out); nil: no wait.
+	behind func(short bool) time.Duration
+	victim string // what kill kills, for the run's note
+	kill   func(ctx context.Context, own T) error
+	// recover waits until the cluster takes writes again (a promotion)
+	// and says what happened, for the note; the time from the kill is the
+	// run's outage (Env.Outage). Nil: the cluster never stopped taking
+	// writes (a node of a multi-primary cluster).
+	recover func(ctx context.Context, own T) (string, error)
+}
+
+// killMidStorm is sc with the failover skeleton every failover scenario
+// shares: a faulty storm over four times the keys, each retried a quarter
+// as often (most keys are still undecided when the fault comes), and one
+// fault in the background. At 10% of the calls the next call to make its
+// side effect is held before its Complete, the cluster is readied
+// (k.before, then k.behind), k.kill kills its primary (or a node), the
+// held call is let go, and k.recover waits for the cluster to take writes
+// again; the storm holds at k.holdAt until then. The run's note says what
+// was killed at which call and how long the recovery took.
+func killMidStorm[T any](sc Scenario, k midStormKill[T]) Scenario {
+	name := sc.Name
+	if w, own := k.window, sc.Own; w != nil {
+		sc.Own = func(ctx context.Context) (*Owned, error) {
+			w.reset()
+			return own(ctx)
+		}
+		sc.Verify = func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, k.mayLose) }
+	}
+	sc.Configure = func(s *Storm) {
+		faulty(s)
+		s.Keys *= 4
+		s.MayLose = k.mayLose
+		s.Faults, s.HoldAt = 1, k.holdAt
+		var behind time.Duration
+		if k.behind != nil {
+			behind = k.behind(s.Short)
+		}
+		s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
+			defer env.FaultDone()
+			if err := k.run(ctx, env, behind); err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return sc
+}
+
+// run is the background fault of killMidStorm.
+func (k midStormKill[T]) run(ctx context.Context, env *Env, behind time.Duration) error {
+	own := env.Own.(T)
+	if err := env.WaitProgress(ctx, 0.1); err != nil {
+		return errors.New("the storm ended before 10% of its calls")
+	}
+	release, held := env.HoldNextEffect(ctx, 10*time.Second)
+	defer release()
+	// Every write acknowledged before from is on the replicas once
+	// k.before has returned.
+	from := len(env.Recorder.History())
+	if k.before != nil {
+		if err := k.before(ctx, own); err != nil {
+			return err
+		}
+	}
+	lagged := len(env.Recorder.History())
+	time.Sleep(behind)
+	t0 := time.Now()
+	if err := k.kill(ctx, own); err != nil {
+		return err
+	}
+	killedAt := env.Issued()
+	to := 0
+	if k.window != nil {
+		// A reply the primary sent just before it died reaches its
+		// caller's Recorder a moment later.
+		time.Sleep(50 * time.Millisecond)
+		to = len(env.Recorder.History())
+	}
+	release()
+	if k.lostAll {
+		env.LostAll()
+	}
+	note := fmt.Sprintf("%s killed at call %d", k.victim, killedAt)
+	if behind > 0 {
+		note = fmt.Sprintf("standby %v behind (%d operations meanwhile), %s", behind, to-lagged, note)
+	}
+	if k.recover != nil {
+		what, err := k.recover(ctx, own)
+		if err != nil {
+			return err
+		}
+		took := time.Since(t0)
+		env.Outage(took)
+		note += fmt.Sprintf(", %s in %v", what, took.Round(time.Millisecond))
+	}
+	if k.window != nil {
+		k.window.set(env, from, to)
+	}
+	if !held {
+		env.Note("no side effect to hold")
+	}
+	env.Note("%s", note)
+	return nil
 }
 
 // windowLog is what a failover's window wrote: the keys whose writes the
@@ -284,9 +380,8 @@ func (w *windowLog) verify(res *Result, env *Env, execs map[string]int, async bo
 // lost-record); tiered keeps one execution per key (PostgreSQL decides
 // every claim).
 func SentinelFailover() Scenario {
-	const name = "sentinel-failover"
-	return Scenario{
-		Name:    name,
+	return killMidStorm(Scenario{
+		Name:    "sentinel-failover",
 		About:   "Redis master SIGKILLed mid-storm, replica promoted by three Sentinels; go-redis failover client",
 		Applies: only("redis-sentinel", "tiered-sentinel"),
 		Own: func(ctx context.Context) (*Owned, error) {
@@ -296,37 +391,16 @@ func SentinelFailover() Scenario {
 			}
 			return &Owned{Servers: Servers{Sentinel: &sr.Sentinel}, Value: sr, Stop: sr.Stop}, nil
 		},
-		Configure: func(s *Storm) {
-			faulty(s)
-			s.Keys *= 4
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				sr := env.Own.(*SentinelRedis)
-				if err := env.WaitProgress(ctx, 0.1); err != nil {
-					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				t0 := time.Now()
-				if err := sr.KillMaster(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				release()
-				env.LostAll() // whatever the replica had not received
-				addr, err := sr.WaitMaster(ctx)
-				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				env.Outage(time.Since(t0))
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Note("master killed at call %d, %s promoted in %v", env.Issued(), addr, time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
+	}, midStormKill[*SentinelRedis]{
+		holdAt:  0.6,
+		lostAll: true, // whatever the replica had not received
+		victim:  "master",
+		kill:    func(ctx context.Context, sr *SentinelRedis) error { return sr.KillMaster(ctx) },
+		recover: func(ctx context.Context, sr *SentinelRedis) (string, error) {
+			addr, err := sr.WaitMaster(ctx)
+			return addr + " promoted", err
 		},
-	}
+	})
 }
 
 // doubleFailover is what TieredDoubleFailover's Own started.
@@ -345,14 +419,11 @@ type doubleFailover struct {
 // lost (the model lets records vanish); Verify bounds the extra executions
 // by the window's keys, as in pg-failover-async, and reports them.
 func TieredDoubleFailover() Scenario {
-	const name = "tiered-double-failover"
-	w := &windowLog{}
-	return Scenario{
-		Name:    name,
+	return killMidStorm(Scenario{
+		Name:    "tiered-double-failover",
 		About:   "tiered: Redis master (Sentinel) and PostgreSQL primary (async standby, lagging) killed together, both promoted",
 		Applies: only("tiered-sentinel"),
 		Own: func(ctx context.Context) (*Owned, error) {
-			w.reset()
 			pg, err := StartPGReplica(ctx, "async")
 			if err != nil {
 				return nil, err
@@ -365,57 +436,30 @@ func TieredDoubleFailover() Scenario {
 			return &Owned{Servers: Servers{PGDSN: pg.DSN, Sentinel: &sr.Sentinel}, Value: &doubleFailover{pg: pg, redis: sr},
 				Stop: func() { sr.Stop(); pg.Stop() }}, nil
 		},
-		Configure: func(s *Storm) {
-			faulty(s)
-			s.Keys *= 4
-			s.MayLose = true
-			s.Faults, s.HoldAt = 1, 0.8
-			window := failoverWindow(s.Short)
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				d := env.Own.(*doubleFailover)
-				if err := env.WaitProgress(ctx, 0.1); err != nil {
-					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				from := len(env.Recorder.History())
-				if err := d.pg.CatchUp(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				if err := d.pg.Lag(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				lagged := len(env.Recorder.History())
-				time.Sleep(window)
-				t0 := time.Now()
-				var wg sync.WaitGroup
-				var perr, rerr error
-				wg.Go(func() { perr = d.pg.Kill(ctx) })
-				wg.Go(func() { rerr = d.redis.KillMaster(ctx) })
-				wg.Wait()
-				if perr != nil || rerr != nil {
-					return fmt.Errorf("%s: %v; %v", name, perr, rerr)
-				}
-				time.Sleep(50 * time.Millisecond)
-				to := len(env.Recorder.History())
-				release()
-				env.LostAll()
-				wg.Go(func() { perr = d.pg.Promote(ctx) })
-				wg.Go(func() { _, rerr = d.redis.WaitMaster(ctx) })
-				wg.Wait()
-				if perr != nil || rerr != nil {
-					return fmt.Errorf("%s: %v; %v", name, perr, rerr)
-				}
-				env.Outage(time.Since(t0))
-				w.set(env, from, to)
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Note("standby %v behind (%d operations meanwhile), primary and master killed at call %d, both promoted in %v", window, to-lagged, env.Issued(), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
+	}, midStormKill[*doubleFailover]{
+		holdAt:  0.8,
+		mayLose: true,
+		lostAll: true,
+		window:  &windowLog{},
+		before:  func(ctx context.Context, d *doubleFailover) error { return d.pg.fallBehind(ctx) },
+		behind:  failoverWindow,
+		victim:  "primary and master",
+		kill: func(ctx context.Context, d *doubleFailover) error {
+			return both(func() error { return d.pg.Kill(ctx) }, func() error { return d.redis.KillMaster(ctx) })
 		},
-		Verify: func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, true) },
-	}
+		recover: func(ctx context.Context, d *doubleFailover) (string, error) {
+			return "both promoted", both(func() error { return d.pg.Promote(ctx) },
+				func() error { _, err := d.redis.WaitMaster(ctx); return err })
+		},
+	})
+}
+
+// both runs a and b at once and returns their errors, joined.
+func both(a, b func() error) error {
+	var wg sync.WaitGroup
+	var aerr, berr error
+	wg.Go(func() { aerr = a() })
+	wg.Go(func() { berr = b() })
+	wg.Wait()
+	return errors.Join(aerr, berr)
 }

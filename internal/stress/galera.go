@@ -161,9 +161,8 @@ func (g *GaleraCluster) Stop() {
 // applied its claim's INSERT matched no row: ErrLeaseLost, the record left
 // PROCESSING for its lease, the history not linearizable.)
 func GaleraKill() Scenario {
-	const name = "galera-kill"
-	return Scenario{
-		Name:  name,
+	return killMidStorm(Scenario{
+		Name:  "galera-kill",
 		About: "MariaDB Galera, three nodes, connections spread over all; one node SIGKILLed mid-storm",
 		// Transactional mode refuses Galera (mysqlstore.ErrGalera).
 		Applies: only("mysql"),
@@ -174,28 +173,9 @@ func GaleraKill() Scenario {
 			}
 			return &Owned{Servers: Servers{MySQLDSN: g.DSN}, Value: g, Stop: g.Stop}, nil
 		},
-		Configure: func(s *Storm) {
-			faulty(s)
-			s.Keys *= 4
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				g := env.Own.(*GaleraCluster)
-				if err := env.WaitProgress(ctx, 0.1); err != nil {
-					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				if err := g.Kill(ctx, 2); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				release()
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Note("node 2 killed at call %d", env.Issued())
-				return nil
-			})
-		},
-	}
+	}, midStormKill[*GaleraCluster]{
+		holdAt: 0.6,
+		victim: "node 2",
+		kill:   func(ctx context.Context, g *GaleraCluster) error { return g.Kill(ctx, 2) },
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/idemgen/idemgen/internal/freeport"
 )
@@ -110,59 +109,27 @@ func (c *PatroniCluster) Stop() {
 // is only the replication lag at the kill, with no stopped replication.
 func PatroniFailover(mode string) Scenario {
 	async := mode == "async"
-	name := "patroni-failover-" + mode
-	w := &windowLog{}
-	return Scenario{
-		Name:    name,
+	return killMidStorm(Scenario{
+		Name:    "patroni-failover-" + mode,
 		About:   "Patroni (etcd) leader SIGKILLed mid-storm, the replica promoted by Patroni (" + mode + ")",
 		Applies: only("pg", "pg-tx"),
 		Own: func(ctx context.Context) (*Owned, error) {
-			w.reset()
 			c, err := StartPatroni(ctx, mode)
 			if err != nil {
 				return nil, err
 			}
 			return &Owned{Servers: Servers{PGDSN: c.DSN}, Value: c, Stop: c.Stop}, nil
 		},
-		Configure: func(s *Storm) {
-			faulty(s)
-			s.Keys *= 4
-			s.MayLose = async
-			s.Faults, s.HoldAt = 1, 0.6
-			s.Background = append(s.Background, func(ctx context.Context, env *Env) error {
-				defer env.FaultDone()
-				c := env.Own.(*PatroniCluster)
-				if err := env.WaitProgress(ctx, 0.1); err != nil {
-					return fmt.Errorf("%s: the storm ended before 10%% of its calls", name)
-				}
-				release, held := env.HoldNextEffect(ctx, 10*time.Second)
-				defer release()
-				from := len(env.Recorder.History())
-				if err := c.CatchUp(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				t0 := time.Now()
-				if err := c.KillLeader(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				time.Sleep(50 * time.Millisecond)
-				to := len(env.Recorder.History())
-				release()
-				if async {
-					env.LostAll()
-				}
-				if err := c.WaitLeader(ctx); err != nil {
-					return fmt.Errorf("%s: %w", name, err)
-				}
-				env.Outage(time.Since(t0))
-				w.set(env, from, to)
-				if !held {
-					env.Note("no side effect to hold")
-				}
-				env.Note("leader killed at call %d, replica promoted by Patroni in %v", env.Issued(), time.Since(t0).Round(time.Millisecond))
-				return nil
-			})
+	}, midStormKill[*PatroniCluster]{
+		holdAt:  0.6,
+		mayLose: async,
+		lostAll: async,
+		window:  &windowLog{},
+		before:  func(ctx context.Context, c *PatroniCluster) error { return c.CatchUp(ctx) },
+		victim:  "leader",
+		kill:    func(ctx context.Context, c *PatroniCluster) error { return c.KillLeader(ctx) },
+		recover: func(ctx context.Context, c *PatroniCluster) (string, error) {
+			return "replica promoted by Patroni", c.WaitLeader(ctx)
 		},
-		Verify: func(res *Result, env *Env, execs map[string]int) { w.verify(res, env, execs, async) },
-	}
+	})
 }

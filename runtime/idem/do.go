@@ -548,7 +548,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 		c.emit(EventLeaseLost, err)
 	default:
 		c.emit(EventStoreError, &storeError{key: c.key, call: "release", err: err})
-		if outage(err) {
+		if outage(err) && !mutated(ctx, mReleaseOutageGiveUp) { // a known mistake, for the simulator's tests
 			c.releaseOn(ctx, token, cause, true)
 		}
 	}
@@ -575,7 +575,7 @@ func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claimed bool) {
 	rc := *c // a copy: c is its caller's, which returns now
 	rctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
-	go func() {
+	rc.ex.spawn(func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended
 		lease := rc.until.Sub(rc.ex.now())
 		backoff := keepBackoffMin
@@ -601,7 +601,7 @@ func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claim
 			}
 			backoff = min(backoff*4, max(min(lease/8, keepBackoffMax), keepBackoffMin))
 		}
-	}()
+	})
 }
 
 // keeper is the state of storing one decided outcome in lease mode (see
@@ -749,10 +749,10 @@ func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool 
 func (c *call[T]) keepOn(ctx context.Context, k keeper) {
 	kc := *c // a copy: c is its caller's, which returns now
 	kctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
-	go func() {
+	kc.ex.spawn(func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended
 		kc.keep(kctx, &k)
-	}()
+	})
 }
 
 // runTx executes fn inside the store transaction that holds the claim.
@@ -825,7 +825,7 @@ func (c *call[T]) startRenewal(ctx context.Context, token Token, lease time.Dura
 	rctx, halt := context.WithCancel(context.WithoutCancel(ctx))
 	r := &renewal{halt: halt, cancel: cancel, done: make(chan struct{})}
 	rc := *c // a copy, so that c stays on its caller's stack when renewal is off
-	go rc.renewals(rctx, r, token, lease)
+	rc.ex.spawn(func() { rc.renewals(rctx, r, token, lease) })
 	return mctx, r
 }
 

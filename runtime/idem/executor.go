@@ -179,11 +179,34 @@ func WithCodec(c Codec) Option {
 // observer and paces every wait the executor makes (a duplicate waiting for a
 // running call, backoff between store retries). Lease and expiry instants
 // always come from the store's clock. Tests and simulations pass a virtual
-// clock; the default is the system clock.
+// clock; the default is the system clock. A Clock that also has a method
+// Go(fn func()) starts the executor's own goroutines (see goClock): a
+// deterministic simulator learns of each one as it starts.
 type Clock interface {
 	Now() time.Time
 	// Sleep waits for d, or until ctx is done and then returns ctx.Err().
 	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// A Clock that also has a method Go(fn func()) starts the executor's own
+// goroutines (the lease renewal, the keeper of an outcome after its caller
+// gave up, a Release sent again through an outage) by calling it from the
+// goroutine that starts them, instead of a go statement: Go must run fn on
+// a goroutine of its own. A deterministic simulator that schedules every
+// goroutine so learns of each one as it starts (internal/sim), and never
+// waits for one the executor did not start.
+type goClock interface {
+	Go(fn func())
+}
+
+// spawn runs fn on a goroutine of its own, through the clock's Go when it
+// has one (see goClock).
+func (ex *Executor) spawn(fn func()) {
+	if g, ok := ex.clock.(goClock); ok {
+		g.Go(fn)
+		return
+	}
+	go fn()
 }
 
 // SystemClock is the Clock of time.Now and real timers.

@@ -13,7 +13,8 @@ import (
 var _ = [1]struct{}{}[mutant.Flag(mReleaseAfterFinal)^mutant.ReleaseAfterFinal|
 	mutant.Flag(mLostCompleteReplyAsLeaseLost)^mutant.LostCompleteReplyAsLeaseLost|
 	mutant.Flag(mQuickCompleteGiveUp)^mutant.QuickCompleteGiveUp|
-	mutant.Flag(mOutageAsRefusal)^mutant.OutageAsRefusal]
+	mutant.Flag(mOutageAsRefusal)^mutant.OutageAsRefusal|
+	mutant.Flag(mReleaseOutageGiveUp)^mutant.ReleaseOutageGiveUp]
 
 // mutated reports whether ctx plants the mistake m (internal/mutant).
 func mutated(ctx context.Context, m mutation) bool { return mutant.On(ctx, mutant.Flag(m)) }

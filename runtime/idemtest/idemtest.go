@@ -50,6 +50,11 @@
 //     while its method runs (Options.BreakTx) did not happen, however the
 //     method ends: no panic but the method's own, nothing stored, a retry
 //     that runs once.
+//
+// CompleteThroughOutage, apart from Run, checks a store on a real server
+// through an outage of its own making (a read-only database, a demoted
+// master, a full disk): the store marks the server's answer as an outage,
+// and the executor stores the outcome once it ends.
 package idemtest
 
 import (

@@ -33,7 +33,7 @@ func run() int {
 	verbose := flag.Bool("v", false, "print the trace of the replayed seed")
 	store := flag.String("store", "", "durable or losing (default: alternate by seed; durable for -seed)")
 	faults := flag.String("faults", "all", `fault classes: "all", or names joined by commas, "-name" to remove one (`+sim.AllFaults.String()+`: link, worker-crash, stall, cancel, store-crash, method, goexit, unencodable, payload-reuse, outage)`)
-	mutations := flag.String("mutations", "none", "known mistakes to switch on, joined by '+' (release-after-final, complete-without-fencing, lost-complete-reply-as-lease-lost, takeover-without-fingerprint, quick-complete-give-up, outage-as-refusal)")
+	mutations := flag.String("mutations", "none", "known mistakes to switch on, joined by '+' (release-after-final, complete-without-fencing, lost-complete-reply-as-lease-lost, takeover-without-fingerprint, quick-complete-give-up, outage-as-refusal, release-outage-give-up)")
 	renew := flag.String("renew", "seed", "lease renewal: on, off, or seed (a quarter of the seeds)")
 	parallel := flag.Int("parallel", runtime.GOMAXPROCS(0), "schedules run at once")
 	show := flag.Int("show", 3, "failed schedules printed with their trace")
