@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -319,7 +320,7 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	}
 	switch rec.Status {
 	case StatusSucceeded:
-		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
+		if err := c.decode(rec.Outcome, &v); err != nil {
 			var zero T
 			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Hex(), err)
 			c.emit(EventUndecodable, err)
@@ -396,6 +397,9 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 			return notStoredOutcome(), true, fmt.Errorf("idem: encode result of %.64q: %w", c.m.Op, encErr)
 		}
 		out = Outcome{Status: StatusSucceeded, Body: body}
+		if c.ex.json {
+			out.Meta = resultMeta(reflect.TypeFor[T]()) // see resulttype.go
+		}
 	case errors.As(err, new(*notStorableError)):
 		// fn ran and had its effects; its result is not to be stored.
 		return notStoredOutcome(), true, err
@@ -425,12 +429,26 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 	if n > MaxOutcomeLen {
 		return notStoredOutcome(), true, fmt.Errorf("idem: outcome of %.64q is %d bytes: %w (idem.MaxOutcomeLen is %d)", c.m.Op, n, ErrTooLarge, MaxOutcomeLen)
 	}
+	if n+len(out.Meta) > MaxOutcomeLen {
+		out.Meta = nil // the result type's hash never makes an outcome too large either: its replay decodes strictly
+	}
 	if c.on != nil {
 		// The call's origin, when its observer keeps one (callmeta.go): it
 		// never makes the outcome too large.
-		out.Meta = originMeta(c.on, n)
+		out.Meta = originMeta(c.on, n, out.Meta)
 	}
 	return out, true, nil
+}
+
+// decode decodes a stored result into v: with plain json.Unmarshal when
+// the executor's codec is JSONCodec and the record says that the body was
+// encoded from a type of T's shape (so that it holds no member T does not
+// take), with the codec's Unmarshal otherwise (see resulttype.go).
+func (c *call[T]) decode(out Outcome, v *T) error {
+	if c.ex.json && sameResultType(out.Meta, reflect.TypeFor[T]()) {
+		return json.Unmarshal(out.Body, v)
+	}
+	return c.ex.codec.Unmarshal(out.Body, v)
 }
 
 // detached returns a context for store calls after fn ran: not cancelled

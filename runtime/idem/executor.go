@@ -84,6 +84,7 @@ type Executor struct {
 	lease    time.Duration
 	tenant   func(context.Context) string
 	codec    Codec
+	json     bool // codec is JSONCodec: replays may skip its strict decoder (resulttype.go)
 	clock    Clock
 	now      func() time.Time // clock.Now
 	observe  func(Event)      // nil: no observer, and no clock reads for it
@@ -299,6 +300,7 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		panic(e.bad)
 	}
 	e.now = e.clock.Now
+	_, e.json = e.codec.(JSONCodec)
 	return e
 }
 
