@@ -2,13 +2,16 @@ package idem
 
 import (
 	"context"
+	"encoding/hex"
+	"math/rand/v2"
 	"testing"
 )
 
-// BenchmarkCallInfoLookup is what a call without a CallInfo pays for the
-// feature: one context lookup that finds nothing, on a request's context
-// (cancellable, carrying two values).
-func BenchmarkCallInfoLookup(b *testing.B) {
+// BenchmarkLookupNone is what a call that uses none of the runtime's
+// context values (tenant, decisions, CallInfo, transaction) pays for them:
+// one walk of a request's context (cancellable, carrying two values) that
+// finds nothing.
+func BenchmarkLookupNone(b *testing.B) {
 	type k1 struct{}
 	type k2 struct{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -16,8 +19,133 @@ func BenchmarkCallInfoLookup(b *testing.B) {
 	ctx = context.WithValue(context.WithValue(ctx, k1{}, 1), k2{}, 2)
 	b.ReportAllocs()
 	for b.Loop() {
-		if callInfoFrom(ctx) != nil {
-			b.Fatal("found a CallInfo")
+		if s := lookup(ctx, fTenant|fDecisions|fInfo); s.found != 0 {
+			b.Fatal("found a value")
+		}
+	}
+}
+
+// stringKeyedCtx answers Value for string keys only, from keys, as gin's
+// *gin.Context does without ContextWithFallback; with fallback, it asks
+// its Context for the other keys, as gin's does with it.
+type stringKeyedCtx struct {
+	context.Context
+	keys     map[string]any
+	fallback bool
+}
+
+func (c stringKeyedCtx) Value(key any) any {
+	if s, ok := key.(string); ok {
+		return c.keys[s]
+	}
+	if c.fallback {
+		return c.Context.Value(key)
+	}
+	return nil
+}
+
+type (
+	testTxn      struct{ Txn }
+	testObserver struct{ CallObserver }
+	foreignKey   struct{}
+)
+
+// TestLookupMatchesNearestValue: for random chains of every context the
+// runtime derives, a foreign value, cancellation, and door contexts held by
+// a framework context (with and without fallback), one lookup finds each
+// field where the nearest context that sets it put it, as a ctx.Value per
+// field would: the tenant, the Decisions cell (or its hiding by a method
+// context), the CallInfo (or its hiding by a method context), the method
+// context's key, the open transaction and the observer. The public
+// readers (TenantFromContext, OpenTxn, KeyFrom) agree.
+func TestLookupMatchesNearestValue(t *testing.T) {
+	rng := rand.New(rand.NewPCG(38, 1))
+	for range 3000 {
+		ctx := context.Background()
+		var want callState
+		type step struct {
+			f     fields
+			apply func(*callState)
+		}
+		var steps []step // outermost first
+		n := rng.IntN(10)
+		for range n {
+			switch rng.IntN(11) {
+			case 0:
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			case 1:
+				ctx = context.WithValue(ctx, foreignKey{}, rng.Int())
+			case 2:
+				tn := []string{"", "acme", "globex"}[rng.IntN(3)]
+				ctx = ContextWithTenant(ctx, tn)
+				steps = append(steps, step{fTenant, func(s *callState) { s.tenant = tn }})
+			case 3:
+				d := &Decisions{}
+				ctx = WithDecisions(ctx, d)
+				steps = append(steps, step{fDecisions, func(s *callState) { s.decisions = d }})
+			case 4:
+				ctx = methodContext(ctx, &Decisions{})
+				steps = append(steps, step{fDecisions, func(s *callState) { s.decisions = nil }})
+			case 5:
+				var info *CallInfo
+				ctx, info = WithCallInfo(ctx)
+				steps = append(steps, step{fInfo, func(s *callState) { s.info = info }})
+			case 6:
+				k := Key{ID: [32]byte{byte(rng.IntN(256)), 1}}
+				ctx = ContextWithKey(ctx, k)
+				kc := ctx.(*keyContext)
+				steps = append(steps, step{fInfo | fKey, func(s *callState) {
+					if s.found&fInfo == 0 {
+						s.info = nil
+					}
+					if s.found&fKey == 0 {
+						s.key = kc
+					}
+				}})
+			case 7:
+				txn := &testTxn{}
+				ctx = withOpenTxn(ctx, txn)
+				steps = append(steps, step{fTxn, func(s *callState) { s.txn = txn }})
+			case 8:
+				obs := &testObserver{}
+				ctx = withField(ctx, fObserver, "", obs)
+				steps = append(steps, step{fObserver, func(s *callState) { s.observer = obs }})
+			case 9, 10:
+				// A framework context holding ctx as the door's: the
+				// values are ctx's.
+				ctx = stringKeyedCtx{Context: context.Background(), keys: map[string]any{DoorContextKey: ctx}, fallback: rng.IntN(2) == 0}
+			}
+		}
+		for i := len(steps) - 1; i >= 0; i-- { // nearest first
+			s := steps[i]
+			if s.f == fInfo|fKey || want.found&s.f == 0 { // a method context decides each of its two itself
+				s.apply(&want)
+			}
+			want.found |= s.f
+		}
+		all := fTenant | fDecisions | fInfo | fKey | fTxn | fObserver
+		got := lookup(ctx, all)
+		if got != want {
+			t.Fatalf("chain of %d: lookup = %+v, want %+v", n, got, want)
+		}
+		for f := fTenant; f <= fObserver; f <<= 1 {
+			one := lookup(ctx, f)
+			if one.found&f != want.found&f {
+				t.Fatalf("lookup of field %b alone: found %b, want %b", f, one.found, want.found)
+			}
+		}
+		tn, ok := TenantFromContext(ctx)
+		if tn != want.tenant || ok != (want.found&fTenant != 0) {
+			t.Fatalf("TenantFromContext = %q, %v; want %q, %v", tn, ok, want.tenant, want.found&fTenant != 0)
+		}
+		if OpenTxn(ctx) != want.txn {
+			t.Fatal("OpenTxn differs")
+		}
+		k, ok := KeyFrom(ctx)
+		if ok != (want.key != nil) || ok && k != hex.EncodeToString(want.key.id[:]) {
+			t.Fatalf("KeyFrom = %q, %v", k, ok)
 		}
 	}
 }

@@ -34,17 +34,25 @@ import (
 // Transactional mode. Generated wrappers call Do; it is exported for
 // hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
-	if d := decisionsFrom(ctx); d != nil { // an edge layer's cell (layers.go)
-		return doRecorded(ctx, d, ex, m, parts, h, fn)
+	// What the call reads from ctx, in one walk of its chain (doorctx.go):
+	// a context that carries none of it costs that walk alone.
+	want := fTenant | fDecisions | fInfo
+	if ex.txStore != nil {
+		want |= fTxn
+	}
+	s := lookup(ctx, want)
+	if s.decisions != nil { // an edge layer's cell (layers.go)
+		return doRecorded(ctx, &s, ex, m, parts, h, fn)
 	}
 	if ex.hook != nil { // WithCallHook (hook.go)
-		return hooked(ctx, ex, m, parts, h, fn)
+		return hooked(ctx, &s, ex, m, parts, h, fn)
 	}
-	return do(ctx, ex, m, parts, h, fn, nil)
+	return do(ctx, &s, ex, m, parts, h, fn, nil)
 }
 
-// do is Do; on, when set, is the call's CallObserver (hook.go).
-func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error), on CallObserver) (T, error) {
+// do is Do, with s the state read from ctx (lookup); on, when set, is the
+// call's CallObserver (hook.go).
+func do[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error), on CallObserver) (T, error) {
 	var zero T
 	var start time.Time
 	if ex.observe != nil || on != nil {
@@ -54,7 +62,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	if err != nil {
 		return zero, err
 	}
-	tenant, err := ex.callTenant(ctx)
+	tenant, err := ex.callTenant(ctx, s)
 	if err != nil {
 		return zero, fmt.Errorf("idem: %.64q: %w", m.Op, err)
 	}
@@ -86,13 +94,13 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx), lease: lease}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: s.info, lease: lease}
 	if c.info != nil {
 		c.info.replayed.Store(false) // this call's answer, not an earlier one's
 	}
 
 	if ex.txStore != nil {
-		claim, txn, err := claimTx(ctx, ex.txStore, req, m.Wait)
+		claim, txn, err := claimTx(ctx, s.txn, ex.txStore, req, m.Wait)
 		if err != nil {
 			return zero, c.claimError(ctx, "claim", err)
 		}

@@ -312,7 +312,8 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // place in the key's text (an empty tenant fails the call either way, with
 // ErrMissingTenant, which matches ErrMissingKey too).
 func (ex *Executor) Tenant(ctx context.Context) string {
-	t, _ := ex.callTenant(ctx)
+	s := lookup(ctx, fTenant)
+	t, _ := ex.callTenant(ctx, &s)
 	return t
 }
 

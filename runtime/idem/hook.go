@@ -79,17 +79,21 @@ func WithCallHook(h CallHook) Option {
 	}
 }
 
-// callObserverKey carries a call's CallObserver in the context its store
-// operations get.
-type callObserverKey struct{}
-
 // hooked runs Do under the executor's CallHook.
-func hooked[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+func hooked[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+	start := ctx
 	ctx, obs := ex.hook.StartCall(ctx, m, ex.now())
-	if obs == nil {
-		return do(ctx, ex, m, parts, h, fn, nil)
+	if ctx != start {
+		// The hook's context may carry values of its own (its own door's
+		// tenant, say): read the call's state from it.
+		st := lookup(ctx, fTenant|fInfo|fTxn)
+		s = &st
 	}
-	ctx = context.WithValue(ctx, callObserverKey{}, obs)
+	if obs == nil {
+		return do(ctx, s, ex, m, parts, h, fn, nil)
+	}
+	// The observer, in the context its store operations get.
+	ctx = withField(ctx, fObserver, "", obs)
 	method := func(ctx context.Context) (T, error) {
 		ctx, done := obs.Method(ctx, ex.now())
 		returned := false
@@ -109,7 +113,7 @@ func hooked[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts
 			obs.End(ex.now(), ErrCallAborted)
 		}
 	}()
-	v, err := do(ctx, ex, m, parts, h, method, obs)
+	v, err := do(ctx, s, ex, m, parts, h, method, obs)
 	returned = true
 	obs.End(ex.now(), err)
 	return v, err
@@ -130,7 +134,7 @@ type hookedStore struct {
 }
 
 func (s hookedStore) op(ctx context.Context, op string) (context.Context, func(time.Time, error)) {
-	obs, _ := value(ctx, callObserverKey{}).(CallObserver)
+	obs := lookup(ctx, fObserver).observer
 	if obs == nil {
 		return ctx, nil
 	}
