@@ -3,8 +3,10 @@ package idem
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // BenchmarkLookupNone is what a call that uses none of the runtime's
@@ -147,5 +149,39 @@ func TestLookupMatchesNearestValue(t *testing.T) {
 		if ok != (want.key != nil) || ok && k != hex.EncodeToString(want.key.id[:]) {
 			t.Fatalf("KeyFrom = %q, %v", k, ok)
 		}
+	}
+}
+
+// TestDetachedKeyContext: the context of the store calls after the method
+// ran, made in the method context's allocation, is context.WithoutCancel
+// of the caller's: never done, no deadline, no error, no cause, even when
+// the caller's context ended with a cause and a deadline; the caller's
+// values, and not the method's key (as before).
+func TestDetachedKeyContext(t *testing.T) {
+	parent, cancel := context.WithCancelCause(context.WithValue(context.Background(), foreignKey{}, "v"))
+	parent, cancelT := context.WithTimeout(parent, time.Hour)
+	defer cancelT()
+	kc := ContextWithKey(parent, Key{ID: [32]byte{1}}).(*keyContext)
+	d := kc.detached()
+	want := context.WithoutCancel(parent)
+	cancel(errors.New("the client went away"))
+	if parent.Err() == nil || context.Cause(parent) == nil {
+		t.Fatal("the caller's context is not cancelled")
+	}
+	for _, c := range []context.Context{d, want} {
+		if _, ok := c.Deadline(); ok || c.Done() != nil || c.Err() != nil || context.Cause(c) != nil {
+			t.Errorf("%v: a deadline, Done, Err or Cause (%v) of the caller's", c, context.Cause(c))
+		}
+		if c.Value(foreignKey{}) != "v" {
+			t.Errorf("%v: the caller's value is lost", c)
+		}
+		if _, ok := KeyFrom(c); ok {
+			t.Errorf("%v: carries the method's key", c)
+		}
+	}
+	child, cancelChild := context.WithCancel(d)
+	defer cancelChild()
+	if child.Err() != nil {
+		t.Error("a context derived from it is cancelled with the caller's")
 	}
 }

@@ -227,6 +227,20 @@ type call[T any] struct {
 	// (lease mode): a lease after the reply of its claim or of its last
 	// renewal, by the executor's clock.
 	until time.Time
+	// bare is the caller's context without its cancellation, made with
+	// the method's context (run), or nil: see detached.
+	bare context.Context
+}
+
+// detached returns the context of a store call made with ctx, the
+// caller's, after the method ran: the executor's (Executor.detached), or,
+// on a LocalStore, c.bare, which is the same context made in the method
+// context's allocation.
+func (c *call[T]) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.bare != nil && c.ex.local {
+		return c.bare, nop
+	}
+	return c.ex.detached(ctx)
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
@@ -494,7 +508,9 @@ func abnormal(p any) error {
 // run executes fn under a committed claim and stores or releases.
 func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease time.Duration, renew bool, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	mctx := ContextWithKey(ctx, c.key)
+	kc := &keyContext{Context: ctx, id: c.key.ID} // ContextWithKey
+	mctx := context.Context(kc)
+	c.bare = kc.detached()
 	var rn *renewal
 	if renew {
 		mctx, rn = c.startRenewal(mctx, token, lease)
@@ -583,7 +599,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 // releaseOnce makes one Release call, detached from the caller's
 // cancellation and bounded by the store timeout.
 func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	defer cancel()
 	return c.ex.store.Release(dctx, c.key, token)
 }
@@ -599,7 +615,8 @@ func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 // that the call held the claim (not an abandoned one that may not exist):
 // only then is EventReleased emitted.
 func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claimed bool) {
-	rc := *c // a copy: c is its caller's, which returns now
+	rc := *c      // a copy: c is its caller's, which returns now
+	rc.bare = nil // the goroutine's store calls get its own context
 	rctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
 	go func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended
@@ -742,7 +759,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 // completeOnce makes one Complete call of k.out, detached from the caller's
 // cancellation and bounded by the store timeout.
 func (c *call[T]) completeOnce(ctx context.Context, k *keeper) error {
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	defer cancel()
 	return c.ex.store.Complete(dctx, c.key, k.token, k.out, c.m.TTL)
 }
@@ -756,7 +773,7 @@ func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool 
 	if c.ex.renewer == nil || c.until.Sub(now) >= k.lease/2 || !now.Before(k.renewTill) {
 		return false
 	}
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	err := c.ex.renewer.Renew(dctx, c.key, k.token, k.lease)
 	cancel()
 	switch {
@@ -773,7 +790,8 @@ func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool 
 // context ended (see keep). Its context carries the caller's values and the
 // call's key, not its cancellation, and is cancelled when it ends.
 func (c *call[T]) keepOn(ctx context.Context, k keeper) {
-	kc := *c // a copy: c is its caller's, which returns now
+	kc := *c      // a copy: c is its caller's, which returns now
+	kc.bare = nil // the goroutine's store calls get its own context
 	kctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
 	go func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended

@@ -355,6 +355,32 @@ func (c *keyContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
+// detachedKeyContext is a keyContext's caller's context without its
+// cancellation: context.WithoutCancel, in the keyContext's allocation. It
+// answers Value as the caller's context does (not for the key: the
+// executor's store calls after the method ran get the caller's values
+// alone, as before).
+type detachedKeyContext keyContext
+
+// detached returns c's caller's context without its cancellation.
+func (c *keyContext) detached() context.Context { return (*detachedKeyContext)(c) }
+
+// Deadline returns no deadline.
+func (*detachedKeyContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done returns nil: the context is never cancelled.
+func (*detachedKeyContext) Done() <-chan struct{} { return nil }
+
+// Err returns nil.
+func (*detachedKeyContext) Err() error { return nil }
+
+// Value asks the caller's context. (context.Cause asks Err first, which
+// is nil: it finds no cause either, as with context.WithoutCancel.)
+func (c *detachedKeyContext) Value(key any) any { return c.Context.Value(key) }
+
+// String names the context as context.WithoutCancel's does.
+func (c *detachedKeyContext) String() string { return fmt.Sprint(c.Context) + ".WithoutCancel" }
+
 // ContextWithKey returns ctx carrying k as the key of the idempotent call in
 // progress, so that KeyFrom(ctx) returns k.Hex(). The executor calls it for
 // the context a wrapped method runs in (and so for an idemhttp or idemgrpc
