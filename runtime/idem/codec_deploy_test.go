@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -237,4 +238,49 @@ func TestResultTypeOnlyWithJSONCodec(t *testing.T) {
 	e, err = st.Lookup(t.Context(), mustKey(t, "f"))
 	require.NoError(t, err)
 	assert.Empty(t, e.Outcome.Meta)
+}
+
+// TestReplayDecodesAsJSON: a replay on the fast path (the record names the
+// result type's shape) returns what json.Unmarshal of the stored body into
+// the result type returns, for every kind of result: a pointer to a struct
+// (decoded without the variable escaping), a nil pointer, a pointer to a
+// scalar, a named pointer type, a pointer to a pointer, a struct, a slice,
+// a map, a scalar, an empty pointee.
+func TestReplayDecodesAsJSON(t *testing.T) {
+	type named *userV1
+	u := &userV1{ID: "u1", Email: "a@b"}
+	n := 7
+	replays(t, u)
+	replays(t, (*userV1)(nil))
+	replays(t, &n)
+	replays(t, (*int)(nil))
+	replays(t, named(u))
+	replays(t, named(nil))
+	replays(t, &u)
+	replays(t, *u)
+	replays(t, []*userV1{u, nil})
+	replays(t, map[string]int{"a": 1})
+	replays(t, 42)
+	replays(t, &userV1{})
+	replays(t, &[]string{})
+}
+
+// replays checks that v, stored by a first call, replays as json.Unmarshal
+// of its encoding into a T does.
+func replays[T any](t *testing.T, v T) {
+	t.Helper()
+	st := memstore.New()
+	ex := idem.NewExecutor(st, idem.SingleTenant())
+	m := &idem.Method{Op: "T.M", TTL: time.Minute}
+	_, err := call(t.Context(), ex, m, "k", func(context.Context) (T, error) { return v, nil })
+	require.NoError(t, err)
+	e, err := st.Lookup(t.Context(), mustKey(t, "k"))
+	require.NoError(t, err)
+	require.NotEqual(t, [8]byte{}, parsedMeta(t, e.Outcome.Meta).ResultShape, "%T: the fast path", v)
+	var want T
+	require.NoError(t, json.Unmarshal(e.Outcome.Body, &want))
+	got, err := call(t.Context(), ex, m, "k", func(context.Context) (T, error) { t.Fatal("ran again"); return v, nil })
+	require.NoError(t, err)
+	assert.Equal(t, want, got, "%T", v)
+	assert.Equal(t, v, got, "%T", v)
 }

@@ -342,14 +342,15 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	}
 	switch rec.Status {
 	case StatusSucceeded:
-		if err := c.decode(rec.Outcome, &v); err != nil {
+		r, err := c.decode(rec.Outcome)
+		if err != nil {
 			var zero T
 			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Hex(), err)
 			c.emit(EventUndecodable, err)
 			return zero, false, err
 		}
 		c.replayed()
-		return v, false, nil
+		return r, false, nil
 	case StatusFailedFinal:
 		c.replayed()
 		return v, false, c.replayedError(rec.Outcome)
@@ -466,11 +467,35 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 // the executor's codec is JSONCodec and the record says that the body was
 // encoded from a type of T's shape (so that it holds no member T does not
 // take), with the codec's Unmarshal otherwise (see resulttype.go).
-func (c *call[T]) decode(out Outcome, v *T) error {
+func (c *call[T]) decode(out Outcome) (T, error) {
 	if c.ex.json && sameResultType(out.Meta, reflect.TypeFor[T]()) {
-		return json.Unmarshal(out.Body, v)
+		return decodeJSON[T](out.Body)
 	}
-	return c.ex.codec.Unmarshal(out.Body, v)
+	var v T // escapes through Codec.Unmarshal's any: declared here, allocated only here
+	err := c.ex.codec.Unmarshal(out.Body, &v)
+	return v, err
+}
+
+// decodeJSON returns json.Unmarshal of body into a T. When T is an unnamed
+// pointer type (*Receipt) and body is not null, it decodes into a new value
+// of the pointed-to type and returns its pointer: what json.Unmarshal does
+// into a nil *Receipt, without the variable escaping to the heap through
+// its any (one allocation per replay). body is json.Marshal's output (the
+// record names T's shape), so a nil pointer is spelled "null", and decodes
+// as json.Unmarshal does it.
+func decodeJSON[T any](body []byte) (T, error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer && t.Name() == "" && string(body) != "null" {
+		p := reflect.New(t.Elem()).Interface() // a T, in an any without an allocation
+		if err := json.Unmarshal(body, p); err != nil {
+			var zero T
+			return zero, err
+		}
+		return p.(T), nil
+	}
+	var v T
+	err := json.Unmarshal(body, &v)
+	return v, err
 }
 
 // detached returns a context for store calls after fn ran: not cancelled
