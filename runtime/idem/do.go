@@ -62,6 +62,10 @@ func do[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts
 	if err != nil {
 		return zero, err
 	}
+	shape, err := ex.prepare(m, reflect.TypeFor[T]())
+	if err != nil {
+		return zero, err
+	}
 	tenant, err := ex.callTenant(ctx, s)
 	if err != nil {
 		return zero, fmt.Errorf("idem: %.64q: %w", m.Op, err)
@@ -94,7 +98,7 @@ func do[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: s.info, lease: lease}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: s.info, lease: lease, shape: shape}
 	if c.info != nil {
 		c.info.replayed.Store(false) // this call's answer, not an earlier one's
 	}
@@ -175,10 +179,6 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 		return false, bad("Wait %v must be >= 0", m.Wait)
 	case len(m.Op) > MaxOpLen:
 		return false, fmt.Errorf("idem: %.64q: operation name of %d bytes: %w (idem.MaxOpLen is %d)", m.Op, len(m.Op), ErrTooLarge, MaxOpLen)
-	case m.Func != "":
-		if err := ex.checkOp(m); err != nil {
-			return false, err
-		}
 	}
 	switch {
 	case ex.txStore != nil:
@@ -192,7 +192,8 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 // checkOp refuses m when the executor has run another method (another
 // non-empty Func) under m.Op: their records would answer each other. The
 // first Method seen under an op is kept; later calls with the same
-// descriptor cost one map load and a pointer comparison.
+// descriptor cost one map load and a pointer comparison, and none once
+// prepare kept the answer in m.
 func (ex *Executor) checkOp(m *Method) error {
 	v, ok := ex.ops.Load(m.Op)
 	if !ok {
@@ -230,6 +231,8 @@ type call[T any] struct {
 	// bare is the caller's context without its cancellation, made with
 	// the method's context (run), or nil: see detached.
 	bare context.Context
+	// shape is the Meta naming T's shape (resultMeta, via prepare).
+	shape []byte
 }
 
 // detached returns the context of a store call made with ctx, the
@@ -421,7 +424,7 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 		}
 		out = Outcome{Status: StatusSucceeded, Body: body}
 		if c.ex.json {
-			out.Meta = resultMeta(reflect.TypeFor[T]()) // see resulttype.go
+			out.Meta = c.shape // see resulttype.go
 		}
 	case errors.As(err, new(*notStorableError)):
 		// fn ran and had its effects; its result is not to be stored.
@@ -468,7 +471,7 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 // encoded from a type of T's shape (so that it holds no member T does not
 // take), with the codec's Unmarshal otherwise (see resulttype.go).
 func (c *call[T]) decode(out Outcome) (T, error) {
-	if c.ex.json && sameResultType(out.Meta, reflect.TypeFor[T]()) {
+	if c.ex.json && sameResultType(out.Meta, c.shape) {
 		return decodeJSON[T](out.Body)
 	}
 	var v T // escapes through Codec.Unmarshal's any: declared here, allocated only here

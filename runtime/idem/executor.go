@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // DefaultLease is the lease of a claim when neither the executor nor the
@@ -66,6 +69,12 @@ type Method struct {
 	// the types of the method's hashed parameters are not those the
 	// wrapper was generated for.
 	Stale error
+
+	// prepared is a *methodCache: what the first executor that ran the
+	// Method learnt about it (see Executor.prepare). It is copied with
+	// the Method, and holds the Method's address, so that a copy is
+	// prepared afresh.
+	prepared unsafe.Pointer
 }
 
 // FinalError names a sentinel error for storage. Name is what is stored, so
@@ -100,6 +109,40 @@ type Executor struct {
 	// ops maps each Op run with a non-empty Func to the first *Method
 	// that ran it (checkOp).
 	ops sync.Map
+}
+
+// methodCache is what an executor keeps in a Method it ran (see prepare):
+// that its op passed checkOp for this Func, and the result type's Meta.
+type methodCache struct {
+	ex     *Executor
+	m      *Method
+	op, fn string       // m.Op and m.Func when checked
+	result reflect.Type // the result type whose Meta is meta
+	meta   []byte       // resultMeta(result)
+}
+
+// prepare returns what ex needs of m for a call whose result type is
+// result: nil when m's op passed checkOp, and the result type's Meta
+// (resultMeta). The first executor that runs m keeps both in m, so that
+// its later calls cost an atomic load and a few comparisons instead of two
+// map lookups; a Method run by several executors, or whose Op or Func
+// changed, is checked through the maps as before.
+func (ex *Executor) prepare(m *Method, result reflect.Type) (meta []byte, err error) {
+	c := (*methodCache)(atomic.LoadPointer(&m.prepared))
+	if c != nil && c.ex == ex && c.m == m && c.result == result && c.op == m.Op && c.fn == m.Func {
+		return c.meta, nil
+	}
+	if m.Func != "" {
+		if err := ex.checkOp(m); err != nil {
+			return nil, err
+		}
+	}
+	meta = resultMeta(result)
+	if c == nil || c.m != m {
+		// The first executor to run m (or a copy of a Method another ran).
+		atomic.CompareAndSwapPointer(&m.prepared, unsafe.Pointer(c), unsafe.Pointer(&methodCache{ex: ex, m: m, op: m.Op, fn: m.Func, result: result, meta: meta}))
+	}
+	return meta, nil
 }
 
 // invalid records the first invalid option.

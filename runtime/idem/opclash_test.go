@@ -82,3 +82,56 @@ func TestOpClaimedConcurrently(t *testing.T) {
 		assert.True(t, errors.Is(e1, idem.ErrMisconfigured) || errors.Is(e2, idem.ErrMisconfigured))
 	}
 }
+
+// TestOpCheckKeptInTheMethod: the answer of the op check that an executor
+// keeps in a Method it ran (so that its later calls skip the map) never
+// lets a colliding method through: not a copy of the Method whose Func was
+// changed, not the Method itself moved to a taken Op, not on
+// another executor that shares the Method, in any order of first use; and
+// a Method the first executor prepared still runs on a second executor.
+func TestOpCheckKeptInTheMethod(t *testing.T) {
+	fn := func(context.Context) (int, error) { return 1, nil }
+	const op, pay, ship = "Service.Capture", "example.com/payments.(*Service).Capture", "example.com/shipping.(*Service).Capture"
+	for _, c := range []struct {
+		name   string
+		mutate func(m *idem.Method) *idem.Method // returns the descriptor of the second method
+	}{
+		{"a copy with another Func", func(m *idem.Method) *idem.Method { c := *m; c.Func = ship; return &c }},
+		{"the same Method, Op changed to a taken op", func(m *idem.Method) *idem.Method { m.Op, m.Func = "Taken.Op", ship; return m }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+			taken := &idem.Method{Op: "Taken.Op", TTL: time.Minute, Func: pay}
+			_, err := call(t.Context(), ex, taken, "k", fn)
+			require.NoError(t, err)
+			m := &idem.Method{Op: op, TTL: time.Minute, Func: pay}
+			for range 3 { // prepared by the first, kept after
+				_, err = call(t.Context(), ex, m, "k", fn)
+				require.NoError(t, err)
+			}
+			second := c.mutate(m)
+			_, err = call(t.Context(), ex, second, "k2", fn)
+			require.ErrorIs(t, err, idem.ErrMisconfigured)
+		})
+	}
+	t.Run("two executors share a Method", func(t *testing.T) {
+		a := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+		b := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+		m := &idem.Method{Op: op, TTL: time.Minute, Func: pay}
+		other := &idem.Method{Op: op, TTL: time.Minute, Func: ship}
+		for range 2 {
+			_, err := call(t.Context(), a, m, "k", fn)
+			require.NoError(t, err, "a runs m, prepared by a")
+		}
+		_, err := call(t.Context(), b, other, "k", fn) // b's op is other's
+		require.NoError(t, err)
+		for range 2 {
+			_, err = call(t.Context(), b, m, "k", fn)
+			require.ErrorIs(t, err, idem.ErrMisconfigured, "b has run another method under the op: m's preparation by a says nothing for b")
+			_, err = call(t.Context(), a, m, "k", fn)
+			require.NoError(t, err)
+			_, err = call(t.Context(), a, other, "k", fn)
+			require.ErrorIs(t, err, idem.ErrMisconfigured)
+		}
+	})
+}

@@ -46,17 +46,17 @@ func resultMeta(t reflect.Type) []byte {
 }
 
 // sameResultType reports whether meta says that its body was encoded from a
-// type of t's shape. Meta that cannot be read says nothing.
-func sameResultType(meta []byte, t reflect.Type) bool {
-	if len(meta) == 0 {
+// type of the shape that shape (resultMeta's) names. Meta that cannot be
+// read says nothing.
+func sameResultType(meta, shape []byte) bool {
+	if len(meta) == 0 || len(shape) < 8 {
 		return false
 	}
 	m, err := ParseMeta(meta)
 	if err != nil || m.ResultShape == [8]byte{} {
 		return false
 	}
-	want := resultMeta(t)
-	return [8]byte(want[len(want)-8:]) == m.ResultShape
+	return [8]byte(shape[len(shape)-8:]) == m.ResultShape
 }
 
 var (
