@@ -185,3 +185,34 @@ func TestDetachedKeyContext(t *testing.T) {
 		t.Error("a context derived from it is cancelled with the caller's")
 	}
 }
+
+// TestInstant: with the system clock, instant is a reading of the
+// monotonic clock that orders and subtracts with time.Now's both ways;
+// with another clock, it is that clock's Now.
+func TestInstant(t *testing.T) {
+	ex := NewExecutor(nopStore{}, SingleTenant())
+	if !ex.system {
+		t.Fatal("the default clock is not SystemClock")
+	}
+	for range 1000 {
+		before := time.Now()
+		i := ex.instant()
+		after := time.Now()
+		if i.Before(before) || i.After(after) || i.Sub(before) < 0 || after.Sub(i) < 0 {
+			t.Fatalf("instant %v outside [%v, %v]", i, before, after)
+		}
+	}
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	fixed := NewExecutor(nopStore{}, SingleTenant(), WithClock(fixedClock{at}))
+	if fixed.system || !fixed.instant().Equal(at) {
+		t.Fatalf("another clock's instant: %v", fixed.instant())
+	}
+}
+
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time                                 { return c.t }
+func (fixedClock) Sleep(ctx context.Context, _ time.Duration) error { return ctx.Err() }
+
+// nopStore is a Store that is never called.
+type nopStore struct{ Store }

@@ -135,7 +135,7 @@ func do[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts
 		if claim.Claimed {
 			// The claim can be live until a lease after its reply, at the
 			// latest (the store started the lease when it applied it).
-			c.until = ex.now().Add(lease)
+			c.until = ex.instant().Add(lease)
 			return run(ctx, &c, claim, req.Token, lease, renew, fn)
 		}
 		if !adopted && rec.Status == StatusProcessing && rec.LeaseLeft <= 0 && rec.Fingerprint != req.Fingerprint && c.schemeChanged(rec) {
@@ -577,7 +577,7 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 		}
 		return v, err
 	}
-	k := keeper{token: token, out: out, notStored: notStored, lease: lease, renewTill: c.ex.now().Add(lease)}
+	k := keeper{token: token, out: out, notStored: notStored, lease: lease, renewTill: c.ex.instant().Add(lease)}
 	switch c.keep(ctx, &k) {
 	case keptLost:
 		var zero T

@@ -96,6 +96,8 @@ type Executor struct {
 	json     bool // codec is JSONCodec: replays may skip its strict decoder (resulttype.go)
 	clock    Clock
 	now      func() time.Time // clock.Now
+	system   bool             // clock is SystemClock: instant reads the monotonic clock alone
+	base     time.Time        // time.Now() at NewExecutor, for instant
 	observe  func(Event)      // nil: no observer, and no clock reads for it
 	hook     CallHook         // WithCallHook (hook.go), or nil
 	attempts int
@@ -343,8 +345,24 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		panic(e.bad)
 	}
 	e.now = e.clock.Now
+	_, e.system = e.clock.(SystemClock)
+	e.base = time.Now()
 	_, e.json = e.codec.(JSONCodec)
 	return e
+}
+
+// instant is ex.now() for the instants a call compares with the clock
+// later (until when its claim can be live): the clock's Now, or, with the
+// system clock, the executor's start plus the monotonic time since, which
+// is one read of the monotonic clock where time.Now reads the wall clock
+// too. Its monotonic reading compares with time.Now's (Before, Sub); its
+// wall reading may differ from time.Now's by the wall clock's adjustments,
+// so it is never reported as a time of day.
+func (ex *Executor) instant() time.Time {
+	if ex.system {
+		return ex.base.Add(time.Since(ex.base))
+	}
+	return ex.now()
 }
 
 // Tenant returns the tenant of a call on the executor with ctx: the
