@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // DefaultLease is the lease of a claim when neither the executor nor the
@@ -69,12 +68,6 @@ type Method struct {
 	// the types of the method's hashed parameters are not those the
 	// wrapper was generated for.
 	Stale error
-
-	// prepared is a *methodCache: what the first executor that ran the
-	// Method learnt about it (see Executor.prepare). It is copied with
-	// the Method, and holds the Method's address, so that a copy is
-	// prepared afresh.
-	prepared unsafe.Pointer
 }
 
 // FinalError names a sentinel error for storage. Name is what is stored, so
@@ -111,40 +104,68 @@ type Executor struct {
 	// ops maps each Op run with a non-empty Func to the first *Method
 	// that ran it (checkOp).
 	ops sync.Map
+	// prepared maps each Method with a Func that passed checkOp to what
+	// its calls need (prepare); preparing serializes its writers.
+	prepared  atomic.Pointer[map[*Method]*methodCache]
+	preparing sync.Mutex
 }
 
-// methodCache is what an executor keeps in a Method it ran (see prepare):
-// that its op passed checkOp for this Func, and the result type's Meta.
+// methodCache is what an executor keeps about a Method it ran (see
+// prepare): that its op passed checkOp for this Func, and the result
+// type's Meta.
 type methodCache struct {
-	ex     *Executor
-	m      *Method
 	op, fn string       // m.Op and m.Func when checked
 	result reflect.Type // the result type whose Meta is meta
 	meta   []byte       // resultMeta(result)
 }
 
+// maxPrepared bounds how many Methods an executor keeps prepared; beyond,
+// calls are checked through the maps (a program that makes a Method with
+// a Func per call, which generated code never does).
+const maxPrepared = 4096
+
 // prepare returns what ex needs of m for a call whose result type is
 // result: nil when m's op passed checkOp, and the result type's Meta
-// (resultMeta). The first executor that runs m keeps both in m, so that
-// its later calls cost an atomic load and a few comparisons instead of two
-// map lookups; a Method run by several executors, or whose Op or Func
-// changed, is checked through the maps as before.
+// (resultMeta). For a Method with a Func (generated code's, one per
+// wrapped method), the executor keeps both, so that its later calls cost an
+// atomic load and a lookup by the Method's address instead of two
+// sync.Map lookups (the op is a long string to hash); a Method whose Op or
+// Func changed is checked again.
 func (ex *Executor) prepare(m *Method, result reflect.Type) (meta []byte, err error) {
-	c := (*methodCache)(atomic.LoadPointer(&m.prepared))
-	if c != nil && c.ex == ex && c.m == m && c.result == result && c.op == m.Op && c.fn == m.Func {
-		return c.meta, nil
+	if m.Func == "" {
+		return resultMeta(result), nil // hand-written: no op to check
 	}
-	if m.Func != "" {
-		if err := ex.checkOp(m); err != nil {
-			return nil, err
+	if p := ex.prepared.Load(); p != nil {
+		if c := (*p)[m]; c != nil && c.result == result && c.op == m.Op && c.fn == m.Func {
+			return c.meta, nil
 		}
 	}
-	meta = resultMeta(result)
-	if c == nil || c.m != m {
-		// The first executor to run m (or a copy of a Method another ran).
-		atomic.CompareAndSwapPointer(&m.prepared, unsafe.Pointer(c), unsafe.Pointer(&methodCache{ex: ex, m: m, op: m.Op, fn: m.Func, result: result, meta: meta}))
+	if err := ex.checkOp(m); err != nil {
+		return nil, err
 	}
+	meta = resultMeta(result)
+	ex.keepPrepared(m, &methodCache{op: m.Op, fn: m.Func, result: result, meta: meta})
 	return meta, nil
+}
+
+// keepPrepared adds m's answer to ex.prepared (copied on write: readers
+// take no lock).
+func (ex *Executor) keepPrepared(m *Method, c *methodCache) {
+	ex.preparing.Lock()
+	defer ex.preparing.Unlock()
+	var old map[*Method]*methodCache
+	if p := ex.prepared.Load(); p != nil {
+		old = *p
+	}
+	if len(old) >= maxPrepared {
+		return
+	}
+	next := make(map[*Method]*methodCache, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[m] = c
+	ex.prepared.Store(&next)
 }
 
 // invalid records the first invalid option.

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -84,11 +85,12 @@ func TestOpClaimedConcurrently(t *testing.T) {
 }
 
 // TestOpCheckKeptInTheMethod: the answer of the op check that an executor
-// keeps in a Method it ran (so that its later calls skip the map) never
-// lets a colliding method through: not a copy of the Method whose Func was
-// changed, not the Method itself moved to a taken Op, not on
-// another executor that shares the Method, in any order of first use; and
-// a Method the first executor prepared still runs on a second executor.
+// keeps for a Method it ran (so that its later calls skip the op map)
+// never lets a colliding method through: not a copy of the Method whose
+// Func was changed, not the Method itself moved to a taken Op, not on
+// another executor that shares the Method, in any order of first use, not
+// beyond the number of Methods an executor keeps; and a Method one
+// executor prepared runs on another.
 func TestOpCheckKeptInTheMethod(t *testing.T) {
 	fn := func(context.Context) (int, error) { return 1, nil }
 	const op, pay, ship = "Service.Capture", "example.com/payments.(*Service).Capture", "example.com/shipping.(*Service).Capture"
@@ -114,6 +116,22 @@ func TestOpCheckKeptInTheMethod(t *testing.T) {
 			require.ErrorIs(t, err, idem.ErrMisconfigured)
 		})
 	}
+	t.Run("more Methods than an executor keeps", func(t *testing.T) {
+		ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+		const n = 4096 + 100
+		ms := make([]*idem.Method, n)
+		for i := range ms {
+			ms[i] = &idem.Method{Op: fmt.Sprintf("Op%d", i), TTL: time.Minute, Func: pay}
+			_, err := call(t.Context(), ex, ms[i], "k", fn)
+			require.NoError(t, err)
+		}
+		for _, i := range []int{0, n - 1} {
+			_, err := call(t.Context(), ex, ms[i], "k", fn)
+			require.NoError(t, err, "Method %d again", i)
+			_, err = call(t.Context(), ex, &idem.Method{Op: ms[i].Op, TTL: time.Minute, Func: ship}, "k", fn)
+			require.ErrorIs(t, err, idem.ErrMisconfigured, "another method under Method %d's op", i)
+		}
+	})
 	t.Run("two executors share a Method", func(t *testing.T) {
 		a := idem.NewExecutor(memstore.New(), idem.SingleTenant())
 		b := idem.NewExecutor(memstore.New(), idem.SingleTenant())
