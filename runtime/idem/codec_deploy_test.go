@@ -186,7 +186,7 @@ func TestResultShapeChanges(t *testing.T) {
 		"arrV2":        func() []byte { return storedResultMeta[arrV2](t, arrV2{}) },
 		"mapV1":        func() []byte { return storedResultMeta[mapV1](t, mapV1{}) },
 		"mapV2":        func() []byte { return storedResultMeta[mapV2](t, mapV2{}) },
-		"unexpV1":      func() []byte { return storedResultMeta[unexpV1](t, unexpV1{}) },
+		"unexpV1":      func() []byte { return storedResultMeta[unexpV1](t, unexpV1{email: "x"}) },
 		"unexpV2":      func() []byte { return storedResultMeta[unexpV2](t, unexpV2{}) },
 		"omitV1":       func() []byte { return storedResultMeta[omitV1](t, omitV1{}) },
 		"omitV2":       func() []byte { return storedResultMeta[omitV2](t, omitV2{}) },
