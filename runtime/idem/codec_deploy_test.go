@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -219,6 +220,28 @@ func storedResultMeta[T any](t *testing.T, v T) []byte {
 	e, err := st.Lookup(t.Context(), mustKey(t, "k"))
 	require.NoError(t, err)
 	return e.Outcome.Meta
+}
+
+// encodesItself writes a member its type does not take: a type whose
+// encoding is its method's, decoded by encoding/json's rules.
+type encodesItself struct{ A string }
+
+func (e encodesItself) MarshalJSON() ([]byte, error) {
+	return []byte(`{"A":` + strconv.Quote(e.A) + `,"Added":1}`), nil
+}
+
+// TestResultShapeOfSelfEncodingTypes: a result type that encodes itself
+// but decodes by encoding/json's rules, at any depth, records no shape (its
+// method's output can change across a deploy while its shape does not), so
+// its replays stay strict: as before, the member it adds is refused. A type
+// that decodes itself too (time.Time) keeps its shape.
+func TestResultShapeOfSelfEncodingTypes(t *testing.T) {
+	type nested struct{ E []encodesItself }
+	assert.Zero(t, parsedMeta(t, storedResultMeta(t, encodesItself{A: "x"})).ResultShape)
+	assert.Zero(t, parsedMeta(t, storedResultMeta(t, nested{E: []encodesItself{{A: "x"}}})).ResultShape)
+	assert.NotZero(t, parsedMeta(t, storedResultMeta(t, struct{ At time.Time }{})).ResultShape)
+	_, err := replayAs[encodesItself, encodesItself](t, encodesItself{A: "x"})
+	assert.ErrorIs(t, err, idem.ErrUndecodable, "strict, as before")
 }
 
 // TestResultTypeOnlyWithJSONCodec: another codec stores no result type, and

@@ -29,8 +29,10 @@ import (
 var resultMetas sync.Map
 
 // resultMeta returns the Meta that names t's shape alone
-// (CallMeta.ResultShape). The slice is shared by every outcome of t and
-// never written to: its capacity is its length, so an append copies it.
+// (CallMeta.ResultShape), or nil when t has none (see shapeWriter.opaque:
+// its replays are decoded strictly). The slice is shared by every outcome
+// of t and never written to: its capacity is its length, so an append
+// copies it.
 func resultMeta(t reflect.Type) []byte {
 	if m, ok := resultMetas.Load(t); ok {
 		return m.([]byte)
@@ -38,9 +40,12 @@ func resultMeta(t reflect.Type) []byte {
 	var s shapeWriter
 	s.seen = map[reflect.Type]int{}
 	s.write(t)
-	sum := sha256.Sum256(s.b)
-	m := CallMeta{ResultShape: [8]byte(sum[:8])}.Append(nil)
-	m = m[:len(m):len(m)]
+	var m []byte
+	if !s.opaque {
+		sum := sha256.Sum256(s.b)
+		m = CallMeta{ResultShape: [8]byte(sum[:8])}.Append(nil)
+		m = m[:len(m):len(m)]
+	}
 	v, _ := resultMetas.LoadOrStore(t, m)
 	return v.([]byte)
 }
@@ -74,6 +79,11 @@ var (
 type shapeWriter struct {
 	b    []byte
 	seen map[reflect.Type]int // types being or already written, for recursive types
+	// opaque is set when a type encodes itself (json.Marshaler,
+	// encoding.TextMarshaler) but decodes by encoding/json's rules: what
+	// it writes is its method's, which a deploy can change without
+	// changing the shape, so its replays keep the strict decoder.
+	opaque bool
 }
 
 func (s *shapeWriter) str(v string) {
@@ -91,11 +101,16 @@ func (s *shapeWriter) write(t reflect.Type) {
 	}
 	s.seen[t] = len(s.seen)
 	pt := reflect.PointerTo(t)
+	var has [4]bool
 	for i, it := range []reflect.Type{jsonUnmarshalerType, textUnmarshalerType, jsonMarshalerType, textMarshalerType} {
 		if t.Implements(it) || pt.Implements(it) {
+			has[i] = true
 			s.b = append(s.b, 'm')
 			s.b = strconv.AppendInt(s.b, int64(i), 10)
 		}
+	}
+	if (has[2] || has[3]) && !has[0] && !has[1] {
+		s.opaque = true
 	}
 	s.b = append(s.b, '(')
 	s.str(t.Kind().String())
