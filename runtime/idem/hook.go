@@ -81,14 +81,12 @@ func WithCallHook(h CallHook) Option {
 
 // hooked runs Do under the executor's CallHook.
 func hooked[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
-	start := ctx
 	ctx, obs := ex.hook.StartCall(ctx, m, ex.now())
-	if ctx != start {
-		// The hook's context may carry values of its own (its own door's
-		// tenant, say): read the call's state from it.
-		st := lookup(ctx, fTenant|fInfo|fTxn)
-		s = &st
-	}
+	// The hook's context may carry values of its own: read the call's
+	// state from it. (Not only when it differs from the caller's: a
+	// context may be of a type that == cannot compare.)
+	st := lookup(ctx, fTenant|fInfo|fTxn)
+	s = &st
 	if obs == nil {
 		return do(ctx, s, ex, m, parts, h, fn, nil)
 	}
