@@ -45,7 +45,7 @@ func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		return doRecorded(ctx, &s, ex, m, parts, h, fn)
 	}
 	if ex.hook != nil { // WithCallHook (hook.go)
-		return hooked(ctx, &s, ex, m, parts, h, fn)
+		return hooked(ctx, ex, m, parts, h, fn)
 	}
 	return do(ctx, &s, ex, m, parts, h, fn, nil)
 }

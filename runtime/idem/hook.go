@@ -80,13 +80,13 @@ func WithCallHook(h CallHook) Option {
 }
 
 // hooked runs Do under the executor's CallHook.
-func hooked[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+func hooked[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
 	ctx, obs := ex.hook.StartCall(ctx, m, ex.now())
-	// The hook's context may carry values of its own: read the call's
-	// state from it. (Not only when it differs from the caller's: a
-	// context may be of a type that == cannot compare.)
+	// The hook's context may carry values of its own: the call's state is
+	// read from it. (Whatever it is: comparing it with the caller's would
+	// panic for a context of a type that == cannot compare.)
 	st := lookup(ctx, fTenant|fInfo|fTxn)
-	s = &st
+	s := &st
 	if obs == nil {
 		return do(ctx, s, ex, m, parts, h, fn, nil)
 	}

@@ -198,7 +198,7 @@ func doRecorded[T any](ctx context.Context, s *callState, ex *Executor, m *Metho
 	var v T
 	var err error
 	if ex.hook != nil {
-		v, err = hooked(ctx, s, ex, m, parts, h, inner)
+		v, err = hooked(ctx, ex, m, parts, h, inner)
 	} else {
 		v, err = do(ctx, s, ex, m, parts, h, inner, nil)
 	}
