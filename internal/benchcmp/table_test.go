@@ -134,3 +134,47 @@ func TestRuntimeTableSteadiness(t *testing.T) {
 		t.Errorf("summary missing:\n%s", out)
 	}
 }
+
+// The memory table checks issue 38's aims against their floors (first
+// call: ≤ 0.5 µs and ≤ 2 allocations over a direct call and json.Marshal;
+// replay: ≤ 0.3 µs over json.Unmarshal), on both sides of each bound, and
+// none against the map+mutex floors.
+func TestMemoryAimTable(t *testing.T) {
+	group := func(call, floor string, ns, allocs float64) GroupResult {
+		return GroupResult{Name: "memory/" + call, Callers: 1, Rounds: 3, OpsCell: 10, Block: 1,
+			Variants:    []VariantResult{{Name: "wrapper on memstore"}, {Name: "map+mutex"}, {Name: floor}},
+			Ratio:       []float64{1, 1, 1},
+			Spread:      [][2]float64{{1, 1}, {1, 1}, {1, 1}},
+			DeltaNs:     []float64{0, ns, ns},
+			DeltaAllocs: []float64{0, allocs, allocs},
+		}
+	}
+	for _, c := range []struct {
+		g    GroupResult
+		want string
+	}{
+		{group("first", MemDirectFloor, 500, 2), "✓ ≤ 0.5 µs, ≤ 2 allocs"},
+		{group("first", MemDirectFloor, 501, 2), "✗ ≤ 0.5 µs, ≤ 2 allocs"},
+		{group("first", MemDirectFloor, 400, 2.1), "✗ ≤ 0.5 µs, ≤ 2 allocs"},
+		{group("replay", MemDecodeFloor, 300, 5), "✓ ≤ 0.3 µs"},
+		{group("replay", MemDecodeFloor, 301, 0), "✗ ≤ 0.3 µs"},
+	} {
+		var b bytes.Buffer
+		MemoryAimTable(&b, []GroupResult{c.g})
+		var rows [][]string
+		for _, line := range strings.Split(b.String(), "\n") {
+			if strings.HasPrefix(line, "| "+strings.TrimPrefix(c.g.Name, "memory/")+" |") {
+				rows = append(rows, strings.Split(strings.Trim(line, "|"), "|"))
+			}
+		}
+		if len(rows) != 2 {
+			t.Fatalf("%d rows in\n%s", len(rows), b.String())
+		}
+		if got := strings.TrimSpace(rows[0][5]); got != "–" {
+			t.Errorf("against map+mutex: %q, want no aim", got)
+		}
+		if got := strings.TrimSpace(rows[1][5]); got != c.want {
+			t.Errorf("%s +%.0f ns, %+.1f allocs: %q, want %q", c.g.Name, c.g.DeltaNs[2], c.g.DeltaAllocs[2], got, c.want)
+		}
+	}
+}

@@ -39,30 +39,19 @@ func WithCallInfo(ctx context.Context) (context.Context, *CallInfo) {
 }
 
 // infoContext is the context WithCallInfo returns: one allocation, the
-// context and its CallInfo together. It answers the same Value key as a
-// keyContext (keyContextKey), so that the context of a wrapped method,
-// which is a keyContext, hides its caller's CallInfo from nested calls at
-// no cost, and one lookup finds either.
+// context and its CallInfo together. The context of a wrapped method, a
+// keyContext, hides its caller's CallInfo from nested calls (lookup's
+// fInfo: the nearer of the two decides).
 type infoContext struct {
 	context.Context
 	info CallInfo
 }
 
-// Value returns the infoContext itself for keyContextKey{}, and asks the
-// caller's context for every other key.
+// Value returns the infoContext itself for DoorContextKey (see lookup),
+// and asks the caller's context for every other key.
 func (c *infoContext) Value(key any) any {
-	if key == (keyContextKey{}) {
+	if key == DoorContextKey {
 		return c
 	}
 	return c.Context.Value(key)
-}
-
-// callInfoFrom returns the CallInfo that ctx carries for the call about to
-// be made, or nil: a wrapped method's own context carries none (its
-// keyContext is nearer).
-func callInfoFrom(ctx context.Context) *CallInfo {
-	if c, ok := value(ctx, keyContextKey{}).(*infoContext); ok {
-		return &c.info
-	}
-	return nil
 }

@@ -20,6 +20,10 @@ import (
 //	field = tag len value         (tag: one byte, not 0; len: a uvarint)
 //	tag 1 = the origin: trace ID (16 bytes), span ID (8), trace flags (1);
 //	        a value longer than 25 bytes is read by its first 25
+//	tag 2 = the result type's shape (CallMeta.ResultShape): 8 bytes of a
+//	        SHA-256 (resulttype.go), written with a success encoded by
+//	        JSONCodec; a replay into a type of that shape decodes without
+//	        JSONCodec's strict checks
 //
 // A reader skips the fields whose tag it does not know, so that a later
 // release can add fields without a new version; a new version byte is for
@@ -30,16 +34,19 @@ import (
 // MetaVersion is the first byte of the Outcome.Meta the executor writes.
 const MetaVersion = 1
 
-// metaOrigin is the tag of the origin field of Meta version 1.
-const metaOrigin = 1
+// The tags of the fields of Meta version 1.
+const (
+	metaOrigin      = 1
+	metaResultShape = 2
+)
 
 // originLen is the length of an encoded TraceOrigin.
 const originLen = 16 + 8 + 1
 
 // MaxMetaLen is the most bytes of Outcome.Meta the executor writes for a
-// call: its version, and the origin field. An observer cannot grow a
-// record beyond it: the origin has a fixed size.
-const MaxMetaLen = 1 + 2 + originLen
+// call: its version, the origin field and the result type's field. An
+// observer cannot grow a record beyond it: the origin has a fixed size.
+const MaxMetaLen = 1 + 2 + originLen + 2 + 8
 
 // ErrUnreadableMeta is what an OriginObserver is told (wrapped) when a
 // replayed record's Outcome.Meta cannot be read: a version this release
@@ -79,10 +86,18 @@ type CallMeta struct {
 	// Origin is the span of the call that stored the outcome, as its
 	// OriginObserver gave it; zero when none was kept.
 	Origin TraceOrigin
+	// ResultShape names the shape of the type whose encoding is the stored
+	// body, as encoding/json sees it (a hash of its fields' names, tags and
+	// types at every depth): the executor keeps it with every success it
+	// encodes with JSONCodec, and a replay into a type of the same shape
+	// decodes without JSONCodec's strict checks (they cannot fail then).
+	// Zero when none was kept (another codec, a final error, a record
+	// written before it existed).
+	ResultShape [8]byte
 }
 
 // IsZero reports whether m keeps nothing.
-func (m CallMeta) IsZero() bool { return !m.Origin.IsValid() }
+func (m CallMeta) IsZero() bool { return !m.Origin.IsValid() && m.ResultShape == [8]byte{} }
 
 // Append appends m's encoding (at most MaxMetaLen bytes) to dst and returns
 // the extended slice; it appends nothing when m keeps nothing, so that a
@@ -91,11 +106,18 @@ func (m CallMeta) Append(dst []byte) []byte {
 	if m.IsZero() {
 		return dst
 	}
-	o := m.Origin
-	dst = append(dst, MetaVersion, metaOrigin, originLen)
-	dst = append(dst, o.TraceID[:]...)
-	dst = append(dst, o.SpanID[:]...)
-	return append(dst, o.Flags)
+	dst = append(dst, MetaVersion)
+	if o := m.Origin; o.IsValid() {
+		dst = append(dst, metaOrigin, originLen)
+		dst = append(dst, o.TraceID[:]...)
+		dst = append(dst, o.SpanID[:]...)
+		dst = append(dst, o.Flags)
+	}
+	if m.ResultShape != [8]byte{} {
+		dst = append(dst, metaResultShape, byte(len(m.ResultShape)))
+		dst = append(dst, m.ResultShape[:]...)
+	}
+	return dst
 }
 
 // ParseMeta reads an Outcome.Meta the executor wrote. An empty meta is the
@@ -112,7 +134,7 @@ func ParseMeta(meta []byte) (CallMeta, error) {
 	if meta[0] != MetaVersion {
 		return CallMeta{}, fmt.Errorf("%w: version %d (this release reads version %d)", ErrUnreadableMeta, meta[0], MetaVersion)
 	}
-	seen := false
+	seen, shaped := false, false
 	for b := meta[1:]; len(b) > 0; {
 		tag := b[0]
 		n, w := binary.Uvarint(b[1:])
@@ -121,16 +143,23 @@ func ParseMeta(meta []byte) (CallMeta, error) {
 		}
 		val := b[1+w : 1+w+int(n)]
 		b = b[1+w+int(n):]
-		if tag != metaOrigin {
-			continue // a later release's field
+		switch tag {
+		case metaOrigin:
+			if seen || len(val) < originLen {
+				return CallMeta{}, fmt.Errorf("%w: an origin field of %d bytes (want %d, once)", ErrUnreadableMeta, len(val), originLen)
+			}
+			seen = true
+			copy(m.Origin.TraceID[:], val[:16])
+			copy(m.Origin.SpanID[:], val[16:24])
+			m.Origin.Flags = val[24]
+		case metaResultShape:
+			if shaped || len(val) != len(m.ResultShape) {
+				return CallMeta{}, fmt.Errorf("%w: a result shape field of %d bytes (want %d, once)", ErrUnreadableMeta, len(val), len(m.ResultShape))
+			}
+			shaped = true
+			copy(m.ResultShape[:], val)
 		}
-		if seen || len(val) < originLen {
-			return CallMeta{}, fmt.Errorf("%w: an origin field of %d bytes (want %d, once)", ErrUnreadableMeta, len(val), originLen)
-		}
-		seen = true
-		copy(m.Origin.TraceID[:], val[:16])
-		copy(m.Origin.SpanID[:], val[16:24])
-		m.Origin.Flags = val[24]
+		// Any other tag is a later release's field.
 	}
 	return m, nil
 }
@@ -170,17 +199,20 @@ type OriginObserver interface {
 }
 
 // originMeta returns the Meta to store with an outcome of n bytes (Body,
-// ErrCode, ErrMessage) for the call observed by on: the origin when on is
-// an OriginObserver that gives a valid one and it fits within
-// MaxOutcomeLen, else nil.
-func originMeta(on CallObserver, n int) []byte {
+// ErrCode, ErrMessage) for the call observed by on: base (the result
+// type's field, or nil) and the origin when on is an OriginObserver that
+// gives a valid one and it fits within MaxOutcomeLen, else base.
+func originMeta(on CallObserver, n int, base []byte) []byte {
 	oo, ok := on.(OriginObserver)
 	if !ok {
-		return nil
+		return base
 	}
 	m := CallMeta{Origin: oo.Origin()}
-	if m.IsZero() || n+MaxMetaLen > MaxOutcomeLen {
-		return nil
+	if !m.Origin.IsValid() || n+MaxMetaLen > MaxOutcomeLen {
+		return base
+	}
+	if len(base) > 0 {
+		m.ResultShape = [8]byte(base[len(base)-8:]) // base is resultMeta's
 	}
 	return m.Append(make([]byte, 0, MaxMetaLen))
 }

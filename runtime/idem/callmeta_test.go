@@ -53,9 +53,11 @@ func originBytes(o idem.TraceOrigin) []byte {
 func TestParseMeta(t *testing.T) {
 	o := origin(7)
 	valid := idem.CallMeta{Origin: o}.Append(nil)
-	require.Len(t, valid, idem.MaxMetaLen)
+	require.Len(t, valid, 1+2+16+8+1, "version, tag, length, origin")
 	assert.Equal(t, rawMeta(1, byte(1), originBytes(o)), valid, "the documented layout")
 	long := append(originBytes(o), 0xAA, 0xBB)
+	shape := [8]byte{1, 2, 3, 4, 5, 6, 7, 8}
+	assert.Equal(t, rawMeta(1, byte(1), originBytes(o), byte(2), shape[:]), idem.CallMeta{Origin: o, ResultShape: shape}.Append(nil), "the documented layout: the origin, then the shape")
 	for _, c := range []struct {
 		name string
 		meta []byte
@@ -77,6 +79,10 @@ func TestParseMeta(t *testing.T) {
 		{name: "huge length", meta: append([]byte{1, 9}, binary.AppendUvarint(nil, math.MaxUint64)...), err: "damaged field"},
 		{name: "short origin", meta: rawMeta(1, byte(1), originBytes(o)[:24]), err: "origin field of 24 bytes"},
 		{name: "two origins", meta: rawMeta(1, byte(1), originBytes(o), byte(1), originBytes(origin(9))), err: "origin field of 25 bytes (want 25, once)"},
+		{name: "origin and result shape", meta: rawMeta(1, byte(1), originBytes(o), byte(2), shape[:]), want: idem.CallMeta{Origin: o, ResultShape: shape}},
+		{name: "result shape alone", meta: rawMeta(1, byte(2), shape[:]), want: idem.CallMeta{ResultShape: shape}},
+		{name: "short result shape", meta: rawMeta(1, byte(2), shape[:7]), err: "result shape field of 7 bytes"},
+		{name: "two result shapes", meta: rawMeta(1, byte(2), shape[:], byte(2), shape[:]), err: "result shape field of 8 bytes (want 8, once)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := idem.ParseMeta(c.meta)
@@ -184,7 +190,9 @@ func (c *originCall) Origin() idem.TraceOrigin {
 func (c *originCall) Replaying(meta idem.CallMeta, err error) {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
-	c.h.told = append(c.h.told, replayTold{meta, err})
+	// The origin alone: the result's shape (CallMeta.ResultShape) is the
+	// codec's business, checked in codec_deploy_test.go.
+	c.h.told = append(c.h.told, replayTold{idem.CallMeta{Origin: meta.Origin}, err})
 }
 
 // nopCall is a CallObserver that does nothing.
@@ -237,7 +245,7 @@ func TestOriginKeptAndReplayed(t *testing.T) {
 				var h originHook
 				ex := idem.NewExecutor(st, idem.WithCallHook(&h), idem.SingleTenant())
 				v1, err1 := call(t.Context(), ex, m, "a", fn.fn)
-				assert.Equal(t, idem.CallMeta{Origin: origin(1)}.Append(nil), storedMeta(t, admin, "a"))
+				assert.Equal(t, origin(1), parsedMeta(t, storedMeta(t, admin, "a")).Origin)
 				v2, err2 := call(t.Context(), ex, m, "a", ok)
 				assert.Equal(t, v1, v2)
 				assert.Equal(t, err1 == nil, err2 == nil)
@@ -289,6 +297,14 @@ func TestOriginKeptAndReplayed(t *testing.T) {
 	})
 }
 
+// parsedMeta is ParseMeta(meta), which must parse.
+func parsedMeta(t *testing.T, meta []byte) idem.CallMeta {
+	t.Helper()
+	m, err := idem.ParseMeta(meta)
+	require.NoError(t, err)
+	return m
+}
+
 func mustKey(t *testing.T, id string) idem.Key {
 	t.Helper()
 	var k idem.KeyParts
@@ -309,7 +325,7 @@ func TestOriginNotKept(t *testing.T) {
 		ex := idem.NewExecutor(st, idem.WithCallHook(&hookLog{}), idem.SingleTenant())
 		_, err := call(t.Context(), ex, m, "a", ok)
 		require.NoError(t, err)
-		assert.Empty(t, storedMeta(t, st, "a"))
+		assert.Zero(t, parsedMeta(t, storedMeta(t, st, "a")).Origin, "no origin")
 		// Replayed by an executor whose observer keeps origins: told none.
 		var h originHook
 		ex2 := idem.NewExecutor(st, idem.WithCallHook(&h), idem.SingleTenant())
@@ -322,14 +338,14 @@ func TestOriginNotKept(t *testing.T) {
 		st := memstore.New()
 		_, err := call(t.Context(), idem.NewExecutor(st, idem.SingleTenant()), m, "a", ok)
 		require.NoError(t, err)
-		assert.Empty(t, storedMeta(t, st, "a"))
+		assert.Zero(t, parsedMeta(t, storedMeta(t, st, "a")).Origin, "no origin")
 	})
 	t.Run("an invalid origin", func(t *testing.T) {
 		st := memstore.New()
 		h := originHook{zero: true}
 		_, err := call(t.Context(), idem.NewExecutor(st, idem.WithCallHook(&h), idem.SingleTenant()), m, "a", ok)
 		require.NoError(t, err)
-		assert.Empty(t, storedMeta(t, st, "a"))
+		assert.Zero(t, parsedMeta(t, storedMeta(t, st, "a")).Origin, "no origin")
 		assert.Equal(t, 1, h.origins)
 	})
 	t.Run("an outcome within MaxMetaLen of the limit is stored without it", func(t *testing.T) {

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -33,17 +34,25 @@ import (
 // Transactional mode. Generated wrappers call Do; it is exported for
 // hand-written callers too.
 func Do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
-	if d := decisionsFrom(ctx); d != nil { // an edge layer's cell (layers.go)
-		return doRecorded(ctx, d, ex, m, parts, h, fn)
+	// What the call reads from ctx, in one walk of its chain (doorctx.go):
+	// a context that carries none of it costs that walk alone.
+	want := fTenant | fDecisions | fInfo
+	if ex.txStore != nil {
+		want |= fTxn
+	}
+	s := lookup(ctx, want)
+	if s.decisions != nil { // an edge layer's cell (layers.go)
+		return doRecorded(ctx, &s, ex, m, parts, h, fn)
 	}
 	if ex.hook != nil { // WithCallHook (hook.go)
 		return hooked(ctx, ex, m, parts, h, fn)
 	}
-	return do(ctx, ex, m, parts, h, fn, nil)
+	return do(ctx, &s, ex, m, parts, h, fn, nil)
 }
 
-// do is Do; on, when set, is the call's CallObserver (hook.go).
-func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error), on CallObserver) (T, error) {
+// do is Do, with s the state read from ctx (lookup); on, when set, is the
+// call's CallObserver (hook.go).
+func do[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error), on CallObserver) (T, error) {
 	var zero T
 	var start time.Time
 	if ex.observe != nil || on != nil {
@@ -53,7 +62,11 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	if err != nil {
 		return zero, err
 	}
-	tenant, err := ex.callTenant(ctx)
+	shape, err := ex.prepare(m, reflect.TypeFor[T]())
+	if err != nil {
+		return zero, err
+	}
+	tenant, err := ex.callTenant(ctx, s)
 	if err != nil {
 		return zero, fmt.Errorf("idem: %.64q: %w", m.Op, err)
 	}
@@ -85,13 +98,13 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 	}
 	lease = min(lease, m.TTL)
 	req := ClaimRequest{Key: key, Fingerprint: fp, Token: ex.token(), Lease: lease, TTL: m.TTL, Scheme: m.Scheme}
-	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: callInfoFrom(ctx), lease: lease}
+	c := call[T]{ex: ex, m: m, key: key, fp: fp, start: start, on: on, info: s.info, lease: lease, shape: shape}
 	if c.info != nil {
 		c.info.replayed.Store(false) // this call's answer, not an earlier one's
 	}
 
 	if ex.txStore != nil {
-		claim, txn, err := claimTx(ctx, ex.txStore, req, m.Wait)
+		claim, txn, err := claimTx(ctx, s.txn, ex.txStore, req, m.Wait)
 		if err != nil {
 			return zero, c.claimError(ctx, "claim", err)
 		}
@@ -122,7 +135,7 @@ func do[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h 
 		if claim.Claimed {
 			// The claim can be live until a lease after its reply, at the
 			// latest (the store started the lease when it applied it).
-			c.until = ex.now().Add(lease)
+			c.until = ex.instant().Add(lease)
 			return run(ctx, &c, claim, req.Token, lease, renew, fn)
 		}
 		if !adopted && rec.Status == StatusProcessing && rec.LeaseLeft <= 0 && rec.Fingerprint != req.Fingerprint && c.schemeChanged(rec) {
@@ -166,10 +179,6 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 		return false, bad("Wait %v must be >= 0", m.Wait)
 	case len(m.Op) > MaxOpLen:
 		return false, fmt.Errorf("idem: %.64q: operation name of %d bytes: %w (idem.MaxOpLen is %d)", m.Op, len(m.Op), ErrTooLarge, MaxOpLen)
-	case m.Func != "":
-		if err := ex.checkOp(m); err != nil {
-			return false, err
-		}
 	}
 	switch {
 	case ex.txStore != nil:
@@ -183,7 +192,8 @@ func (ex *Executor) check(m *Method) (renew bool, err error) {
 // checkOp refuses m when the executor has run another method (another
 // non-empty Func) under m.Op: their records would answer each other. The
 // first Method seen under an op is kept; later calls with the same
-// descriptor cost one map load and a pointer comparison.
+// descriptor cost one map load and a pointer comparison, and none once
+// prepare kept the answer in m.
 func (ex *Executor) checkOp(m *Method) error {
 	v, ok := ex.ops.Load(m.Op)
 	if !ok {
@@ -218,6 +228,22 @@ type call[T any] struct {
 	// (lease mode): a lease after the reply of its claim or of its last
 	// renewal, by the executor's clock.
 	until time.Time
+	// bare is the caller's context without its cancellation, made with
+	// the method's context (run), or nil: see detached.
+	bare context.Context
+	// shape is the Meta naming T's shape (resultMeta, via prepare).
+	shape []byte
+}
+
+// detached returns the context of a store call made with ctx, the
+// caller's, after the method ran: the executor's (Executor.detached), or,
+// on a LocalStore, c.bare, which is the same context made in the method
+// context's allocation.
+func (c *call[T]) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.bare != nil && c.ex.local {
+		return c.bare, nop
+	}
+	return c.ex.detached(ctx)
 }
 
 func (c *call[T]) emit(kind EventKind, err error) {
@@ -319,14 +345,15 @@ func (c *call[T]) answer(rec Record, wait bool) (v T, again bool, err error) {
 	}
 	switch rec.Status {
 	case StatusSucceeded:
-		if err := c.ex.codec.Unmarshal(rec.Outcome.Body, &v); err != nil {
+		r, err := c.decode(rec.Outcome)
+		if err != nil {
 			var zero T
 			err = fmt.Errorf("%w %v (key %s): %w", ErrUndecodable, reflect.TypeFor[T](), c.key.Hex(), err)
 			c.emit(EventUndecodable, err)
 			return zero, false, err
 		}
 		c.replayed()
-		return v, false, nil
+		return r, false, nil
 	case StatusFailedFinal:
 		c.replayed()
 		return v, false, c.replayedError(rec.Outcome)
@@ -396,6 +423,9 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 			return notStoredOutcome(), true, fmt.Errorf("idem: encode result of %.64q: %w", c.m.Op, encErr)
 		}
 		out = Outcome{Status: StatusSucceeded, Body: body}
+		if c.ex.json {
+			out.Meta = c.shape // see resulttype.go
+		}
 	case errors.As(err, new(*notStorableError)):
 		// fn ran and had its effects; its result is not to be stored.
 		return notStoredOutcome(), true, err
@@ -425,12 +455,50 @@ func (c *call[T]) outcome(v T, err error) (out Outcome, decided bool, notStored 
 	if n > MaxOutcomeLen {
 		return notStoredOutcome(), true, fmt.Errorf("idem: outcome of %.64q is %d bytes: %w (idem.MaxOutcomeLen is %d)", c.m.Op, n, ErrTooLarge, MaxOutcomeLen)
 	}
+	if n+len(out.Meta) > MaxOutcomeLen {
+		out.Meta = nil // the result type's hash never makes an outcome too large either: its replay decodes strictly
+	}
 	if c.on != nil {
 		// The call's origin, when its observer keeps one (callmeta.go): it
 		// never makes the outcome too large.
-		out.Meta = originMeta(c.on, n)
+		out.Meta = originMeta(c.on, n, out.Meta)
 	}
 	return out, true, nil
+}
+
+// decode decodes a stored result into v: with plain json.Unmarshal when
+// the executor's codec is JSONCodec and the record says that the body was
+// encoded from a type of T's shape (so that it holds no member T does not
+// take), with the codec's Unmarshal otherwise (see resulttype.go).
+func (c *call[T]) decode(out Outcome) (T, error) {
+	if c.ex.json && sameResultType(out.Meta, c.shape) {
+		return decodeJSON[T](out.Body)
+	}
+	var v T // escapes through Codec.Unmarshal's any: declared here, allocated only here
+	err := c.ex.codec.Unmarshal(out.Body, &v)
+	return v, err
+}
+
+// decodeJSON returns json.Unmarshal of body into a T. When T is an unnamed
+// pointer type (*Receipt) and body is not null, it decodes into a new value
+// of the pointed-to type and returns its pointer: what json.Unmarshal does
+// into a nil *Receipt, without the variable escaping to the heap through
+// its any (one allocation per replay). body is json.Marshal's output (the
+// record names T's shape), so a nil pointer is spelled "null", and decodes
+// as json.Unmarshal does it.
+func decodeJSON[T any](body []byte) (T, error) {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer && t.Name() == "" && string(body) != "null" {
+		p := reflect.New(t.Elem()).Interface() // a T, in an any without an allocation
+		if err := json.Unmarshal(body, p); err != nil {
+			var zero T
+			return zero, err
+		}
+		return p.(T), nil
+	}
+	var v T
+	err := json.Unmarshal(body, &v)
+	return v, err
 }
 
 // detached returns a context for store calls after fn ran: not cancelled
@@ -468,7 +536,9 @@ func abnormal(p any) error {
 // run executes fn under a committed claim and stores or releases.
 func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease time.Duration, renew bool, fn func(context.Context) (T, error)) (v T, err error) {
 	c.claimedEvent(claim)
-	mctx := ContextWithKey(ctx, c.key)
+	kc := &keyContext{Context: ctx, id: c.key.ID} // ContextWithKey
+	mctx := context.Context(kc)
+	c.bare = kc.detached()
 	var rn *renewal
 	if renew {
 		mctx, rn = c.startRenewal(mctx, token, lease)
@@ -507,7 +577,7 @@ func run[T any](ctx context.Context, c *call[T], claim Claim, token Token, lease
 		}
 		return v, err
 	}
-	k := keeper{token: token, out: out, notStored: notStored, lease: lease, renewTill: c.ex.now().Add(lease)}
+	k := keeper{token: token, out: out, notStored: notStored, lease: lease, renewTill: c.ex.instant().Add(lease)}
 	switch c.keep(ctx, &k) {
 	case keptLost:
 		var zero T
@@ -557,7 +627,7 @@ func (c *call[T]) release(ctx context.Context, token Token, cause error) {
 // releaseOnce makes one Release call, detached from the caller's
 // cancellation and bounded by the store timeout.
 func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	defer cancel()
 	return c.ex.store.Release(dctx, c.key, token)
 }
@@ -573,7 +643,8 @@ func (c *call[T]) releaseOnce(ctx context.Context, token Token) error {
 // that the call held the claim (not an abandoned one that may not exist):
 // only then is EventReleased emitted.
 func (c *call[T]) releaseOn(ctx context.Context, token Token, cause error, claimed bool) {
-	rc := *c // a copy: c is its caller's, which returns now
+	rc := *c      // a copy: c is its caller's, which returns now
+	rc.bare = nil // the goroutine's store calls get its own context
 	rctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
 	rc.ex.spawn(func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended
@@ -716,7 +787,7 @@ func (c *call[T]) keep(ctx context.Context, k *keeper) keepResult {
 // completeOnce makes one Complete call of k.out, detached from the caller's
 // cancellation and bounded by the store timeout.
 func (c *call[T]) completeOnce(ctx context.Context, k *keeper) error {
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	defer cancel()
 	return c.ex.store.Complete(dctx, c.key, k.token, k.out, c.m.TTL)
 }
@@ -730,7 +801,7 @@ func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool 
 	if c.ex.renewer == nil || c.until.Sub(now) >= k.lease/2 || !now.Before(k.renewTill) {
 		return false
 	}
-	dctx, cancel := c.ex.detached(ctx)
+	dctx, cancel := c.detached(ctx)
 	err := c.ex.renewer.Renew(dctx, c.key, k.token, k.lease)
 	cancel()
 	switch {
@@ -747,7 +818,8 @@ func (c *call[T]) renewKept(ctx context.Context, k *keeper, now time.Time) bool 
 // context ended (see keep). Its context carries the caller's values and the
 // call's key, not its cancellation, and is cancelled when it ends.
 func (c *call[T]) keepOn(ctx context.Context, k keeper) {
-	kc := *c // a copy: c is its caller's, which returns now
+	kc := *c      // a copy: c is its caller's, which returns now
+	kc.bare = nil // the goroutine's store calls get its own context
 	kctx, cancel := context.WithCancel(ContextWithKey(context.WithoutCancel(ctx), c.key))
 	kc.ex.spawn(func() {
 		defer cancel() // last: a simulator learns from it that the goroutine ended

@@ -58,7 +58,9 @@
 //		sendReceipt(rcpt) // the first run's result, not a retry's replay
 //	}
 //
-// A call without a CallInfo pays no allocation for it, one context lookup.
+// A call without a CallInfo pays no allocation for it: Do reads the
+// CallInfo, the tenant and the rest of what it takes from the context in
+// one walk of the context's chain.
 //
 // # Callers: generated wrappers and hand-written code
 //

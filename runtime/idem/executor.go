@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -84,8 +86,11 @@ type Executor struct {
 	lease    time.Duration
 	tenant   func(context.Context) string
 	codec    Codec
+	json     bool // codec is JSONCodec: replays may skip its strict decoder (resulttype.go)
 	clock    Clock
 	now      func() time.Time // clock.Now
+	system   bool             // clock is SystemClock: instant reads the monotonic clock alone
+	base     time.Time        // time.Now() at NewExecutor, for instant
 	observe  func(Event)      // nil: no observer, and no clock reads for it
 	hook     CallHook         // WithCallHook (hook.go), or nil
 	attempts int
@@ -99,6 +104,68 @@ type Executor struct {
 	// ops maps each Op run with a non-empty Func to the first *Method
 	// that ran it (checkOp).
 	ops sync.Map
+	// prepared maps each Method with a Func that passed checkOp to what
+	// its calls need (prepare); preparing serializes its writers.
+	prepared  atomic.Pointer[map[*Method]*methodCache]
+	preparing sync.Mutex
+}
+
+// methodCache is what an executor keeps about a Method it ran (see
+// prepare): that its op passed checkOp for this Func, and the result
+// type's Meta.
+type methodCache struct {
+	op, fn string       // m.Op and m.Func when checked
+	result reflect.Type // the result type whose Meta is meta
+	meta   []byte       // resultMeta(result)
+}
+
+// maxPrepared bounds how many Methods an executor keeps prepared; beyond,
+// calls are checked through the maps (a program that makes a Method with
+// a Func per call, which generated code never does).
+const maxPrepared = 4096
+
+// prepare returns what ex needs of m for a call whose result type is
+// result: nil when m's op passed checkOp, and the result type's Meta
+// (resultMeta). For a Method with a Func (generated code's, one per
+// wrapped method), the executor keeps both, so that its later calls cost an
+// atomic load and a lookup by the Method's address instead of two
+// sync.Map lookups (the op is a long string to hash); a Method whose Op or
+// Func changed is checked again.
+func (ex *Executor) prepare(m *Method, result reflect.Type) (meta []byte, err error) {
+	if m.Func == "" {
+		return resultMeta(result), nil // hand-written: no op to check
+	}
+	if p := ex.prepared.Load(); p != nil {
+		if c := (*p)[m]; c != nil && c.result == result && c.op == m.Op && c.fn == m.Func {
+			return c.meta, nil
+		}
+	}
+	if err := ex.checkOp(m); err != nil {
+		return nil, err
+	}
+	meta = resultMeta(result)
+	ex.keepPrepared(m, &methodCache{op: m.Op, fn: m.Func, result: result, meta: meta})
+	return meta, nil
+}
+
+// keepPrepared adds m's answer to ex.prepared (copied on write: readers
+// take no lock).
+func (ex *Executor) keepPrepared(m *Method, c *methodCache) {
+	ex.preparing.Lock()
+	defer ex.preparing.Unlock()
+	var old map[*Method]*methodCache
+	if p := ex.prepared.Load(); p != nil {
+		old = *p
+	}
+	if len(old) >= maxPrepared {
+		return
+	}
+	next := make(map[*Method]*methodCache, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[m] = c
+	ex.prepared.Store(&next)
 }
 
 // invalid records the first invalid option.
@@ -322,7 +389,24 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 		panic(e.bad)
 	}
 	e.now = e.clock.Now
+	_, e.system = e.clock.(SystemClock)
+	e.base = time.Now()
+	_, e.json = e.codec.(JSONCodec)
 	return e
+}
+
+// instant is ex.now() for the instants a call compares with the clock
+// later (until when its claim can be live): the clock's Now, or, with the
+// system clock, the executor's start plus the monotonic time since, which
+// is one read of the monotonic clock where time.Now reads the wall clock
+// too. Its monotonic reading compares with time.Now's (Before, Sub); its
+// wall reading may differ from time.Now's by the wall clock's adjustments,
+// so it is never reported as a time of day.
+func (ex *Executor) instant() time.Time {
+	if ex.system {
+		return ex.base.Add(time.Since(ex.base))
+	}
+	return ex.now()
 }
 
 // Tenant returns the tenant of a call on the executor with ctx: the
@@ -333,7 +417,8 @@ func NewExecutor(store Store, opts ...Option) *Executor {
 // place in the key's text (an empty tenant fails the call either way, with
 // ErrMissingTenant, which matches ErrMissingKey too).
 func (ex *Executor) Tenant(ctx context.Context) string {
-	t, _ := ex.callTenant(ctx)
+	s := lookup(ctx, fTenant)
+	t, _ := ex.callTenant(ctx, &s)
 	return t
 }
 

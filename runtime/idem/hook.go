@@ -79,17 +79,19 @@ func WithCallHook(h CallHook) Option {
 	}
 }
 
-// callObserverKey carries a call's CallObserver in the context its store
-// operations get.
-type callObserverKey struct{}
-
 // hooked runs Do under the executor's CallHook.
 func hooked[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
 	ctx, obs := ex.hook.StartCall(ctx, m, ex.now())
+	// The hook's context may carry values of its own: the call's state is
+	// read from it. (Whatever it is: comparing it with the caller's would
+	// panic for a context of a type that == cannot compare.)
+	st := lookup(ctx, fTenant|fInfo|fTxn)
+	s := &st
 	if obs == nil {
-		return do(ctx, ex, m, parts, h, fn, nil)
+		return do(ctx, s, ex, m, parts, h, fn, nil)
 	}
-	ctx = context.WithValue(ctx, callObserverKey{}, obs)
+	// The observer, in the context its store operations get.
+	ctx = withField(ctx, fObserver, "", obs)
 	method := func(ctx context.Context) (T, error) {
 		ctx, done := obs.Method(ctx, ex.now())
 		returned := false
@@ -109,7 +111,7 @@ func hooked[T any](ctx context.Context, ex *Executor, m *Method, parts *KeyParts
 			obs.End(ex.now(), ErrCallAborted)
 		}
 	}()
-	v, err := do(ctx, ex, m, parts, h, method, obs)
+	v, err := do(ctx, s, ex, m, parts, h, method, obs)
 	returned = true
 	obs.End(ex.now(), err)
 	return v, err
@@ -130,7 +132,7 @@ type hookedStore struct {
 }
 
 func (s hookedStore) op(ctx context.Context, op string) (context.Context, func(time.Time, error)) {
-	obs, _ := value(ctx, callObserverKey{}).(CallObserver)
+	obs := lookup(ctx, fObserver).observer
 	if obs == nil {
 		return ctx, nil
 	}

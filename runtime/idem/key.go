@@ -346,17 +346,40 @@ type keyContext struct {
 	vals map[any]any // CallScoped's values, made on first use
 }
 
-// keyContextKey is the Value key under which a keyContext answers itself.
-type keyContextKey struct{}
-
-// Value returns the keyContext itself for keyContextKey{}, and asks the
-// caller's context for every other key.
+// Value returns the keyContext itself for DoorContextKey (see lookup), and
+// asks the caller's context for every other key.
 func (c *keyContext) Value(key any) any {
-	if key == (keyContextKey{}) {
+	if key == DoorContextKey {
 		return c
 	}
 	return c.Context.Value(key)
 }
+
+// detachedKeyContext is a keyContext's caller's context without its
+// cancellation: context.WithoutCancel, in the keyContext's allocation. It
+// answers Value as the caller's context does (not for the key: the
+// executor's store calls after the method ran get the caller's values
+// alone, as before).
+type detachedKeyContext keyContext
+
+// detached returns c's caller's context without its cancellation.
+func (c *keyContext) detached() context.Context { return (*detachedKeyContext)(c) }
+
+// Deadline returns no deadline.
+func (*detachedKeyContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+// Done returns nil: the context is never cancelled.
+func (*detachedKeyContext) Done() <-chan struct{} { return nil }
+
+// Err returns nil.
+func (*detachedKeyContext) Err() error { return nil }
+
+// Value asks the caller's context. (context.Cause asks Err first, which
+// is nil: it finds no cause either, as with context.WithoutCancel.)
+func (c *detachedKeyContext) Value(key any) any { return c.Context.Value(key) }
+
+// String names the context as context.WithoutCancel's does.
+func (c *detachedKeyContext) String() string { return fmt.Sprint(c.Context) + ".WithoutCancel" }
 
 // ContextWithKey returns ctx carrying k as the key of the idempotent call in
 // progress, so that KeyFrom(ctx) returns k.Hex(). The executor calls it for
@@ -376,16 +399,11 @@ func ContextWithKey(ctx context.Context, k Key) context.Context {
 // derived from it for downstream calls cannot collide across tenants. Use
 // Derive on it for downstream calls.
 func KeyFrom(ctx context.Context) (string, bool) {
-	for {
-		switch c := value(ctx, keyContextKey{}).(type) {
-		case *keyContext:
-			return hex.EncodeToString(c.id[:]), true
-		case *infoContext:
-			ctx = c.Context // a CallInfo (WithCallInfo) answers the same Value key
-		default:
-			return "", false
-		}
+	c := lookup(ctx, fKey).key
+	if c == nil {
+		return "", false
 	}
+	return hex.EncodeToString(c.id[:]), true
 }
 
 // CallScoped returns the value kept under key for the idempotent call ctx
@@ -398,24 +416,19 @@ func KeyFrom(ctx context.Context) (string, bool) {
 // the same order. key follows context.WithValue's rules (a comparable
 // unexported type). Safe for concurrent use; mk runs under a lock.
 func CallScoped(ctx context.Context, key any, mk func() any) (v any, ok bool) {
-	for {
-		switch c := value(ctx, keyContextKey{}).(type) {
-		case *keyContext:
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if v, ok := c.vals[key]; ok {
-				return v, true
-			}
-			if c.vals == nil {
-				c.vals = map[any]any{}
-			}
-			v := mk()
-			c.vals[key] = v
-			return v, true
-		case *infoContext:
-			ctx = c.Context
-		default:
-			return nil, false
-		}
+	c := lookup(ctx, fKey).key
+	if c == nil {
+		return nil, false
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.vals[key]; ok {
+		return v, true
+	}
+	if c.vals == nil {
+		c.vals = map[any]any{}
+	}
+	v = mk()
+	c.vals[key] = v
+	return v, true
 }

@@ -48,12 +48,10 @@ type NestingTxStore interface {
 	ClaimNested(ctx context.Context, outer Txn, req ClaimRequest, wait time.Duration) (claim Claim, txn Txn, nested bool, err error)
 }
 
-type openTxnKey struct{}
-
 // withOpenTxn returns ctx carrying txn, the transaction of the running
 // call, for the Do calls inside the method (see NestingTxStore).
 func withOpenTxn(ctx context.Context, txn Txn) context.Context {
-	return context.WithValue(ctx, openTxnKey{}, txn)
+	return withField(ctx, fTxn, "", txn)
 }
 
 // OpenTxn returns the open transaction of the transactional Do that ctx
@@ -61,8 +59,7 @@ func withOpenTxn(ctx context.Context, txn Txn) context.Context {
 // NestingTxStore joins it; it is exported for layers that are not Do (and
 // for tests).
 func OpenTxn(ctx context.Context) Txn {
-	t, _ := value(ctx, openTxnKey{}).(Txn)
-	return t
+	return lookup(ctx, fTxn).txn
 }
 
 // Decision is what one Do decided about the key it was given.
@@ -104,18 +101,10 @@ type Decisions struct {
 	stored, released, replayed int
 }
 
-type decisionsKey struct{}
-
 // WithDecisions returns ctx carrying d: the Do calls made with it (and not
 // inside another Do) record their decisions in d.
 func WithDecisions(ctx context.Context, d *Decisions) context.Context {
-	return context.WithValue(ctx, decisionsKey{}, d)
-}
-
-// decisionsFrom returns the cell of ctx, or nil.
-func decisionsFrom(ctx context.Context) *Decisions {
-	d, _ := value(ctx, decisionsKey{}).(*Decisions)
-	return d
+	return withField(ctx, fDecisions, "", d)
 }
 
 // record notes one call's decision, and whether it was answered with a
@@ -178,14 +167,14 @@ func methodContext(ctx context.Context, d *Decisions) context.Context {
 	if d == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, decisionsKey{}, (*Decisions)(nil))
+	return withField(ctx, fDecisions, "", (*Decisions)(nil))
 }
 
 // claimTx claims req's key in transactional mode: inside the open
-// transaction of the enclosing call when ctx carries one that ts can join
-// (NestingTxStore), in a transaction of its own otherwise.
-func claimTx(ctx context.Context, ts TxStore, req ClaimRequest, wait time.Duration) (Claim, Txn, error) {
-	if outer := OpenTxn(ctx); outer != nil {
+// transaction of the enclosing call (outer, from ctx) when there is one that
+// ts can join (NestingTxStore), in a transaction of its own otherwise.
+func claimTx(ctx context.Context, outer Txn, ts TxStore, req ClaimRequest, wait time.Duration) (Claim, Txn, error) {
+	if outer != nil {
 		if ns, ok := ts.(NestingTxStore); ok {
 			claim, txn, nested, err := ns.ClaimNested(ctx, outer, req, wait)
 			if nested || err != nil {
@@ -199,7 +188,8 @@ func claimTx(ctx context.Context, ts TxStore, req ClaimRequest, wait time.Durati
 // doRecorded is Do under an edge layer's Decisions cell d: the method runs
 // without the cell (the calls inside it are this call's to decide), and
 // this call's decision is recorded in d.
-func doRecorded[T any](ctx context.Context, d *Decisions, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+func doRecorded[T any](ctx context.Context, s *callState, ex *Executor, m *Method, parts *KeyParts, h *Hasher, fn func(context.Context) (T, error)) (T, error) {
+	d := s.decisions
 	var ran atomic.Bool // the method ran for this call (else a success or final error is a replay)
 	inner := func(ctx context.Context) (T, error) {
 		ran.Store(true)
@@ -210,7 +200,7 @@ func doRecorded[T any](ctx context.Context, d *Decisions, ex *Executor, m *Metho
 	if ex.hook != nil {
 		v, err = hooked(ctx, ex, m, parts, h, inner)
 	} else {
-		v, err = do(ctx, ex, m, parts, h, inner, nil)
+		v, err = do(ctx, s, ex, m, parts, h, inner, nil)
 	}
 	d.record(decisionOf(err), !ran.Load())
 	return v, err

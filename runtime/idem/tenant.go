@@ -30,8 +30,6 @@ func (missingTenant) Is(target error) bool { return target == ErrMissingKey }
 // method was not called: one of the two layers reads the wrong caller.
 var ErrTenantConflict = errors.New("idem: the executor and the door name different tenants")
 
-type tenantKey struct{}
-
 // ContextWithTenant returns a copy of ctx that names the caller's tenant.
 // The door that authenticates a caller calls it once; every executor,
 // wrapper and nested call below it scopes its records by that tenant, as
@@ -39,20 +37,21 @@ type tenantKey struct{}
 // fails every call below it with ErrMissingTenant; a tenant that disagrees
 // with the executor's WithTenant function fails with ErrTenantConflict.
 func ContextWithTenant(ctx context.Context, tenant string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, tenant)
+	return withField(ctx, fTenant, tenant, nil)
 }
 
 // TenantFromContext returns the tenant a door put in ctx with
 // ContextWithTenant, and whether one did.
 func TenantFromContext(ctx context.Context) (string, bool) {
-	t, ok := value(ctx, tenantKey{}).(string)
-	return t, ok
+	s := lookup(ctx, fTenant)
+	return s.tenant, s.found&fTenant != 0
 }
 
-// callTenant is the tenant of a call on ex: see ContextWithTenant. The
-// error wraps ErrMissingTenant or ErrTenantConflict.
-func (ex *Executor) callTenant(ctx context.Context) (string, error) {
-	door, fromDoor := TenantFromContext(ctx)
+// callTenant is the tenant of a call on ex with ctx, whose state s holds
+// the door's tenant when it has one: see ContextWithTenant. The error
+// wraps ErrMissingTenant or ErrTenantConflict.
+func (ex *Executor) callTenant(ctx context.Context, s *callState) (string, error) {
+	door, fromDoor := s.tenant, s.found&fTenant != 0
 	if ex.single {
 		if fromDoor && door == "" {
 			return "", fmt.Errorf("%w: the door's context names the empty tenant", ErrMissingTenant)

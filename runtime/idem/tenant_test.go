@@ -110,3 +110,38 @@ func TestTenantMatrix(t *testing.T) {
 		}
 	}
 }
+
+// sameContextHook returns the caller's context unchanged from StartCall.
+type sameContextHook struct{}
+
+func (sameContextHook) StartCall(ctx context.Context, _ *idem.Method, _ time.Time) (context.Context, idem.CallObserver) {
+	return ctx, nil
+}
+
+// TestUncomparableContexts: a context of a type that == cannot compare (a
+// framework's struct with a map, as stringKeyed) passes through every
+// path of Do, a CallHook that returns it unchanged and a door context
+// that names itself included, without a panic.
+func TestUncomparableContexts(t *testing.T) {
+	m := &idem.Method{Op: "t.Pay", TTL: time.Hour}
+	inner := idem.ContextWithTenant(context.Background(), "acme")
+	door := stringKeyed{context.Background(), map[string]any{idem.DoorContextKey: inner}}
+	self := stringKeyed{context.Background(), map[string]any{}}
+	self.keys[idem.DoorContextKey] = self
+	for name, ex := range map[string]*idem.Executor{
+		"plain":       idem.NewExecutor(memstore.New(), idem.SingleTenant()),
+		"with a hook": idem.NewExecutor(memstore.New(), idem.SingleTenant(), idem.WithCallHook(sameContextHook{})),
+	} {
+		got, err := call(door, ex, m, "k", func(context.Context) (string, error) { return "ok", nil })
+		if err != nil || got != "ok" {
+			t.Fatalf("%s, door: %q, %v", name, got, err)
+		}
+		if tn, ok := idem.TenantFromContext(door); !ok || tn != "acme" {
+			t.Fatalf("%s: the door's tenant %q, %v", name, tn, ok)
+		}
+		got, err = call(self, ex, m, "k2", func(context.Context) (string, error) { return "ok", nil })
+		if err != nil || got != "ok" {
+			t.Fatalf("%s, a door naming itself: %q, %v", name, got, err)
+		}
+	}
+}
