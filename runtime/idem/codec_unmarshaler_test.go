@@ -2,11 +2,14 @@ package idem_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/idemgen/idemgen/runtime/idem"
+	"github.com/idemgen/idemgen/runtime/memstore"
 )
 
 // rawValue decodes itself by keeping the bytes it is given, and counts the
@@ -104,6 +107,38 @@ func TestJSONCodecValueMarshaler(t *testing.T) {
 		got, err := idem.JSONCodec{}.Marshal(encodedValue{in})
 		if err != nil || string(got) != in {
 			t.Errorf("%q: stored %q, %v", in, got, err)
+		}
+	}
+}
+
+// selfDecoded encodes as a JSON string and decodes itself through
+// UnmarshalJSONValue alone (its UnmarshalJSON fails).
+type selfDecoded struct{ S string }
+
+func (s selfDecoded) MarshalJSON() ([]byte, error) { return json.Marshal(s.S) }
+func (s *selfDecoded) UnmarshalJSONValue(b []byte) error {
+	return json.Unmarshal(b, &s.S)
+}
+func (s *selfDecoded) UnmarshalJSON([]byte) error { return errors.New("UnmarshalJSON called") }
+
+// TestReplayUsesValueUnmarshaler: a replay through Do decodes a
+// JSONValueUnmarshaler by its own method, whether the record's result
+// shape is the current type's (the fast path) or not (the codec), for a
+// value and a pointer result.
+func TestReplayUsesValueUnmarshaler(t *testing.T) {
+	ex := idem.NewExecutor(memstore.New(), idem.SingleTenant())
+	m := &idem.Method{Op: "codec.Value", TTL: time.Minute}
+	for range 2 {
+		v, err := call(t.Context(), ex, m, "v", func(context.Context) (selfDecoded, error) { return selfDecoded{S: "receipt"}, nil })
+		if err != nil || v.S != "receipt" {
+			t.Fatalf("value result: %+v, %v", v, err)
+		}
+	}
+	mp := &idem.Method{Op: "codec.Pointer", TTL: time.Minute}
+	for range 2 {
+		v, err := call(t.Context(), ex, mp, "p", func(context.Context) (*selfDecoded, error) { return &selfDecoded{S: "receipt"}, nil })
+		if err != nil || v == nil || v.S != "receipt" {
+			t.Fatalf("pointer result: %+v, %v", v, err)
 		}
 	}
 }

@@ -490,15 +490,24 @@ func decodeJSON[T any](body []byte) (T, error) {
 	t := reflect.TypeFor[T]()
 	if t.Kind() == reflect.Pointer && t.Name() == "" && string(body) != "null" {
 		p := reflect.New(t.Elem()).Interface() // a T, in an any without an allocation
-		if err := json.Unmarshal(body, p); err != nil {
+		if err := unmarshalJSON(body, p); err != nil {
 			var zero T
 			return zero, err
 		}
 		return p.(T), nil
 	}
 	var v T
-	err := json.Unmarshal(body, &v)
+	err := unmarshalJSON(body, &v)
 	return v, err
+}
+
+// unmarshalJSON is json.Unmarshal, or, for a JSONValueUnmarshaler, its own
+// decoding without encoding/json's scan first (as JSONCodec.Unmarshal).
+func unmarshalJSON(body []byte, p any) error {
+	if u, ok := p.(JSONValueUnmarshaler); ok {
+		return u.UnmarshalJSONValue(body)
+	}
+	return json.Unmarshal(body, p)
 }
 
 // detached returns a context for store calls after fn ran: not cancelled
