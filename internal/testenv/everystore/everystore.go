@@ -1,20 +1,25 @@
-// Package everystore runs a test on every store of the runtime: memstore,
-// pgstore in lease and in transactional mode, redisstore, and tiered
-// (redisstore in front of pgstore), the servers found by testenv (a
-// missing server skips its subtest, or fails it under CI=true).
+// Package everystore runs a test on every store of the runtime's module:
+// memstore, pgstore and mysqlstore each in lease and in transactional
+// mode, redisstore, and tiered (redisstore in front of pgstore), the
+// servers found by testenv (a missing server skips its subtest, or fails it
+// under CI=true). sqlitestore, a module of its own, runs the suites that
+// need it itself (runtime/sqlitestore's door tests).
 //
 // It is for the suites of the integrations (idemhttp and its framework
 // adapters), which must pass on each store through the same code.
 package everystore
 
 import (
+	"database/sql"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 	"github.com/idemgen/idemgen/runtime/tiered"
@@ -25,8 +30,9 @@ import (
 type NewStore func(t *testing.T) idem.Store
 
 // Run runs suite as one subtest per store: Memstore, Postgres (lease
-// mode), PostgresTx (transactional), Redis, Tiered. prefix names the
-// test's tables and keys ("idemgin_test_").
+// mode), PostgresTx (transactional), MySQL (lease mode), MySQLTx
+// (transactional), Redis, Tiered. prefix names the test's tables and keys
+// ("idemgin_test_").
 func Run(t *testing.T, prefix string, suite func(t *testing.T, newStore NewStore)) {
 	t.Run("Memstore", func(t *testing.T) {
 		suite(t, func(*testing.T) idem.Store { return memstore.New() })
@@ -38,6 +44,14 @@ func Run(t *testing.T, prefix string, suite func(t *testing.T, newStore NewStore
 	t.Run("PostgresTx", func(t *testing.T) {
 		pool, table := testenv.PGStoreTable(t, prefix)
 		suite(t, func(*testing.T) idem.Store { return pgstore.NewTx(pool, pgstore.WithTable(table)) })
+	})
+	t.Run("MySQL", func(t *testing.T) {
+		db, table := mysqlTable(t, prefix)
+		suite(t, func(*testing.T) idem.Store { return mysqlstore.New(db, mysqlstore.WithTable(table)) })
+	})
+	t.Run("MySQLTx", func(t *testing.T) {
+		db, table := mysqlTable(t, prefix)
+		suite(t, func(*testing.T) idem.Store { return mysqlstore.NewTx(db, mysqlstore.WithTable(table)) })
 	})
 	t.Run("Redis", func(t *testing.T) {
 		c := redisClient(t)
@@ -61,4 +75,15 @@ func redisClient(t *testing.T) *redis.Client {
 		t.Fatalf("redis at %s: %v", c.Options().Addr, err)
 	}
 	return c
+}
+
+// mysqlTable migrates a mysqlstore table of the test's own on the test
+// MariaDB server (mysqlenv.StoreTable) and caps its pool at 64 connections,
+// as PGStoreTable caps PostgreSQL's at 80: the server allows 300, shared by
+// the packages testing at once.
+func mysqlTable(t *testing.T, prefix string) (*sql.DB, string) {
+	t.Helper()
+	db, _, table := mysqlenv.StoreTable(t, prefix)
+	db.SetMaxOpenConns(64)
+	return db, table
 }
