@@ -88,6 +88,16 @@ type Options struct {
 	NewStore func(t *testing.T) idem.Store
 	// Mount serves the adapter under test.
 	Mount Mount
+	// OneWriter says that the stores NewStore returns run one
+	// transactional call at a time (sqlitestore.NewTx: SQLite's one write
+	// lock, held while the method runs, bounded by the store's lock
+	// timeout, which NewStore should set short). The tests that hold one
+	// call in flight while another claims a key of its own
+	// (TenantBusinessKeyInFlight) then expect what such a store documents
+	// for the second call: 503 store-full with Retry-After, nothing run,
+	// and the retry, once the first call ended, answered as it would have
+	// been.
+	OneWriter bool
 }
 
 // Run runs the suite, each test in parallel.
