@@ -33,7 +33,15 @@
 // the framework's native handlers, an adapter calls CheckTenantsApart with
 // an Orders service.
 //
-// It depends on the standard library and the runtime only.
+// And the table of a client that retries on its own in front of the door
+// (RetryingClient, retryclient.go; RetryingTransport): a timeout shorter
+// than the handler, a retry while the handler runs, a connection reset
+// after the handler ran, each with the key given and derived, by two
+// tenants: one run per tenant, the first answer replayed, never the other
+// tenant's.
+//
+// It depends on the standard library, the runtime and internal/lossyproxy
+// (a TCP proxy of the standard library only) only.
 package idemhttptest
 
 import (
@@ -133,6 +141,7 @@ func Run(t *testing.T, o Options) {
 		{"ConcurrentDuplicatesRunOnce", s.testConcurrent},
 		{"OtherMethodsPassThrough", s.testOtherMethods},
 		{"NoRouteKeepsFrameworkStatus", s.testNoRoute},
+		{"RetryingClient", s.testRetryingClient},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
