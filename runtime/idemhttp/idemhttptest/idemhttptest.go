@@ -41,7 +41,7 @@
 // tenant's.
 //
 // It depends on the standard library, the runtime and internal/lossyproxy
-// (a TCP proxy of the standard library only) only.
+// (a TCP proxy built on the standard library alone).
 package idemhttptest
 
 import (
