@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/idemgen/idemgen/examples/consumer/points"
+	"github.com/idemgen/idemgen/internal/testenv/everystore"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
 )
@@ -62,32 +64,38 @@ func deliverNext(t *testing.T, b *broker, c jetstream.Consumer, d *Door) Verdict
 // delivery names reaches the wrapper below the door, on a SingleTenant
 // executor: two tenants' identical messages (same ID, same content) are two
 // effects, a redelivery of one replays, and a delivery without a tenant is
-// terminated, not handled in a shared key space.
+// terminated, not handled in a shared key space. It runs on every store
+// (everystore: memstore, pgstore and mysqlstore in both modes, redisstore,
+// tiered), a missing server skipping its subtest (failing it under CI=true).
 func TestDoorTenants(t *testing.T) {
-	b := testBroker(t)
-	ledger := points.NewLedger()
-	svc := points.NewIdempotentService(&points.Service{Ledger: ledger}, idem.NewExecutor(memstore.New(), idem.SingleTenant()))
-	d := &Door{Handle: svc.HandleShipment, Tenant: func(m jetstream.Msg) string { return m.Headers().Get("Tenant") },
-		NakDelay: 10 * time.Millisecond, Log: quiet}
-	c, err := b.consumer(t.Context(), "tenants", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := points.Message{ID: "ship-1", OrderID: "O-1", Points: 10}
-	tenants := []string{"acme", "globex", "acme", ""}
-	for _, tenant := range tenants {
-		publishAs(t, b, "tenants", tenant, msg)
-	}
-	var got []Verdict
-	for range tenants {
-		got = append(got, deliverNext(t, b, c, d))
-	}
-	if want := []Verdict{Acked, Acked, Acked, Termed}; !slices.Equal(got, want) {
-		t.Errorf("verdicts %v, want %v", got, want)
-	}
-	if n := ledger.Credits("O-1"); n != 2 {
-		t.Errorf("credited %d times, want 2 (once per tenant; globex must not get acme's outcome)", n)
-	}
+	everystore.Run(t, "consumer_tenants_", func(t *testing.T, newStore everystore.NewStore) {
+		b := testBroker(t)
+		ledger := points.NewLedger()
+		svc := points.NewIdempotentService(&points.Service{Ledger: ledger}, idem.NewExecutor(newStore(t), idem.SingleTenant()))
+		d := &Door{Handle: svc.HandleShipment, Tenant: func(m jetstream.Msg) string { return m.Headers().Get("Tenant") },
+			NakDelay: 10 * time.Millisecond, Log: quiet}
+		c, err := b.consumer(t.Context(), "tenants", 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Fresh IDs: the stores on servers outlive the test.
+		suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+		msg := points.Message{ID: "ship-" + suffix, OrderID: "O-" + suffix, Points: 10}
+		tenants := []string{"acme", "globex", "acme", ""}
+		for _, tenant := range tenants {
+			publishAs(t, b, "tenants", tenant, msg)
+		}
+		var got []Verdict
+		for range tenants {
+			got = append(got, deliverNext(t, b, c, d))
+		}
+		if want := []Verdict{Acked, Acked, Acked, Termed}; !slices.Equal(got, want) {
+			t.Errorf("verdicts %v, want %v", got, want)
+		}
+		if n := ledger.Credits(msg.OrderID); n != 2 {
+			t.Errorf("credited %d times, want 2 (once per tenant; globex must not get acme's outcome)", n)
+		}
+	})
 }
 
 // TestDoorPanic (issue 35, class 6): a handler that panics inside the

@@ -1,14 +1,17 @@
 package idemgrpc_test
 
 import (
+	"database/sql"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/internal/testenv"
+	"github.com/idemgen/idemgen/internal/testenv/mysqlenv"
 	"github.com/idemgen/idemgen/runtime/idem"
 	"github.com/idemgen/idemgen/runtime/memstore"
+	"github.com/idemgen/idemgen/runtime/mysqlstore"
 	"github.com/idemgen/idemgen/runtime/pgstore"
 	"github.com/idemgen/idemgen/runtime/redisstore"
 )
@@ -45,4 +48,25 @@ func TestRedis(t *testing.T) {
 		t.Fatalf("redis at %s: %v", c.Options().Addr, err)
 	}
 	runSuite(t, tcpT, func(*testing.T) idem.Store { return redisstore.New(c, redisstore.WithPrefix("idemgrpc-test:")) })
+}
+
+// mysqlTable is a mysqlstore table of the test's own on the test MariaDB
+// server ($IDEM_MYSQL_DSN, mysqlenv.StoreTable), its pool capped as
+// everystore caps it.
+func mysqlTable(t *testing.T) (*sql.DB, string) {
+	db, _, table := mysqlenv.StoreTable(t, "idemgrpc_test_")
+	db.SetMaxOpenConns(64)
+	return db, table
+}
+
+// TestMySQL runs the suite on mysqlstore in lease mode, over loopback TCP.
+func TestMySQL(t *testing.T) {
+	db, table := mysqlTable(t)
+	runSuite(t, tcpT, func(*testing.T) idem.Store { return mysqlstore.New(db, mysqlstore.WithTable(table)) })
+}
+
+// TestMySQLTx runs the suite on mysqlstore in transactional mode.
+func TestMySQLTx(t *testing.T) {
+	db, table := mysqlTable(t)
+	runSuite(t, bufconnT, func(*testing.T) idem.Store { return mysqlstore.NewTx(db, mysqlstore.WithTable(table)) })
 }

@@ -49,7 +49,11 @@ func testInvalidKey(t *testing.T, newStore newStoreFunc) {
 		}
 	}
 	e.wantRuns(0)
-	wantStatus(t, e.do("POST", "/orders", strings.Repeat("k", 255), "{}"), 201)
+	// The longest key, fresh: the stores on one server share pgstore's
+	// advisory locks across tables (docs/decisions/conformance-reach.md,
+	// record 6), and a fixed key would meet another subtest's call.
+	key := idemhttp.GenerateKey()
+	wantStatus(t, e.do("POST", "/orders", key+strings.Repeat("k", 255-len(key)), "{}"), 201)
 }
 
 func testKeyReused(t *testing.T, newStore newStoreFunc) {

@@ -115,8 +115,9 @@ func (t *nestedTxn) joined() (*txn, int, bool) {
 // On outer's connection, in outer's transaction: the key's user-level
 // locks are tried as in ClaimTx (a try, never a wait in the server; a key
 // held by another transaction is tried again, off the lock and with pauses
-// that grow to maxPollPause, until wait or WithLockTimeout's value has
-// passed, and then answered as ClaimTx answers it); then a savepoint
+// that grow to maxPollPause, until wait has passed, and then answered as
+// ClaimTx answers it: with wait 0, at once, as idem.Method.Wait promises,
+// not after the lock timeout); then a savepoint
 // (idem_nested_N, N the nesting depth), and an INSERT of the PROCESSING
 // record. A key that has a record (the INSERT fails on the primary key) is
 // read under its row lock, which reads the latest committed version at
@@ -152,9 +153,6 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	// No warm here: it may prepare on the pool, and outer holds a
 	// connection of it. The enclosing claim warmed the store; a statement
 	// dropped since is prepared in outer's transaction (see on).
-	if wait <= 0 {
-		wait = s.lockTimeout
-	}
 	tx := top.tx.tx
 	keyLock, payloadLock := s.lockName("k", req.Key, nil), s.lockName("p", req.Key, &req.Fingerprint)
 	deadline := time.Now().Add(wait)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,4 +181,50 @@ func TestNestedHeldKey(t *testing.T) {
 	v, err = call(ctx, e.ex, nestInner, id, 1, func(context.Context) (string, error) { return "must not run", nil })
 	require.NoError(t, err)
 	assert.Equal(t, "first", v)
+}
+
+// TestNestedHeldKeyNoWait: a nested call whose method does not wait
+// (Method.Wait 0: "ErrInProgress at once") is told so at once when another
+// transaction holds its key, whatever the store's lock timeout; it used to
+// poll for the whole lock timeout (5s by default), holding the enclosing
+// call's transaction, connection and locks, and its HTTP request, that
+// long. The store's lock timeout is an hour here: a nested claim that
+// waits for it hits the test's hang guard instead.
+func TestNestedHeldKeyNoWait(t *testing.T) {
+	e := newNestEnv(t, 2)
+	e.store = mysqlstore.NewTx(e.db, mysqlstore.WithTable(e.table), mysqlstore.WithLockTimeout(time.Hour))
+	e.ex = idem.NewExecutor(e.store, idem.SingleTenant())
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // hang guard
+	defer cancel()
+	id := "o-" + randHex(4)
+	noWait := *nestInner
+	noWait.Wait = 0
+	held, finish, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	release := sync.OnceFunc(func() { close(finish) })
+	defer func() { release(); <-done }() // also when an assertion below stops the test
+	go func() {
+		_, err := call(ctx, e.ex, &noWait, id, 1, func(context.Context) (string, error) {
+			close(held)
+			<-finish
+			return "first", nil
+		})
+		done <- err
+	}()
+	<-held
+	for _, amount := range []int64{1, 2} {
+		v, err := call(ctx, e.ex, nestEdge, "req-"+id+"-"+strconv.FormatInt(amount, 10), amount, func(ctx context.Context) (string, error) {
+			_, err := call(ctx, e.ex, &noWait, id, amount, func(context.Context) (string, error) { return "second", nil })
+			want := idem.ErrInProgress
+			if amount != 1 {
+				want = idem.ErrPayloadMismatch
+			}
+			if !errors.Is(err, want) {
+				return "", fmt.Errorf("amount %d: %w, want %w", amount, err, want)
+			}
+			return "edge-ok", nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, "edge-ok", v)
+	}
+	release()
 }

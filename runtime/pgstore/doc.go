@@ -266,8 +266,9 @@
 // savepoint and releases it, so that the outer transaction holds nothing of
 // the attempt, not even the key's lock. A key held by another transaction
 // is looked at again, off the lock and with pauses that grow to
-// 50ms, until wait (or WithLockTimeout's value) has passed: no
-// statement fails while it waits, so the outer transaction stays usable.
+// 50ms, until wait has passed (wait 0: not at all, whatever
+// WithLockTimeout): no statement fails while it waits, so the outer
+// transaction stays usable.
 //
 // # Partitioned tables
 //

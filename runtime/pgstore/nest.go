@@ -78,10 +78,7 @@ func (s *TxStore) ClaimNested(ctx context.Context, outer idem.Txn, req idem.Clai
 	if !open {
 		return idem.Claim{}, nil, true, fail("claim", req.Key, ErrOuterTxDone)
 	}
-	if wait <= 0 {
-		wait = s.lockTimeout
-	}
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(wait) // wait 0: one try, as idem.Method.Wait promises
 	pause := time.Millisecond
 	for {
 		c, t, busy, err := s.claimNestedOnce(ctx, j, tx, req)

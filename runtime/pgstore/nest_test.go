@@ -30,9 +30,9 @@ func newNestEnv(t *testing.T, conns int32) *nestEnv {
 	return newNestEnvOn(t, newPool(t, conns, nil))
 }
 
-func newNestEnvOn(t *testing.T, pool *pgxpool.Pool) *nestEnv {
+func newNestEnvOn(t *testing.T, pool *pgxpool.Pool, opts ...pgstore.Option) *nestEnv {
 	table := newTable(t, pool)
-	s := pgstore.NewTx(pool, pgstore.WithTable(table))
+	s := pgstore.NewTx(pool, append([]pgstore.Option{pgstore.WithTable(table)}, opts...)...)
 	l := newLedger(t, pool)
 	ex := idem.NewExecutor(s, idem.SingleTenant())
 	return &nestEnv{txEnv: &txEnv{t: t, store: s, ledger: l, svc: NewIdempotentLedger(l, ex)}, pool: pool, ex: ex}
@@ -402,4 +402,46 @@ func TestBeginTx(t *testing.T) {
 
 	_, err = pgstore.BeginTx(t.Context(), nil)
 	require.ErrorIs(t, err, pgstore.ErrNoClaimTx)
+}
+
+// TestNestedHeldKeyNoWaitLockTimeout: with WithLockTimeout set (an hour
+// here), an inner call that does not wait (Method.Wait 0: "ErrInProgress at
+// once") is still told at once that another transaction holds its key; it
+// used to poll for the whole lock timeout, holding the outer call's
+// transaction and its request. A claim that waits hits the hang guard.
+func TestNestedHeldKeyNoWaitLockTimeout(t *testing.T) {
+	e := newNestEnvOn(t, newPool(t, 2, nil), pgstore.WithLockTimeout(time.Hour))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute) // hang guard
+	defer cancel()
+	id := "held-nowait-" + randHex(4)
+	claimed, finish := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	release := sync.OnceFunc(func() { close(finish) })
+	defer wg.Wait()
+	defer release() // also when an assertion below stops the test
+	wg.Go(func() {
+		_, err := e.edge(ctx, "holder-"+id, func(ctx context.Context) (string, error) {
+			_, err := e.svc.Credit(ctx, CreditRequest{ID: id, Amount: 3})
+			close(claimed)
+			<-finish
+			return "", err
+		})
+		assert.NoError(t, err)
+	})
+	<-claimed
+	m := idemLedgerCredit
+	m.Wait = 0
+	for _, c := range []struct {
+		amount int64
+		want   error
+	}{{3, idem.ErrInProgress}, {4, idem.ErrPayloadMismatch}} {
+		_, err := e.edge(ctx, fmt.Sprintf("dup-%d-%s", c.amount, id), func(ctx context.Context) (string, error) {
+			_, ierr := e.svc.credit(ctx, &m, CreditRequest{ID: id, Amount: c.amount})
+			if !errors.Is(ierr, c.want) {
+				return "", fmt.Errorf("amount %d: %w, want %w", c.amount, ierr, c.want)
+			}
+			return "edge-ok", nil
+		})
+		require.NoError(t, err)
+	}
 }

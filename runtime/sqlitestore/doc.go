@@ -67,9 +67,14 @@
 // In transactional mode the open transaction holds the write lock while the
 // method runs, so the calls of a file run one at a time; a method must not
 // write through the *sql.DB (it would wait for its own transaction: write
-// through [TxFrom]), and an idempotent call on the same store from inside a
-// method fails at once instead of waiting for its caller. What a concurrent
-// duplicate sees:
+// through [TxFrom]). An idempotent call from inside a method, on the same
+// TxStore (a door's claim and the wrapped method its handler calls), claims
+// its key inside the caller's transaction, under a savepoint
+// ([TxStore.ClaimNested]): its outcome and writes commit with the caller's,
+// or roll back with them. Any other write to the file from inside a method
+// cannot get the write lock its caller holds: through the same store (its
+// lease-mode methods) it fails at once, through another store on the same
+// file once the busy_timeout passes. What a concurrent duplicate sees:
 //
 //   - a decided key: the committed outcome, read without the lock;
 //   - a key that a call of this process (the same TxStore) is claiming or

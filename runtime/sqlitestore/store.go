@@ -152,7 +152,7 @@ func schemaMissing(err error) bool {
 // errNested refuses a store operation from inside a transactional call of
 // the same store: the transaction holds the write lock, which the operation
 // would wait for until its own caller ends.
-var errNested = errors.New("called inside a transactional call of the same store, whose transaction holds the write lock: use another store (memstore) for nested idempotent calls")
+var errNested = errors.New("called inside a transactional call of the same store, whose transaction holds the write lock: call through the TxStore's own executor (a nested claim joins the transaction) or use another store")
 
 // acquire takes the write slot of this process, waiting at most budget.
 func (s *Store) acquire(ctx context.Context, budget time.Duration) error {

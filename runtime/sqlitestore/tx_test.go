@@ -251,15 +251,19 @@ func TestTxOtherProcessBounded(t *testing.T) {
 	assert.Equal(t, "first", v, "the committed outcome is replayed in the other process")
 }
 
-// TestTxNestedCallRefused: an idempotent call on the same transactional
-// store from inside a method fails at once instead of waiting for its own
-// caller's write lock.
+// TestTxNestedCallRefused: an idempotent call from inside a method that
+// would take the write lock its own caller holds (an executor on the
+// TxStore's lease-mode Store) fails at once instead of waiting for it; the
+// TxStore's own executor joins the caller's transaction instead
+// (TestNestedInDoor).
 func TestTxNestedCallRefused(t *testing.T) {
 	db, _ := openDB(t)
-	ex := idem.NewExecutor(sqlitestore.NewTx(db), idem.SingleTenant())
+	ts := sqlitestore.NewTx(db)
+	ex := idem.NewExecutor(ts, idem.SingleTenant())
+	lease := idem.NewExecutor(ts.Store, idem.SingleTenant())
 	var inner error
 	_, err := place(t.Context(), ex, &placeMethod, "outer", 1, func(ctx context.Context) (string, error) {
-		_, inner = place(ctx, ex, &placeMethod, "inner", 1, func(context.Context) (string, error) { return "x", nil })
+		_, inner = place(ctx, lease, &placeMethod, "inner", 1, func(context.Context) (string, error) { return "x", nil })
 		return "outer", nil
 	})
 	require.NoError(t, err)

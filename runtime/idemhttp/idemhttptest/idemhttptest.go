@@ -33,7 +33,15 @@
 // the framework's native handlers, an adapter calls CheckTenantsApart with
 // an Orders service.
 //
-// It depends on the standard library and the runtime only.
+// And the table of a client that retries on its own in front of the door
+// (RetryingClient, retryclient.go; RetryingTransport): a timeout shorter
+// than the handler, a retry while the handler runs, a connection reset
+// after the handler ran, each with the key given and derived, by two
+// tenants: one run per tenant, the first answer replayed, never the other
+// tenant's.
+//
+// It depends on the standard library, the runtime and internal/lossyproxy
+// (a TCP proxy built on the standard library alone).
 package idemhttptest
 
 import (
@@ -88,6 +96,16 @@ type Options struct {
 	NewStore func(t *testing.T) idem.Store
 	// Mount serves the adapter under test.
 	Mount Mount
+	// OneWriter says that the stores NewStore returns run one
+	// transactional call at a time (sqlitestore.NewTx: SQLite's one write
+	// lock, held while the method runs, bounded by the store's lock
+	// timeout, which NewStore should set short). The tests that hold one
+	// call in flight while another claims a key of its own
+	// (TenantBusinessKeyInFlight) then expect what such a store documents
+	// for the second call: 503 store-full with Retry-After, nothing run,
+	// and the retry, once the first call ended, answered as it would have
+	// been.
+	OneWriter bool
 }
 
 // Run runs the suite, each test in parallel.
@@ -123,6 +141,7 @@ func Run(t *testing.T, o Options) {
 		{"ConcurrentDuplicatesRunOnce", s.testConcurrent},
 		{"OtherMethodsPassThrough", s.testOtherMethods},
 		{"NoRouteKeepsFrameworkStatus", s.testNoRoute},
+		{"RetryingClient", s.testRetryingClient},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
