@@ -2,10 +2,12 @@ package templates
 
 import (
 	"fmt"
+	"go/build/constraint"
 	"go/format"
 	"strings"
 	"testing"
 
+	"github.com/dave/jennifer/jen"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/tools/imports"
@@ -145,5 +147,71 @@ func BenchmarkRender(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/method")
 		})
+	}
+}
+
+// TestRenderSplitIsRenderWhole: formatting declaration by declaration
+// (renderSplit) gives the bytes of one go/format pass over the whole file
+// (renderWhole), for every model of these tests and each file of a package
+// with build constraints; and it declines, leaving the file to the
+// whole-file pass, when a declaration renders nothing or the mark it cuts
+// at turns up in a declaration.
+func TestRenderSplitIsRenderWhole(t *testing.T) {
+	models := map[string]func() *annotations.Package{
+		"orders":    func() *annotations.Package { return ordersModel(t) },
+		"synth":     func() *annotations.Package { return synthModel(t, 30) },
+		"synth1000": func() *annotations.Package { return synthModel(t, 1000) },
+		"literal":   func() *annotations.Package { return literalModel(t) },
+	}
+	for name, model := range models {
+		pkg := model()
+		// The whole package in one file, and one file per constraint
+		// (the synthetic model's methods given three constraints).
+		files := []*string{nil}
+		if name == "synth" {
+			cs := []string{"", "linux", "!linux && amd64"}
+			for i, m := range pkg.Types[0].Methods {
+				m.Constraint = cs[i%len(cs)]
+			}
+			for _, c := range cs {
+				files = append(files, &c)
+			}
+		}
+		for _, file := range files {
+			g, err := newGen(pkg)
+			require.NoError(t, err, name)
+			g.file = file
+			if file != nil && *file != "" {
+				g.fileExpr, err = constraint.Parse("//go:build " + *file)
+				require.NoError(t, err)
+			}
+			decls := g.decls()
+			codes := make([]jen.Code, len(decls))
+			for i, d := range decls {
+				codes[i], err = d.build()
+				require.NoError(t, err, name)
+			}
+			split, ok := g.renderSplit(codes)
+			require.True(t, ok, "%s %v: renderSplit declined", name, file)
+			whole, err := g.renderWhole(decls, codes)
+			require.NoError(t, err, name)
+			require.Equal(t, string(whole), string(split), "%s %v", name, file)
+			got, err := g.render()
+			require.NoError(t, err, name)
+			require.Equal(t, string(whole), string(got), "%s %v", name, file)
+		}
+	}
+
+	g, err := newGen(ordersModel(t))
+	require.NoError(t, err)
+	decl := jen.Var().Id("_").Op("=").Lit(1)
+	for name, codes := range map[string][]jen.Code{
+		"empty declaration":     {decl, jen.Null(), decl},
+		"mark in a declaration": {decl, jen.Comment(declMark), decl},
+		"does not format":       {decl, jen.Id("func")},
+		"nothing":               nil,
+	} {
+		_, ok := g.renderSplit(codes)
+		assert.False(t, ok, name)
 	}
 }

@@ -421,18 +421,34 @@ func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name
 // render writes the file: jennifer renders the header, the imports the
 // declarations use (with the names planImports chose) and the declarations
 // g.decls returns; groupImports splits the import block into goimports'
-// groups, and one go/format pass lays the whole file out.
+// groups, and go/format lays the file out: declaration by declaration, in
+// parallel, when that gives the bytes of one pass over the whole file
+// (renderSplit), else in that one pass (renderWhole).
 func (g *gen) render() ([]byte, error) {
 	if err := g.badIdent(); err != nil {
 		return nil, err
 	}
 	decls := g.decls()
-	f := g.newFile()
-	for _, d := range decls {
+	codes := make([]jen.Code, len(decls))
+	for i, d := range decls {
 		code, err := d.build()
 		if err != nil {
 			return nil, positioned(err)
 		}
+		codes[i] = code
+	}
+	if out, ok := g.renderSplit(codes); ok {
+		return out, nil
+	}
+	return g.renderWhole(decls, codes)
+}
+
+// renderWhole is the reference layout: jennifer renders the whole file and
+// one go/format pass formats it. It reports the internal error of a file
+// that does not render or format.
+func (g *gen) renderWhole(decls []decl, codes []jen.Code) ([]byte, error) {
+	f := g.newFile()
+	for _, code := range codes {
 		f.Add(code)
 		f.Line()
 	}
