@@ -69,27 +69,11 @@ func (g *gen) renderSplit(codes []jen.Code) ([]byte, bool) {
 	}
 
 	outs := make([][]byte, len(parts))
-	var next atomic.Int64
-	var failed atomic.Bool
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(parts)) {
-		wg.Go(func() {
-			for !failed.Load() {
-				i := int(next.Add(1)) - 1
-				if i >= len(parts) {
-					return
-				}
-				out, ok := formatPiece(i == 0, parts[i])
-				if !ok {
-					failed.Store(true)
-					return
-				}
-				outs[i] = out
-			}
-		})
-	}
-	wg.Wait()
-	if failed.Load() {
+	if !parallel(len(parts), func(i int) bool {
+		var ok bool
+		outs[i], ok = formatPiece(i == 0, parts[i])
+		return ok
+	}) {
 		return nil, false
 	}
 	size := len(parts)
@@ -120,4 +104,29 @@ func formatPiece(head bool, piece []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return out[len(pieceHeader):], true
+}
+
+// parallel calls fn(i) for every i in [0, n) across GOMAXPROCS goroutines
+// and reports whether every call returned true; after the first false it
+// starts no more calls.
+func parallel(n int, fn func(i int) bool) bool {
+	var next atomic.Int64
+	var failed atomic.Bool
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), n) {
+		wg.Go(func() {
+			for !failed.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if !fn(i) {
+					failed.Store(true)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return !failed.Load()
 }

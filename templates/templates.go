@@ -34,6 +34,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -150,9 +151,10 @@ type decl struct {
 // imports and package-level declarations.
 type gen struct {
 	pkg       *annotations.Package
-	tpkg      *types.Package    // the package's go/types object, when known
-	imports   map[string]string // import path -> name in the generated file
-	spelled   map[types.Type]spelling
+	tpkg      *types.Package          // the package's go/types object, when known
+	imports   map[string]string       // import path -> name in the generated file
+	spelled   map[types.Type]spelling // guarded by spellMu: declarations are built in parallel
+	spellMu   sync.Mutex
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
 	// scope holds the package-level names of the package and of this file
@@ -418,9 +420,11 @@ func doc(paragraphs ...string) *jen.Statement {
 // rt returns the code for a name of the runtime: idem.Do.
 func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name) }
 
-// render writes the file: jennifer renders the header, the imports the
-// declarations use (with the names planImports chose) and the declarations
-// g.decls returns; groupImports splits the import block into goimports'
+// render writes the file: the declarations g.decls returns are built in
+// parallel (each by one goroutine; the emitters share only the package's
+// names, read, and typeCode's cache, locked); jennifer renders the header,
+// the imports the declarations use (with the names planImports chose) and
+// the declarations; groupImports splits the import block into goimports'
 // groups, and go/format lays the file out: declaration by declaration, in
 // parallel, when that gives the bytes of one pass over the whole file
 // (renderSplit), else in that one pass (renderWhole).
@@ -430,12 +434,15 @@ func (g *gen) render() ([]byte, error) {
 	}
 	decls := g.decls()
 	codes := make([]jen.Code, len(decls))
-	for i, d := range decls {
-		code, err := d.build()
+	errs := make([]error, len(decls))
+	parallel(len(decls), func(i int) bool {
+		codes[i], errs[i] = decls[i].build()
+		return true
+	})
+	for _, err := range errs {
 		if err != nil {
-			return nil, positioned(err)
+			return nil, positioned(err) // the first declaration's error, as built one by one
 		}
-		codes[i] = code
 	}
 	if out, ok := g.renderSplit(codes); ok {
 		return out, nil
