@@ -153,7 +153,8 @@ func BenchmarkRender(b *testing.B) {
 // TestRenderSplitIsRenderWhole: formatting declaration by declaration
 // (renderSplit) gives the bytes of one go/format pass over the whole file
 // (renderWhole), for every model of these tests and each file of a package
-// with build constraints; and it declines, leaving the file to the
+// with build constraints, with one declaration per go/format call and with
+// runs of them; and it declines, leaving the file to the
 // whole-file pass, when a declaration renders nothing or the mark it cuts
 // at turns up in a declaration.
 func TestRenderSplitIsRenderWhole(t *testing.T) {
@@ -191,11 +192,14 @@ func TestRenderSplitIsRenderWhole(t *testing.T) {
 				codes[i], err = d.build()
 				require.NoError(t, err, name)
 			}
-			split, ok := g.renderSplit(codes)
-			require.True(t, ok, "%s %v: renderSplit declined", name, file)
 			whole, err := g.renderWhole(decls, codes)
 			require.NoError(t, err, name)
-			require.Equal(t, string(whole), string(split), "%s %v", name, file)
+			// One declaration per piece, a few, and the default.
+			for _, size := range []int{1, 2 << 10, pieceBytes} {
+				split, ok := g.renderSplit(codes, size)
+				require.True(t, ok, "%s %v: renderSplit declined", name, file)
+				require.Equal(t, string(whole), string(split), "%s %v, pieces of %d bytes", name, file, size)
+			}
 			got, err := g.render()
 			require.NoError(t, err, name)
 			require.Equal(t, string(whole), string(got), "%s %v", name, file)
@@ -211,7 +215,9 @@ func TestRenderSplitIsRenderWhole(t *testing.T) {
 		"does not format":       {decl, jen.Id("func")},
 		"nothing":               nil,
 	} {
-		_, ok := g.renderSplit(codes)
-		assert.False(t, ok, name)
+		for _, size := range []int{1, pieceBytes} {
+			_, ok := g.renderSplit(codes, size)
+			assert.False(t, ok, name)
+		}
 	}
 }

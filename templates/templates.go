@@ -444,7 +444,7 @@ func (g *gen) render() ([]byte, error) {
 			return nil, positioned(err) // the first declaration's error, as built one by one
 		}
 	}
-	if out, ok := g.renderSplit(codes); ok {
+	if out, ok := g.renderSplit(codes, pieceBytes); ok {
 		return out, nil
 	}
 	return g.renderWhole(decls, codes)
