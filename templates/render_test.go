@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"errors"
 	"fmt"
 	"go/build/constraint"
 	"go/format"
@@ -150,14 +151,15 @@ func BenchmarkRender(b *testing.B) {
 	}
 }
 
-// TestRenderSplitIsRenderWhole: formatting declaration by declaration
-// (renderSplit) gives the bytes of one go/format pass over the whole file
-// (renderWhole), for every model of these tests and each file of a package
-// with build constraints, with one declaration per go/format call and with
-// runs of them; and it declines, leaving the file to the
-// whole-file pass, when a declaration renders nothing or the mark it cuts
-// at turns up in a declaration.
-func TestRenderSplitIsRenderWhole(t *testing.T) {
+// TestRenderRunsIsRenderWhole: building, rendering and formatting runs of
+// declarations in parallel (renderRuns) gives the bytes of one go/format
+// pass over the whole file (renderWhole), for every model of these tests
+// and each file of a package with build constraints, with runs of one
+// declaration, of a few and of the default size; and it declines, leaving
+// the file to the whole-file pass, when a declaration renders nothing, the
+// mark it cuts at turns up in a declaration or a run does not format. A
+// declaration that does not build is the first error in file order.
+func TestRenderRunsIsRenderWhole(t *testing.T) {
 	models := map[string]func() *annotations.Package{
 		"orders":    func() *annotations.Package { return ordersModel(t) },
 		"synth":     func() *annotations.Package { return synthModel(t, 30) },
@@ -194,11 +196,11 @@ func TestRenderSplitIsRenderWhole(t *testing.T) {
 			}
 			whole, err := g.renderWhole(decls, codes)
 			require.NoError(t, err, name)
-			// One declaration per piece, a few, and the default.
-			for _, size := range []int{1, 2 << 10, pieceBytes} {
-				split, ok := g.renderSplit(codes, size)
-				require.True(t, ok, "%s %v: renderSplit declined", name, file)
-				require.Equal(t, string(whole), string(split), "%s %v, pieces of %d bytes", name, file, size)
+			for _, size := range []int{1, 3, runDecls} {
+				runs, _, err := g.renderRuns(decls, size)
+				require.NoError(t, err)
+				require.NotNil(t, runs, "%s %v: renderRuns declined", name, file)
+				require.Equal(t, string(whole), string(runs), "%s %v, runs of %d", name, file, size)
 			}
 			got, err := g.render()
 			require.NoError(t, err, name)
@@ -208,16 +210,33 @@ func TestRenderSplitIsRenderWhole(t *testing.T) {
 
 	g, err := newGen(ordersModel(t))
 	require.NoError(t, err)
-	decl := jen.Var().Id("_").Op("=").Lit(1)
-	for name, codes := range map[string][]jen.Code{
-		"empty declaration":     {decl, jen.Null(), decl},
-		"mark in a declaration": {decl, jen.Comment(declMark), decl},
-		"does not format":       {decl, jen.Id("func")},
+	one := jen.Var().Id("_").Op("=").Lit(1)
+	built := func(codes ...jen.Code) []decl {
+		ds := make([]decl, len(codes))
+		for i, c := range codes {
+			ds[i] = decl{build: func() (jen.Code, error) { return c, nil }}
+		}
+		return ds
+	}
+	for name, decls := range map[string][]decl{
+		"empty declaration":     built(one, jen.Null(), one),
+		"mark in a declaration": built(one, jen.Comment(declMark), one),
+		"does not format":       built(one, jen.Id("func")),
 		"nothing":               nil,
 	} {
-		for _, size := range []int{1, pieceBytes} {
-			_, ok := g.renderSplit(codes, size)
-			assert.False(t, ok, name)
+		for _, size := range []int{1, runDecls} {
+			out, _, err := g.renderRuns(decls, size)
+			assert.NoError(t, err, name)
+			assert.Nil(t, out, name)
 		}
+	}
+
+	first, second := errors.New("first"), errors.New("second")
+	decls := built(one, one, one, one, one, one)
+	decls[2].build = func() (jen.Code, error) { return nil, first }
+	decls[5].build = func() (jen.Code, error) { return nil, second }
+	for _, size := range []int{1, 2, runDecls} {
+		_, _, err := g.renderRuns(decls, size)
+		assert.Equal(t, first, err, "runs of %d", size)
 	}
 }

@@ -420,31 +420,24 @@ func doc(paragraphs ...string) *jen.Statement {
 // rt returns the code for a name of the runtime: idem.Do.
 func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name) }
 
-// render writes the file: the declarations g.decls returns are built in
-// parallel (each by one goroutine; the emitters share only the package's
-// names, read, and typeCode's cache, locked); jennifer renders the header,
-// the imports the declarations use (with the names planImports chose) and
+// render writes the file: jennifer renders the header, the imports the
+// declarations g.decls returns use (with the names planImports chose) and
 // the declarations; groupImports splits the import block into goimports'
-// groups, and go/format lays the file out: declaration by declaration, in
-// parallel, when that gives the bytes of one pass over the whole file
-// (renderSplit), else in that one pass (renderWhole).
+// groups, and go/format lays the file out. renderRuns does it in runs of
+// declarations across goroutines (the emitters share only the package's
+// names, read, and typeCode's cache, locked), giving the bytes of
+// renderWhole, the one pass over the whole file, which is taken when
+// renderRuns cannot vouch for its result.
 func (g *gen) render() ([]byte, error) {
 	if err := g.badIdent(); err != nil {
 		return nil, err
 	}
 	decls := g.decls()
-	codes := make([]jen.Code, len(decls))
-	errs := make([]error, len(decls))
-	parallel(len(decls), func(i int) bool {
-		codes[i], errs[i] = decls[i].build()
-		return true
-	})
-	for _, err := range errs {
-		if err != nil {
-			return nil, positioned(err) // the first declaration's error, as built one by one
-		}
-	}
-	if out, ok := g.renderSplit(codes, pieceBytes); ok {
+	out, codes, err := g.renderRuns(decls, runDecls)
+	switch {
+	case err != nil:
+		return nil, positioned(err)
+	case out != nil:
 		return out, nil
 	}
 	return g.renderWhole(decls, codes)
