@@ -161,10 +161,10 @@ func BenchmarkRender(b *testing.B) {
 // declaration that does not build is the first error in file order.
 func TestRenderRunsIsRenderWhole(t *testing.T) {
 	models := map[string]func() *annotations.Package{
-		"orders":    func() *annotations.Package { return ordersModel(t) },
-		"synth":     func() *annotations.Package { return synthModel(t, 30) },
-		"synth1000": func() *annotations.Package { return synthModel(t, 1000) },
-		"literal":   func() *annotations.Package { return literalModel(t) },
+		"orders":   func() *annotations.Package { return ordersModel(t) },
+		"synth":    func() *annotations.Package { return synthModel(t, 30) },
+		"synth400": func() *annotations.Package { return synthModel(t, 400) },
+		"literal":  func() *annotations.Package { return literalModel(t) },
 	}
 	for name, model := range models {
 		pkg := model()
@@ -238,5 +238,22 @@ func TestRenderRunsIsRenderWhole(t *testing.T) {
 	for _, size := range []int{1, 2, runDecls} {
 		_, _, err := g.renderRuns(decls, size)
 		assert.Equal(t, first, err, "runs of %d", size)
+	}
+}
+
+// TestRenderIsDeterministic: the runs of a file are built, rendered and
+// formatted in parallel, in whatever order the goroutines take them, and
+// the file is the same bytes every time, gofmt'd.
+func TestRenderIsDeterministic(t *testing.T) {
+	model := synthModel(t, 300)
+	first, err := renderFile(model)
+	require.NoError(t, err)
+	formatted, err := format.Source(first)
+	require.NoError(t, err)
+	require.Equal(t, string(formatted), string(first), "gofmt changes the output")
+	for range 3 {
+		again, err := renderFile(model)
+		require.NoError(t, err)
+		require.Equal(t, string(first), string(again))
 	}
 }
