@@ -102,14 +102,13 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
 func (g *gen) typeCode(t types.Type) (*jen.Statement, error) {
-	g.spellMu.Lock()
-	sp, ok := g.spelled[t]
-	g.spellMu.Unlock()
-	if !ok {
-		sp = g.spell(t) // outside the lock: another goroutine may spell t too, alike
-		g.spellMu.Lock()
-		g.spelled[t] = sp
-		g.spellMu.Unlock()
+	var sp spelling
+	if v, ok := g.spelled.Load(t); ok {
+		sp = v.(spelling)
+	} else {
+		// Another goroutine may spell t too, alike; one spelling stays.
+		v, _ := g.spelled.LoadOrStore(t, g.spell(t))
+		sp = v.(spelling)
 	}
 	if sp.err != nil {
 		return nil, sp.err

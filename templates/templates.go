@@ -3,9 +3,10 @@
 //
 // Each emitter is one small function per generated construct, with the shape
 // it writes in a comment above it, and builds its code with jennifer
-// (github.com/dave/jennifer/jen, its genjen style); the file is formatted by
-// one go/format pass at the end. Templates never look at syntax or at
-// go/packages, and decide nothing about types: they print the model
+// (github.com/dave/jennifer/jen, its genjen style); go/format lays the file
+// out, in runs of declarations formatted in parallel that give the bytes of
+// one pass over the whole file (format.go). Templates never look at syntax
+// or at go/packages, and decide nothing about types: they print the model
 // annotations.ResolvePackage resolved.
 //
 // # API
@@ -151,10 +152,9 @@ type decl struct {
 // imports and package-level declarations.
 type gen struct {
 	pkg       *annotations.Package
-	tpkg      *types.Package          // the package's go/types object, when known
-	imports   map[string]string       // import path -> name in the generated file
-	spelled   map[types.Type]spelling // guarded by spellMu: declarations are built in parallel
-	spellMu   sync.Mutex
+	tpkg      *types.Package    // the package's go/types object, when known
+	imports   map[string]string // import path -> name in the generated file
+	spelled   sync.Map          // types.Type -> spelling; declarations are built in parallel
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
 	// scope holds the package-level names of the package and of this file
@@ -173,7 +173,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 	if pkg == nil || len(pkg.Types) == 0 {
 		return nil, fmt.Errorf("idemgen: nothing to generate")
 	}
-	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, spelled: map[types.Type]spelling{}}
+	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}}
 	for _, t := range pkg.Types {
 		if t.Obj != nil && t.Obj.Pkg() != nil {
 			g.tpkg = t.Obj.Pkg()
@@ -394,14 +394,21 @@ func (g *gen) handshake() jen.Code {
 // doc comment formatter would (a line that reads as a list item).
 func doc(paragraphs ...string) *jen.Statement {
 	var b strings.Builder
+	size := 0
+	for _, p := range paragraphs {
+		size += len(p) + len(p)/64*4 + 8 // a "\n// " per line, about
+	}
+	b.Grow(size)
 	for i, p := range paragraphs {
 		if i > 0 {
 			b.WriteString("\n//\n")
 		}
 		line := 0
-		for j, w := range strings.Fields(p) {
+		first := true
+		for w := range strings.FieldsSeq(p) {
 			switch {
-			case j == 0:
+			case first:
+				first = false
 				b.WriteString("// ")
 				line = 3 + len(w)
 			case line+1+len(w) > 80:
