@@ -1,11 +1,14 @@
 package templates
 
 import (
+	"errors"
 	"fmt"
+	"go/build/constraint"
 	"go/format"
 	"strings"
 	"testing"
 
+	"github.com/dave/jennifer/jen"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/tools/imports"
@@ -145,5 +148,112 @@ func BenchmarkRender(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/method")
 		})
+	}
+}
+
+// TestRenderRunsIsRenderWhole: building, rendering and formatting runs of
+// declarations in parallel (renderRuns) gives the bytes of one go/format
+// pass over the whole file (renderWhole), for every model of these tests
+// and each file of a package with build constraints, with runs of one
+// declaration, of a few and of the default size; and it declines, leaving
+// the file to the whole-file pass, when a declaration renders nothing, the
+// mark it cuts at turns up in a declaration or a run does not format. A
+// declaration that does not build is the first error in file order.
+func TestRenderRunsIsRenderWhole(t *testing.T) {
+	models := map[string]func() *annotations.Package{
+		"orders":   func() *annotations.Package { return ordersModel(t) },
+		"synth":    func() *annotations.Package { return synthModel(t, 30) },
+		"synth400": func() *annotations.Package { return synthModel(t, 400) },
+		"literal":  func() *annotations.Package { return literalModel(t) },
+	}
+	for name, model := range models {
+		pkg := model()
+		// The whole package in one file, and one file per constraint
+		// (the synthetic model's methods given three constraints).
+		files := []*string{nil}
+		if name == "synth" {
+			cs := []string{"", "linux", "!linux && amd64"}
+			for i, m := range pkg.Types[0].Methods {
+				m.Constraint = cs[i%len(cs)]
+			}
+			for _, c := range cs {
+				files = append(files, &c)
+			}
+		}
+		for _, file := range files {
+			g, err := newGen(pkg)
+			require.NoError(t, err, name)
+			g.file = file
+			if file != nil && *file != "" {
+				g.fileExpr, err = constraint.Parse("//go:build " + *file)
+				require.NoError(t, err)
+			}
+			decls := g.decls()
+			codes := make([]jen.Code, len(decls))
+			for i, d := range decls {
+				codes[i], err = d.build()
+				require.NoError(t, err, name)
+			}
+			whole, err := g.renderWhole(decls, codes)
+			require.NoError(t, err, name)
+			for _, size := range []int{1, 3, runDecls} {
+				runs, _, err := g.renderRuns(decls, size)
+				require.NoError(t, err)
+				require.NotNil(t, runs, "%s %v: renderRuns declined", name, file)
+				require.Equal(t, string(whole), string(runs), "%s %v, runs of %d", name, file, size)
+			}
+			got, err := g.render()
+			require.NoError(t, err, name)
+			require.Equal(t, string(whole), string(got), "%s %v", name, file)
+		}
+	}
+
+	g, err := newGen(ordersModel(t))
+	require.NoError(t, err)
+	one := jen.Var().Id("_").Op("=").Lit(1)
+	built := func(codes ...jen.Code) []decl {
+		ds := make([]decl, len(codes))
+		for i, c := range codes {
+			ds[i] = decl{build: func() (jen.Code, error) { return c, nil }}
+		}
+		return ds
+	}
+	for name, decls := range map[string][]decl{
+		"empty declaration":     built(one, jen.Null(), one),
+		"mark in a declaration": built(one, jen.Comment(declMark), one),
+		"does not format":       built(one, jen.Id("func")),
+		"nothing":               nil,
+	} {
+		for _, size := range []int{1, runDecls} {
+			out, _, err := g.renderRuns(decls, size)
+			assert.NoError(t, err, name)
+			assert.Nil(t, out, name)
+		}
+	}
+
+	first, second := errors.New("first"), errors.New("second")
+	decls := built(one, one, one, one, one, one)
+	decls[2].build = func() (jen.Code, error) { return nil, first }
+	decls[5].build = func() (jen.Code, error) { return nil, second }
+	for _, size := range []int{1, 2, runDecls} {
+		_, _, err := g.renderRuns(decls, size)
+		assert.Equal(t, first, err, "runs of %d", size)
+	}
+}
+
+// TestRenderIsDeterministic: the runs of a file are built, rendered and
+// formatted in parallel, in whatever order the goroutines take them, and
+// the file is the same bytes every time, gofmt'd.
+func TestRenderIsDeterministic(t *testing.T) {
+	model := synthModel(t, 300)
+	first, err := renderFile(model)
+	require.NoError(t, err)
+	formatted, err := format.Source(first)
+	require.NoError(t, err)
+	require.Equal(t, string(formatted), string(first), "gofmt changes the output")
+	for range 3 {
+		again, err := renderFile(model)
+		require.NoError(t, err)
+		require.Equal(t, string(first), string(again))
 	}
 }

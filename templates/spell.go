@@ -102,10 +102,13 @@ func walkPackages(t types.Type, visit func(*types.Package)) {
 //
 //	*Order   chan (<-chan int)   map[string]pay.Amount   func(int) error
 func (g *gen) typeCode(t types.Type) (*jen.Statement, error) {
-	sp, ok := g.spelled[t]
-	if !ok {
-		sp = g.spell(t)
-		g.spelled[t] = sp
+	var sp spelling
+	if v, ok := g.spelled.Load(t); ok {
+		sp = v.(spelling)
+	} else {
+		// Another goroutine may spell t too, alike; one spelling stays.
+		v, _ := g.spelled.LoadOrStore(t, g.spell(t))
+		sp = v.(spelling)
 	}
 	if sp.err != nil {
 		return nil, sp.err

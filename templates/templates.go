@@ -3,9 +3,10 @@
 //
 // Each emitter is one small function per generated construct, with the shape
 // it writes in a comment above it, and builds its code with jennifer
-// (github.com/dave/jennifer/jen, its genjen style); the file is formatted by
-// one go/format pass at the end. Templates never look at syntax or at
-// go/packages, and decide nothing about types: they print the model
+// (github.com/dave/jennifer/jen, its genjen style); go/format lays the file
+// out, in runs of declarations formatted in parallel that give the bytes of
+// one pass over the whole file (format.go). Templates never look at syntax
+// or at go/packages, and decide nothing about types: they print the model
 // annotations.ResolvePackage resolved.
 //
 // # API
@@ -34,6 +35,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -152,7 +154,7 @@ type gen struct {
 	pkg       *annotations.Package
 	tpkg      *types.Package    // the package's go/types object, when known
 	imports   map[string]string // import path -> name in the generated file
-	spelled   map[types.Type]spelling
+	spelled   sync.Map          // types.Type -> spelling; declarations are built in parallel
 	realNames map[string]string // import path -> package name
 	idem      string            // the runtime's import name
 	// scope holds the package-level names of the package and of this file
@@ -171,7 +173,7 @@ func newGen(pkg *annotations.Package) (*gen, error) {
 	if pkg == nil || len(pkg.Types) == 0 {
 		return nil, fmt.Errorf("idemgen: nothing to generate")
 	}
-	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}, spelled: map[types.Type]spelling{}}
+	g := &gen{pkg: pkg, imports: map[string]string{}, realNames: map[string]string{}}
 	for _, t := range pkg.Types {
 		if t.Obj != nil && t.Obj.Pkg() != nil {
 			g.tpkg = t.Obj.Pkg()
@@ -392,14 +394,21 @@ func (g *gen) handshake() jen.Code {
 // doc comment formatter would (a line that reads as a list item).
 func doc(paragraphs ...string) *jen.Statement {
 	var b strings.Builder
+	size := 0
+	for _, p := range paragraphs {
+		size += len(p) + len(p)/64*4 + 8 // a "\n// " per line, about
+	}
+	b.Grow(size)
 	for i, p := range paragraphs {
 		if i > 0 {
 			b.WriteString("\n//\n")
 		}
 		line := 0
-		for j, w := range strings.Fields(p) {
+		first := true
+		for w := range strings.FieldsSeq(p) {
 			switch {
-			case j == 0:
+			case first:
+				first = false
 				b.WriteString("// ")
 				line = 3 + len(w)
 			case line+1+len(w) > 80:
@@ -419,20 +428,34 @@ func doc(paragraphs ...string) *jen.Statement {
 func (g *gen) rt(name string) *jen.Statement { return jen.Qual(RuntimePath, name) }
 
 // render writes the file: jennifer renders the header, the imports the
-// declarations use (with the names planImports chose) and the declarations
-// g.decls returns; groupImports splits the import block into goimports'
-// groups, and one go/format pass lays the whole file out.
+// declarations g.decls returns use (with the names planImports chose) and
+// the declarations; groupImports splits the import block into goimports'
+// groups, and go/format lays the file out. renderRuns does it in runs of
+// declarations across goroutines (the emitters share only the package's
+// names, read, and typeCode's cache, locked), giving the bytes of
+// renderWhole, the one pass over the whole file, which is taken when
+// renderRuns cannot vouch for its result.
 func (g *gen) render() ([]byte, error) {
 	if err := g.badIdent(); err != nil {
 		return nil, err
 	}
 	decls := g.decls()
+	out, codes, err := g.renderRuns(decls, runDecls)
+	switch {
+	case err != nil:
+		return nil, positioned(err)
+	case out != nil:
+		return out, nil
+	}
+	return g.renderWhole(decls, codes)
+}
+
+// renderWhole is the reference layout: jennifer renders the whole file and
+// one go/format pass formats it. It reports the internal error of a file
+// that does not render or format.
+func (g *gen) renderWhole(decls []decl, codes []jen.Code) ([]byte, error) {
 	f := g.newFile()
-	for _, d := range decls {
-		code, err := d.build()
-		if err != nil {
-			return nil, positioned(err)
-		}
+	for _, code := range codes {
 		f.Add(code)
 		f.Line()
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -269,29 +270,63 @@ func MedianDuration(ds []time.Duration) time.Duration {
 	return time.Duration(median(xs))
 }
 
+// GenCost is what one generate.Generate of ProfileGen cost, averaged over
+// its rounds.
+type GenCost struct {
+	Rounds int
+	// Wall is the elapsed time of one Generate.
+	Wall time.Duration
+	// CPU is the CPU time (user and system) of this process during one
+	// Generate: the generator's own work and the in-process part of
+	// packages.Load, not the go command it runs; zero when CPUKnown is
+	// false.
+	CPU      time.Duration
+	CPUKnown bool
+	// AllocBytes and Allocs are the heap allocations of one Generate.
+	AllocBytes, Allocs uint64
+}
+
 // ProfileGen writes a CPU profile of generate.Generate on a synthetic
-// package of n methods, run rounds times (warm cache) to w.
-func ProfileGen(ctx context.Context, root string, n, rounds int, start func() error, stop func()) error {
+// package of n methods, run rounds times (warm cache) between start and
+// stop, and returns the cost of one Generate.
+func ProfileGen(ctx context.Context, root string, n, rounds int, start func() error, stop func()) (GenCost, error) {
+	cost := GenCost{Rounds: rounds}
 	tmp, err := os.MkdirTemp("", "idemgen-genprof-")
 	if err != nil {
-		return err
+		return cost, err
 	}
 	defer os.RemoveAll(tmp)
 	if err := writeSynth(tmp, root, n); err != nil {
-		return err
+		return cost, err
 	}
 	dir := filepath.Join(tmp, "svc")
 	if _, err := generate.Generate(ctx, generate.Config{Dir: dir}); err != nil {
-		return err
+		return cost, err
 	}
 	if err := start(); err != nil {
-		return err
+		return cost, err
 	}
 	defer stop()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	cpu0, ok0 := processCPU()
+	begin := time.Now()
 	for range rounds {
 		if _, err := generate.Generate(ctx, generate.Config{Dir: dir}); err != nil {
-			return err
+			return cost, err
 		}
 	}
-	return nil
+	wall := time.Since(begin)
+	cpu1, ok1 := processCPU()
+	runtime.ReadMemStats(&after)
+	if rounds > 0 {
+		cost.Wall = wall / time.Duration(rounds)
+		cost.CPUKnown = ok0 && ok1
+		if cost.CPUKnown {
+			cost.CPU = (cpu1 - cpu0) / time.Duration(rounds)
+		}
+		cost.AllocBytes = (after.TotalAlloc - before.TotalAlloc) / uint64(rounds)
+		cost.Allocs = (after.Mallocs - before.Mallocs) / uint64(rounds)
+	}
+	return cost, nil
 }

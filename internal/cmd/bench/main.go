@@ -44,7 +44,8 @@ func main() {
 	quick := flag.Bool("quick", false, "few rounds and short cells (a smoke run)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the memory wrapper cells to this file")
 	memprofile := flag.String("memprofile", "", "write an allocation profile of the memory wrapper cells to this file")
-	genprofile := flag.String("genprofile", "", "write a CPU profile of the generator on 1,000 methods to this file")
+	genprofile := flag.String("genprofile", "", "write a CPU profile of the generator on 1,000 methods to this file, and print its CPU time and allocations per run")
+	genRounds := flag.Int("genprofile-rounds", 5, "generate.Generate runs profiled by -genprofile")
 	flag.Parse()
 	if *quick {
 		*rounds, *round, *minOps, *warm, *cold = 5, 5*time.Millisecond, 8, 3, 1
@@ -65,13 +66,22 @@ func main() {
 		root, err := moduleRoot()
 		if err == nil {
 			var f *os.File
-			err = benchcmp.ProfileGen(ctx, root, 1000, 5, func() error {
+			var cost benchcmp.GenCost
+			cost, err = benchcmp.ProfileGen(ctx, root, 1000, *genRounds, func() error {
 				var err error
 				if f, err = os.Create(*genprofile); err != nil {
 					return err
 				}
 				return pprof.StartCPUProfile(f)
 			}, func() { pprof.StopCPUProfile(); f.Close() })
+			if err == nil {
+				cpu := "not known"
+				if cost.CPUKnown {
+					cpu = fmt.Sprintf("%.1f ms", float64(cost.CPU)/1e6)
+				}
+				fmt.Printf("generate.Generate on 1,000 methods, mean of %d: wall %.1f ms, CPU of this process %s (the go command excluded), %.1f MB in %d allocations\n",
+					cost.Rounds, float64(cost.Wall)/1e6, cpu, float64(cost.AllocBytes)/1e6, cost.Allocs)
+			}
 		}
 		if err != nil {
 			log("%v", err)
