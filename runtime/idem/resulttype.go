@@ -10,7 +10,7 @@ import (
 )
 
 // This file lets a replay under JSONCodec skip the strict decoder when it
-// can: see docs/decisions/result-type-hash.md.
+// can: see docs/decisions/result-shape.md.
 //
 // JSONCodec.Unmarshal refuses a stored object member that no field of the
 // result type takes (DisallowUnknownFields), so that a deploy that renamed
