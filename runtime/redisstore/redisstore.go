@@ -856,7 +856,7 @@ func (s *Store) Seed(ctx context.Context, key idem.Key, rec idem.Record, ttl tim
 // decodeRecord reads a stored record (see the package documentation) into
 // rec. A PROCESSING record's lease is not in the value alone (it needs the
 // key's PTTL): LeaseLeft is left 0. Strings share v's memory; Body and
-// Meta are copies.
+// Meta are copies, made in one allocation.
 func decodeRecord(v string, rec *idem.Record) error {
 	if len(v) < headLen || v[0] < '1' || v[0] > '3' {
 		return errors.New("malformed record")
@@ -897,11 +897,17 @@ func decodeRecord(v string, rec *idem.Record) error {
 	out.Status = rec.Status
 	out.ErrCode, rest = rest[:lens[0]], rest[lens[0]:]
 	out.ErrMessage, rest = rest[:lens[1]], rest[lens[1]:]
-	if lens[2] > 0 {
-		out.Meta = []byte(rest[:lens[2]])
+	if rest == "" {
+		return nil
 	}
-	if rest = rest[lens[2]:]; rest != "" {
-		out.Body = []byte(rest)
+	// Meta and Body are adjacent: one copy holds both (Meta's capacity
+	// ends where Body begins, so an append to it copies).
+	b := []byte(rest)
+	if lens[2] > 0 {
+		out.Meta = b[:lens[2]:lens[2]]
+	}
+	if len(b) > lens[2] {
+		out.Body = b[lens[2]:]
 	}
 	return nil
 }
