@@ -147,45 +147,28 @@ func retryCell(t *testing.T, kind, trigger string, derived bool) {
 			proxy.DropNextReplyTo(func(req []byte) bool { return bytes.Contains(req, []byte("\r\nX-Tenant: "+tn+"\r\n")) })
 		}
 		c := &http.Client{Transport: rt}
-		do := func() (*http.Response, string) {
+		do := func() idemhttptest.Response {
 			t.Helper()
-			req, err := http.NewRequest("POST", target, strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("X-Tenant", tn)
-			if key != "" {
-				req.Header.Set(idemhttp.Header, key)
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatalf("%s: %v", tn, err)
-			}
-			defer resp.Body.Close()
-			got, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp, string(got)
+			return idemhttptest.Send(t, c, "POST", target, key, body, "X-Tenant", tn)
 		}
-		resp, got := do()
+		r := do()
 		switch trigger {
 		case "ClientTimeout", "ResetAfterRun":
 			// While the first answer is not stored yet, the documented
 			// answer is 409 request-in-progress (a 4xx: the client
 			// stops); its next call gets the replay.
 			deadline := time.Now().Add(hangGuard)
-			for resp.StatusCode == http.StatusConflict && time.Now().Before(deadline) {
-				wantRule(t, resp, got, http.StatusConflict, "request-in-progress")
+			for r.Status == http.StatusConflict && time.Now().Before(deadline) {
+				wantRuleOf(t, r, http.StatusConflict, "request-in-progress")
 				time.Sleep(5 * time.Millisecond)
 				rt.BeforeRetry = nil
-				resp, got = do()
+				r = do()
 			}
-			if resp.StatusCode != http.StatusCreated || got != "receipt of "+tn+" (run 1)" || resp.Header.Get(idemhttp.ReplayedHeader) != "true" {
-				t.Fatalf("%s: %d %q (%s %q), want the first answer replayed: 201 %q", tn, resp.StatusCode, got,
-					idemhttp.ReplayedHeader, resp.Header.Get(idemhttp.ReplayedHeader), "receipt of "+tn+" (run 1)")
+			if r.Status != http.StatusCreated || r.Body != "receipt of "+tn+" (run 1)" || r.Header.Get(idemhttp.ReplayedHeader) != "true" {
+				t.Fatalf("%s: %d %q (%s %q), want the first answer replayed: 201 %q", tn, r.Status, r.Body,
+					idemhttp.ReplayedHeader, r.Header.Get(idemhttp.ReplayedHeader), "receipt of "+tn+" (run 1)")
 			}
-			if h := resp.Header.Get(idemhttp.DerivedKeyHeader); (h == "true") != derived {
+			if h := r.Header.Get(idemhttp.DerivedKeyHeader); (h == "true") != derived {
 				t.Fatalf("%s: %s %q with derived=%v", tn, idemhttp.DerivedKeyHeader, h, derived)
 			}
 		case "UpstreamBroke", "UpstreamTimeout":
@@ -194,10 +177,10 @@ func retryCell(t *testing.T, kind, trigger string, derived bool) {
 			if rt.Sent() != 4 {
 				t.Fatalf("%s: %d attempts, want 4 (each answer a 5xx)", tn, rt.Sent())
 			}
-			wantRule(t, resp, got, http.StatusInternalServerError, "response-not-replayable")
+			wantRuleOf(t, r, http.StatusInternalServerError, "response-not-replayable")
 		}
-		if strings.Contains(got, "receipt of") && !strings.Contains(got, "receipt of "+tn) {
-			t.Fatalf("%s got another tenant's receipt: %q", tn, got)
+		if strings.Contains(r.Body, "receipt of") && !strings.Contains(r.Body, "receipt of "+tn) {
+			t.Fatalf("%s got another tenant's receipt: %q", tn, r.Body)
 		}
 	}
 	if proxy != nil && proxy.Dropped() != 2 {
@@ -207,5 +190,13 @@ func retryCell(t *testing.T, kind, trigger string, derived bool) {
 	defer b.mu.Unlock()
 	if len(b.runs) != 2 || b.runs["acme"] != 1 || b.runs["globex"] != 1 {
 		t.Fatalf("the backend ran %v, want once for acme and once for globex", b.runs)
+	}
+}
+
+// wantRuleOf is wantRule for a response idemhttptest.Send read.
+func wantRuleOf(t *testing.T, r idemhttptest.Response, status int, rule string) {
+	t.Helper()
+	if r.Status != status || !strings.Contains(r.Body, "#"+rule+`"`) {
+		t.Fatalf("%d %s; want %d %s", r.Status, r.Body, status, rule)
 	}
 }

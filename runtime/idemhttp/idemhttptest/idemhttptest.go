@@ -844,8 +844,9 @@ type Response struct {
 
 // Send sends one request with c (http.DefaultClient if nil) and reads the
 // response whole, for an adapter's own tests: key "" sends no
-// Idempotency-Key. A transport error fails t.
-func Send(t testing.TB, c *http.Client, method, url, key, body string) Response {
+// Idempotency-Key; hdr are more header fields, as name, value pairs
+// ("X-Tenant", "acme"). A transport error fails t.
+func Send(t testing.TB, c *http.Client, method, url, key, body string, hdr ...string) Response {
 	t.Helper()
 	if c == nil {
 		c = http.DefaultClient
@@ -853,6 +854,9 @@ func Send(t testing.TB, c *http.Client, method, url, key, body string) Response 
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	if key != "" {
 		req.Header.Set(idemhttp.Header, key)

@@ -154,48 +154,30 @@ func (s *suite) retryCell(t *testing.T, trigger string, derived bool) {
 			proxy.DropNextReplyTo(func(req []byte) bool { return bytes.Contains(req, []byte("\r\nX-Tenant: "+tn+"\r\n")) })
 		}
 		c := &http.Client{Transport: rt}
-		do := func() (*http.Response, []byte) {
+		do := func() resp {
 			t.Helper()
-			req, err := http.NewRequest("POST", target+"/orders", strings.NewReader(body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("X-Tenant", tn)
-			if key != "" {
-				req.Header.Set(idemhttp.Header, key)
-			}
-			resp, err := c.Do(req)
-			if err != nil {
-				t.Fatalf("%s: %v", tn, err)
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp, b
+			r := Send(t, c, "POST", target+"/orders", key, body, "X-Tenant", tn)
+			return resp{status: r.Status, header: r.Header, body: []byte(r.Body)}
 		}
-		wantReplay := func(resp *http.Response, b []byte) {
+		wantReplay := func(r resp) {
 			t.Helper()
-			r := resp2(resp, b)
 			want(t, r, http.StatusCreated, "receipt of "+tn+" (run 1)", true)
-			if got := resp.Header.Get(idemhttp.DerivedKeyHeader); (got == "true") != derived {
+			if got := r.header.Get(idemhttp.DerivedKeyHeader); (got == "true") != derived {
 				t.Fatalf("%s: %s %q with derived=%v", tn, idemhttp.DerivedKeyHeader, got, derived)
 			}
 		}
-		resp, b := do()
+		r := do()
 		if trigger == "TimeoutRetryInFlight" {
-			r := resp2(resp, b)
 			wantProblem(t, r, http.StatusConflict, "request-in-progress")
-			if resp.Header.Get("Retry-After") == "" {
+			if r.header.Get("Retry-After") == "" {
 				t.Fatalf("%s: 409 without Retry-After", tn)
 			}
 			unblock[tn]()
 			waitStored(tn)
 			rt.BeforeRetry = nil
-			resp, b = do()
+			r = do()
 		}
-		wantReplay(resp, b)
+		wantReplay(r)
 		if proxy != nil && proxy.Dropped() == 0 {
 			t.Fatalf("%s: the proxy dropped no answer", tn)
 		}
@@ -205,9 +187,4 @@ func (s *suite) retryCell(t *testing.T, trigger string, derived bool) {
 	if len(runs) != 2 || runs["acme"] != 1 || runs["globex"] != 1 {
 		t.Fatalf("the handler ran %v, want once for acme and once for globex", runs)
 	}
-}
-
-// resp2 is r, its body b read whole, as the suite's checks take it.
-func resp2(r *http.Response, b []byte) resp {
-	return resp{status: r.StatusCode, header: r.Header, body: b}
 }
