@@ -63,7 +63,7 @@
 // A schedule that cannot end is a failure too, reported with its seed: its
 // event queue drains with a goroutine still parked, its virtual time passes
 // maxVirtual or it runs maxEvents events, or a goroutine holds the baton
-// without yielding for stuckAfter of real time (a hang guard). The
+// without yielding for a minute of real time (a hang guard). The
 // executor's own goroutines are started through the simulator's clock
 // (clock.Go), so that the simulator never waits for one that was not.
 package sim
@@ -171,6 +171,9 @@ type Options struct {
 	Trace     bool        // keep a readable trace of every step
 
 	stick stick // tests only: make the schedule stuck (see stick)
+	// stuckAfter, when set, replaces defaultStuckAfter (tests only: the
+	// blocked schedule's test shortens it).
+	stuckAfter time.Duration
 }
 
 // stick makes a schedule stuck on purpose, for the tests that show every

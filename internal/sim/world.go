@@ -33,7 +33,16 @@ const maxVirtual = 10 * time.Minute
 // a real timer). The schedule is then reported as stuck, naming its seed,
 // instead of hanging the run. It is far above any real hand-over (micro-
 // seconds); it decides no verdict a schedule can reach otherwise.
-var stuckAfter = time.Minute
+// Options.stuckAfter overrides it.
+const defaultStuckAfter = time.Minute
+
+// stuckAfter is the schedule's hang guard (see defaultStuckAfter).
+func (w *world) stuckAfter() time.Duration {
+	if w.opts.stuckAfter > 0 {
+		return w.opts.stuckAfter
+	}
+	return defaultStuckAfter
+}
 
 // world is one schedule: virtual time, the event queue, the store, the
 // executor, the clients and workers, and the checker's view of every key.
@@ -108,7 +117,7 @@ func (w *world) takeSpawned(renewal bool) *renewalStart {
 }
 
 // baton waits until the goroutine that holds the baton hands it back, for
-// at most stuckAfter of real time (a hang guard): then the schedule is
+// at most stuckAfter() of real time (a hang guard): then the schedule is
 // stuck, reported as such, and false is returned.
 func (w *world) baton(who string) bool {
 	return w.await(w.back, who)
@@ -117,9 +126,9 @@ func (w *world) baton(who string) bool {
 // await waits for ch to deliver or close, under the hang guard (see baton).
 func (w *world) await(ch <-chan struct{}, who string) bool {
 	if w.guard == nil {
-		w.guard = time.NewTimer(stuckAfter)
+		w.guard = time.NewTimer(w.stuckAfter())
 	} else {
-		w.guard.Reset(stuckAfter)
+		w.guard.Reset(w.stuckAfter())
 	}
 	select {
 	case <-ch:
@@ -127,7 +136,7 @@ func (w *world) await(ch <-chan struct{}, who string) bool {
 		return true
 	case <-w.guard.C:
 		w.hung = true
-		w.violate("stuck: %s held the baton for %v of real time without yielding (it waits for something the simulator does not schedule)", who, stuckAfter)
+		w.violate("stuck: %s held the baton for %v of real time without yielding (it waits for something the simulator does not schedule)", who, w.stuckAfter())
 		return false
 	}
 }
