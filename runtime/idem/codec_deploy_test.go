@@ -99,14 +99,8 @@ func TestJSONCodecRoundTripsWhole(t *testing.T) {
 // decoder.
 func replayRewritten[A, B any](t *testing.T, first A, meta func([]byte) []byte) (B, error) {
 	t.Helper()
-	st := memstore.New()
-	ex := idem.NewExecutor(st, idem.SingleTenant())
-	m := &idem.Method{Op: "T.M", TTL: time.Minute}
-	_, err := call(t.Context(), ex, m, "k", func(context.Context) (A, error) { return first, nil })
-	require.NoError(t, err)
+	_, m, e := firstCall(t, first)
 	key := mustKey(t, "k")
-	e, err := st.Lookup(t.Context(), key)
-	require.NoError(t, err)
 	require.NotEmpty(t, e.Outcome.Meta, "a success encoded by JSONCodec names its result type")
 	rec := e.Record
 	rec.Outcome.Meta = meta(rec.Outcome.Meta)
@@ -212,6 +206,14 @@ func TestResultShapeChanges(t *testing.T) {
 // type T.
 func storedResultMeta[T any](t *testing.T, v T) []byte {
 	t.Helper()
+	_, _, e := firstCall(t, v)
+	return e.Outcome.Meta
+}
+
+// firstCall stores v as the outcome of a first call of "T.M" with key "k",
+// on a new memstore, and returns its executor, method and stored entry.
+func firstCall[T any](t *testing.T, v T) (*idem.Executor, *idem.Method, idem.Entry) {
+	t.Helper()
 	st := memstore.New()
 	ex := idem.NewExecutor(st, idem.SingleTenant())
 	m := &idem.Method{Op: "T.M", TTL: time.Minute}
@@ -219,7 +221,7 @@ func storedResultMeta[T any](t *testing.T, v T) []byte {
 	require.NoError(t, err)
 	e, err := st.Lookup(t.Context(), mustKey(t, "k"))
 	require.NoError(t, err)
-	return e.Outcome.Meta
+	return ex, m, e
 }
 
 // encodesItself writes a member its type does not take: a type whose
@@ -292,13 +294,7 @@ func TestReplayDecodesAsJSON(t *testing.T) {
 // of its encoding into a T does.
 func replays[T any](t *testing.T, v T) {
 	t.Helper()
-	st := memstore.New()
-	ex := idem.NewExecutor(st, idem.SingleTenant())
-	m := &idem.Method{Op: "T.M", TTL: time.Minute}
-	_, err := call(t.Context(), ex, m, "k", func(context.Context) (T, error) { return v, nil })
-	require.NoError(t, err)
-	e, err := st.Lookup(t.Context(), mustKey(t, "k"))
-	require.NoError(t, err)
+	ex, m, e := firstCall(t, v)
 	require.NotEqual(t, [8]byte{}, parsedMeta(t, e.Outcome.Meta).ResultShape, "%T: the fast path", v)
 	var want T
 	require.NoError(t, json.Unmarshal(e.Outcome.Body, &want))

@@ -155,21 +155,20 @@ func newTenancyEnv(t *testing.T, newStore newStoreFunc, handler func(e *env, w h
 func (e *env) events(kind idemhttp.EventKind) []idemhttp.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []idemhttp.Event
-	for _, ev := range e.evs {
-		if ev.Kind == kind {
-			out = append(out, ev)
-		}
-	}
-	return out
+	return ofKind(e.evs, func(ev idemhttp.Event) bool { return ev.Kind == kind })
 }
 
 func (e *env) idemEvents(kind idem.EventKind) []idem.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []idem.Event
-	for _, ev := range e.idevs {
-		if ev.Kind == kind {
+	return ofKind(e.idevs, func(ev idem.Event) bool { return ev.Kind == kind })
+}
+
+// ofKind returns the events of evs that is keeps, in order.
+func ofKind[E any](evs []E, is func(E) bool) []E {
+	var out []E
+	for _, ev := range evs {
+		if is(ev) {
 			out = append(out, ev)
 		}
 	}

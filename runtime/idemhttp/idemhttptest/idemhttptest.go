@@ -855,7 +855,10 @@ func Send(t testing.TB, c *http.Client, method, url, key, body string, hdr ...st
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i+1 < len(hdr); i += 2 {
+	if len(hdr)%2 != 0 {
+		t.Fatalf("idemhttptest.Send: header fields come in name, value pairs: %q", hdr)
+	}
+	for i := 0; i < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	if key != "" {
